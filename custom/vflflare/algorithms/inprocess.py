@@ -1,0 +1,47 @@
+"""The same phases without NVFlare: sites are objects in this process, messages are still encoded
+to bytes so payload and wire accounting match the NVFlare path. For fast tests and as the reference
+for measuring NVFlare's overhead."""
+from __future__ import annotations
+
+from typing import Mapping
+
+from vflflare import wire
+from vflflare.algorithms.ledger import CommLedger
+from vflflare.algorithms.payload import Payload, decode, encode
+from vflflare.algorithms.runner import run_algorithm
+from vflflare.algorithms.site_runtime import SiteRuntime
+from vflflare.config import VFLConfig
+from vflflare.data.loading import load_label_tables
+from vflflare.tracking import LogTracker
+
+
+class InProcessTransport:
+    def __init__(self, runtimes: dict[str, SiteRuntime], fp16: bool = False) -> None:
+        self.runtimes = runtimes
+        self.sites = list(runtimes)
+        self.ledger = CommLedger()
+        self.fp16 = fp16
+
+    def _send(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
+        replies = {}
+        for site, payload in payloads.items():
+            sent = encode(payload, self.fp16)
+            request = wire.dumps(sent)
+            self.ledger.record(site, "down", sent, len(request))
+            runtime = self.runtimes[site]
+            reply = encode(runtime.handle(task, decode(wire.loads(request))), runtime.fp16)
+            data = wire.dumps(reply)
+            self.ledger.record(site, "up", reply, len(data))
+            replies[site] = decode(wire.loads(data))
+        return replies
+
+    exchange = _send
+    step = _send
+
+
+def run_inprocess(cfg: VFLConfig, sites: list[str], data_root: str | None) -> dict:
+    runtimes = {s: SiteRuntime(s, data_root) for s in sites}
+    net = InProcessTransport(runtimes, fp16=cfg.fp16)
+    return run_algorithm(
+        net, cfg, lambda: load_label_tables("server", sites, data_root, cfg.seed), LogTracker("vflflare.server")
+    )

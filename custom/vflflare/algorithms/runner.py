@@ -1,0 +1,38 @@
+"""Run one algorithm end to end on any Transport and produce the job's result record."""
+from __future__ import annotations
+
+from typing import Callable
+
+from vflflare.algorithms.fewshot import FewShotVFL
+from vflflare.algorithms.oneshot import OneShotVFL
+from vflflare.algorithms.setup_phase import setup_parties
+from vflflare.algorithms.transport import Transport
+from vflflare.algorithms.vanilla import VanillaVFL
+from vflflare.config import VFLConfig
+from vflflare.data.types import LabelTables
+from vflflare.tracking import Tracker
+
+# FedBCD is vanilla VFL with cfg.local_steps = Q > 1
+ALGORITHMS = {"vanilla": VanillaVFL, "fedbcd": VanillaVFL, "oneshot": OneShotVFL, "fewshot": FewShotVFL}
+
+
+def run_algorithm(
+    net: Transport, cfg: VFLConfig, load_server_labels: Callable[[], LabelTables], tracker: Tracker
+) -> dict:
+    if cfg.algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm '{cfg.algorithm}'; choose one of {sorted(ALGORITHMS)}")
+    if len(net.sites) < 2:
+        raise ValueError(f"vertical FL needs at least 2 sites, got {net.sites}")
+    label, n_aligned = setup_parties(net, cfg, load_server_labels)
+    metrics = ALGORITHMS[cfg.algorithm](cfg, tracker).run(net, label, n_aligned)
+    return {
+        "algorithm": cfg.algorithm,
+        "seed": cfg.seed,
+        "sites": list(net.sites),
+        "label_owner": cfg.label_owner,
+        "metrics": {k: float(v) for k, v in metrics.items()},
+        "communication": net.ledger.summary(),
+        "phases": net.ledger.phases,
+        "wall_s": net.ledger.wall_s(),
+        "config": cfg.to_dict(),
+    }

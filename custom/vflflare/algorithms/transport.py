@@ -1,0 +1,25 @@
+"""How a flow talks to the sites, whatever carries the messages.
+
+`exchange` is a phase-level round trip (an NVFlare task: job Filters apply); `step` is a per-batch
+round trip (an NVFlare aux message: no task scheduling cost). Both send each listed site its payload,
+run `task` there and return each site's reply, recording every message in `ledger`.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Protocol
+
+from vflflare.algorithms.ledger import CommLedger
+from vflflare.algorithms.payload import Payload
+
+
+class Transport(Protocol):
+    sites: list[str]
+    ledger: CommLedger
+
+    def exchange(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]: ...
+
+    def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]: ...
+
+
+class TransportError(RuntimeError):
+    """A site failed or did not answer in time; the message names the site and the task."""

@@ -1,0 +1,125 @@
+"""`vflflare` command line: split a table into site files, generate job folders, run a job in the
+NVFlare simulator (printing its results table), or run the same phases in-process."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from vflflare.results import RESULTS_FILE, format_table
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """--set key=value; values are JSON when they parse as JSON (numbers, true/false), else strings."""
+    overrides: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--set expects key=value, got '{pair}'")
+        try:
+            overrides[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            overrides[key] = raw
+    return overrides
+
+
+def find_results(workspace: str | Path) -> Path | None:
+    found = sorted(Path(workspace).rglob(RESULTS_FILE), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: str | None = None,
+             timeout: float | None = None) -> dict:
+    """Run `nvflare simulator` on a job folder and return its vflflare_results.json."""
+    env = dict(os.environ)
+    if data_root:
+        env["VFLFLARE_DATA_ROOT"] = str(Path(data_root).resolve())
+    stale = find_results(workspace) if Path(workspace).exists() else None
+    if stale:
+        stale.unlink()
+    cmd = ["nvflare", "simulator", str(job), "-w", str(workspace), "-n", str(n_clients), "-t", str(threads)]
+    proc = subprocess.run(cmd, env=env, timeout=timeout)
+    path = find_results(workspace)
+    if path is None:
+        raise RuntimeError(f"the simulator (exit code {proc.returncode}) wrote no {RESULTS_FILE} under {workspace}")
+    results = json.loads(path.read_text())
+    results["results_path"] = str(path)
+    return results
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    results = simulate(args.job, args.workspace, args.n_clients, args.threads, args.data_root)
+    print(format_table(results))
+    print(f"results: {results['results_path']}")
+    return 1 if "error" in results else 0
+
+
+def _cmd_jobs(args: argparse.Namespace) -> int:
+    from vflflare.jobs import write_default_jobs, write_job
+
+    if args.name:
+        print(write_job(args.out, args.name, {"algorithm": args.algorithm, **parse_overrides(args.set)}, args.min_sites))
+    else:
+        for path in write_default_jobs(args.out):
+            print(path)
+    return 0
+
+
+def _cmd_inprocess(args: argparse.Namespace) -> int:
+    from vflflare.algorithms.inprocess import run_inprocess
+    from vflflare.config import VFLConfig
+
+    cfg = VFLConfig.from_dict({"algorithm": args.algorithm, **parse_overrides(args.set)})
+    sites = [f"site-{i + 1}" for i in range(args.sites)] if args.sites_names is None else args.sites_names.split(",")
+    results = run_inprocess(cfg, sites, args.data_root)
+    print(format_table(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from vflflare.data.split import configure_split_parser, run_split
+
+    parser = argparse.ArgumentParser(prog="vflflare", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    split = sub.add_parser("split", help="turn one table into per-site train/test files and label files")
+    configure_split_parser(split)
+    split.set_defaults(func=run_split)
+
+    jobs = sub.add_parser("jobs", help="write NVFlare job folders")
+    jobs.add_argument("--out", default="jobs")
+    jobs.add_argument("--name", help="write one job with this name instead of the defaults")
+    jobs.add_argument("--algorithm", default="oneshot", choices=["vanilla", "fedbcd", "oneshot", "fewshot"])
+    jobs.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="VFLConfig field")
+    jobs.add_argument("--min-sites", type=int, default=2)
+    jobs.set_defaults(func=_cmd_jobs)
+
+    sim = sub.add_parser("simulate", help="run a job folder in the NVFlare simulator and print its results")
+    sim.add_argument("job")
+    sim.add_argument("-w", "--workspace", required=True)
+    sim.add_argument("-n", "--n-clients", type=int, default=2)
+    sim.add_argument("-t", "--threads", type=int, default=2)
+    sim.add_argument("--data-root", help="sets VFLFLARE_DATA_ROOT (default: the embedded breast-cancer split)")
+    sim.set_defaults(func=_cmd_simulate)
+
+    inproc = sub.add_parser("inprocess", help="run the same phases without NVFlare (reference, benchmarks)")
+    inproc.add_argument("--algorithm", default="oneshot", choices=["vanilla", "fedbcd", "oneshot", "fewshot"])
+    inproc.add_argument("--sites", type=int, default=2)
+    inproc.add_argument("--sites-names", help="comma-separated site names (overrides --sites)")
+    inproc.add_argument("--data-root", default=os.environ.get("VFLFLARE_DATA_ROOT"))
+    inproc.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    inproc.add_argument("--json", help="also write the result record here")
+    inproc.set_defaults(func=_cmd_inprocess)
+
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

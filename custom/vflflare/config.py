@@ -1,0 +1,59 @@
+"""Hyper-parameters of a VFL job, shared by the controller, the sites and the in-process driver.
+
+Defaults follow the one-shot VFL paper (Sun et al., CVPR-W 2023, Sec. 5.1) where it gives them:
+B = 32, eta_s = eta_c = 0.01, FedBCD Q = 5, sigma = 0.1, r_m = 0.2. Everything else is our choice
+and is marked as such.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class VFLConfig:
+    algorithm: str = "oneshot"  # vanilla | oneshot | fewshot
+    seed: int = 0
+    label_owner: str = "server"  # "server" or a site name
+    # models (our choice; the paper says "a two-layer MLP" for the credit table)
+    hidden_dim: int = 64
+    rep_dim: int = 32
+    classifier_hidden: int = 0  # 0 = linear classifier head on the concatenated representations
+    # optimisation (paper: B 32, lr 0.01)
+    batch_size: int = 32
+    lr: float = 0.01
+    val_fraction: float = 0.2  # share of aligned labeled rows held out for model selection
+    # server classifier (step 6 of Alg. 1)
+    classifier_epochs: int = 100
+    classifier_patience: int = 10
+    # split-NN (vanilla VFL, FedBCD, finetune)
+    split_epochs: int = 100
+    split_patience: int = 20  # paper: stop baselines after 20 rounds without improvement
+    local_steps: int = 1  # FedBCD Q (paper: 5); 1 = vanilla VFL
+    finetune_epochs: int = 0  # > 0 adds split-NN finetuning after few-shot
+    # local semi-supervised learning (FixMatch-tab)
+    ssl_epochs: int = 10
+    mask_rate: float = 0.2  # r_m
+    noise_std: float = 0.1  # sigma
+    lambda_u: float = 1.0
+    fixmatch_threshold: float = 0.95  # FixMatch's tau
+    unlabeled_ratio: int = 7  # FixMatch's mu
+    class_balance: str = "none"  # none | distribution_alignment | balanced_threshold
+    # few-shot (Alg. 2)
+    fewshot_threshold: float = 0.6  # t in Eq. 9
+    # transport
+    fp16: bool = False
+    num_threads: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "VFLConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown VFL config keys: {unknown}; known keys: {sorted(known)}")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

@@ -1,0 +1,49 @@
+"""In-memory shapes of a party's data after loading and local preprocessing."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class FeatureBlock:
+    """Preprocessed features of some rows of one site.
+
+    numeric: float32 [n, d_num] -- standardised numeric columns plus one-hot columns.
+    categorical: int64 [n, d_cat] -- index per embedded categorical column, 0 = unseen category.
+    cardinalities: number of indices per categorical column (including the 0 = unseen slot).
+    """
+
+    numeric: np.ndarray
+    categorical: np.ndarray
+    cardinalities: list[int]
+
+    def __len__(self) -> int:
+        return int(self.numeric.shape[0])
+
+    def take(self, rows: np.ndarray) -> "FeatureBlock":
+        return FeatureBlock(self.numeric[rows], self.categorical[rows], list(self.cardinalities))
+
+
+@dataclass
+class SiteTables:
+    """What one feature party holds: its train table (aligned and unaligned rows) and its test table."""
+
+    site: str
+    train_ids: list[str]
+    train: FeatureBlock
+    test_ids: list[str]
+    test: FeatureBlock
+    feature_names: list[str]
+
+
+@dataclass
+class LabelTables:
+    """What the label party holds: labels of its labeled rows and of the test rows."""
+
+    train_ids: list[str]
+    train_labels: np.ndarray  # int64
+    test_ids: list[str]
+    test_labels: np.ndarray  # int64
+    num_classes: int

@@ -1,0 +1,84 @@
+"""Server side of every vflflare job: runs one algorithm's phases and writes vflflare_results.json."""
+from __future__ import annotations
+
+import json
+import os
+import traceback
+
+import torch
+from nvflare.apis.fl_context import FLContext
+from nvflare.apis.impl.controller import Controller
+from nvflare.apis.signal import Signal
+from nvflare.apis.shareable import Shareable
+from nvflare.apis.client import Client
+
+from vflflare.algorithms.runner import run_algorithm
+from vflflare.config import VFLConfig
+from vflflare.data.loading import load_label_tables, resolve_data_root
+from vflflare.flare.tracking import FlareTracker
+from vflflare.flare.transport import FlareTransport
+from vflflare.results import RESULTS_FILE, format_table
+
+SERVER = "server"
+
+
+class VFLController(Controller):
+    def __init__(
+        self,
+        config: dict | None = None,
+        min_sites: int = 2,
+        task_timeout: float = 1800.0,
+        step_timeout: float = 120.0,
+        data_root: str | None = None,
+    ) -> None:
+        """config: VFLConfig fields. data_root: where a server-hosted label party finds its files
+        (default: VFLFLARE_DATA_ROOT, else the embedded default)."""
+        super().__init__()
+        self.cfg = VFLConfig.from_dict(config or {})
+        self.min_sites = min_sites
+        self.task_timeout, self.step_timeout = task_timeout, step_timeout
+        self.data_root = data_root
+
+    def start_controller(self, fl_ctx: FLContext) -> None:
+        torch.set_num_threads(self.cfg.num_threads)
+
+    def stop_controller(self, fl_ctx: FLContext) -> None:
+        pass
+
+    def process_result_of_unknown_task(
+        self, client: Client, task_name: str, client_task_id: str, result: Shareable, fl_ctx: FLContext
+    ) -> None:
+        self.log_warning(fl_ctx, f"ignoring late result of task '{task_name}' from {client.name}")
+
+    def control_flow(self, abort_signal: Signal, fl_ctx: FLContext) -> None:
+        engine = fl_ctx.get_engine()
+        sites = sorted(c.name for c in engine.get_clients())
+        run_dir = engine.get_workspace().get_run_dir(fl_ctx.get_job_id())
+        net = FlareTransport(self, fl_ctx, abort_signal, sites, self.cfg.fp16, self.task_timeout, self.step_timeout)
+        tracker = FlareTracker(self, fl_ctx)
+        data_root = self.data_root or resolve_data_root()
+        try:
+            if len(sites) < self.min_sites:
+                raise ValueError(f"vertical FL needs at least {self.min_sites} sites, the job has {sites}")
+            results = run_algorithm(
+                net, self.cfg, lambda: load_label_tables(SERVER, sites, data_root, self.cfg.seed), tracker
+            )
+        except Exception as error:  # any failure ends the job with the reason in the result file
+            message = f"{type(error).__name__}: {error}"
+            self.log_error(fl_ctx, f"vflflare job failed: {message}\n{traceback.format_exc()}")
+            self._write(run_dir, {"algorithm": self.cfg.algorithm, "sites": sites, "error": message,
+                                  "communication": net.ledger.summary(), "wall_s": net.ledger.wall_s()})
+            self.system_panic(f"vflflare: {message}", fl_ctx)
+            return
+        path = self._write(run_dir, results)
+        table = format_table(results)
+        self.log_info(fl_ctx, f"results written to {path}\n{table}")
+        print(table, flush=True)
+
+    @staticmethod
+    def _write(run_dir: str, results: dict) -> str:
+        os.makedirs(run_dir, exist_ok=True)
+        path = os.path.join(run_dir, RESULTS_FILE)
+        with open(path, "w") as f:
+            json.dump(results, f, indent=2)
+        return path

@@ -1,0 +1,89 @@
+"""Transport over NVFlare: phase exchanges are tasks (job Filters apply), per-batch steps are aux
+requests from the server to the sites (about 37 ms instead of a 0.6-2 s task round trip)."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Mapping
+
+from nvflare.apis.controller_spec import ClientTask, Task, TaskCompletionStatus
+from nvflare.apis.fl_context import FLContext
+from nvflare.apis.impl.controller import Controller
+from nvflare.apis.signal import Signal
+
+from vflflare import wire
+from vflflare.algorithms.ledger import CommLedger
+from vflflare.algorithms.payload import Payload, decode, encode
+from vflflare.algorithms.transport import TransportError
+from vflflare.flare.messages import AUX_TOPIC, error_of, from_shareable, payload_bytes_of, to_shareable
+
+
+class FlareTransport:
+    def __init__(
+        self,
+        controller: Controller,
+        fl_ctx: FLContext,
+        abort_signal: Signal,
+        sites: list[str],
+        fp16: bool,
+        task_timeout: float,
+        step_timeout: float,
+    ) -> None:
+        self.controller, self.fl_ctx, self.abort_signal = controller, fl_ctx, abort_signal
+        self.sites = sites
+        self.fp16 = fp16
+        self.task_timeout, self.step_timeout = task_timeout, step_timeout
+        self.ledger = CommLedger()
+
+    def _outgoing(self, site: str, payload: Payload) -> bytes:
+        sent = encode(payload, self.fp16)
+        data = wire.dumps(sent)
+        self.ledger.record(site, "down", sent, len(data))
+        return data
+
+    def _incoming(self, site: str, task: str, reply) -> Payload:
+        problem = error_of(reply)
+        if problem:
+            raise TransportError(f"site '{site}' failed task '{task}': {problem}")
+        data = payload_bytes_of(reply)
+        received = wire.loads(data) if data else {}
+        self.ledger.record(site, "up", received, len(data))
+        return decode(received)
+
+    def exchange(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
+        replies: dict[str, object] = {}
+        lock = threading.Lock()
+
+        def on_result(client_task: ClientTask, fl_ctx: FLContext) -> None:
+            with lock:
+                replies[client_task.client.name] = client_task.result
+
+        tasks = {}
+        for site, payload in payloads.items():
+            tasks[site] = Task(
+                name=task,
+                data=to_shareable(self._outgoing(site, payload)),
+                timeout=int(self.task_timeout),
+                result_received_cb=on_result,
+            )
+            self.controller.broadcast(tasks[site], self.fl_ctx, targets=[site], min_responses=1)
+        while any(t.completion_status is None for t in tasks.values()):
+            if self.abort_signal.triggered:
+                raise TransportError(f"job aborted while waiting for task '{task}'")
+            time.sleep(0.02)
+        for site, t in tasks.items():
+            if site not in replies:
+                status = t.completion_status
+                why = "timed out" if status == TaskCompletionStatus.TIMEOUT else f"ended with status {status}"
+                raise TransportError(f"site '{site}' gave no result for task '{task}': {why} (timeout {self.task_timeout}s)")
+        return {site: self._incoming(site, task, replies[site]) for site in payloads}
+
+    def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
+        requests = {site: to_shareable(self._outgoing(site, p), task) for site, p in payloads.items()}
+        engine = self.fl_ctx.get_engine()
+        replies = engine.multicast_aux_requests(
+            topic=AUX_TOPIC, target_requests=requests, timeout=self.step_timeout, fl_ctx=self.fl_ctx
+        ) or {}
+        if self.abort_signal.triggered:
+            raise TransportError(f"job aborted during step '{task}'")
+        return {site: self._incoming(site, task, replies.get(site)) for site in payloads}

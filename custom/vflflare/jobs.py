@@ -1,0 +1,68 @@
+"""Job folders are generated, never hand-edited: `vflflare jobs` writes jobs/, a test checks it matches."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from vflflare.algorithms.site_runtime import LABEL_METHODS, LABEL_PREFIX
+from vflflare.config import VFLConfig
+from vflflare.flare.tracking import TRACKING_EVENTS
+
+# Tasks a site executes (aux-only steps such as 'split' never arrive as tasks).
+SITE_TASKS = ["setup", "align", "represent", "oneshot_update", "fewshot_update"] + [
+    LABEL_PREFIX + m for m, channel in LABEL_METHODS.items() if channel == "exchange"
+]
+
+# The jobs shipped in jobs/: name -> VFLConfig overrides.
+DEFAULT_JOBS: dict[str, dict[str, Any]] = {
+    "vanilla_vfl": {"algorithm": "vanilla"},
+    "oneshot_vfl": {"algorithm": "oneshot"},
+    "fewshot_vfl": {"algorithm": "fewshot"},
+}
+
+
+def job_files(name: str, overrides: dict[str, Any], min_sites: int = 2) -> dict[str, dict]:
+    cfg = VFLConfig.from_dict(overrides)  # fails early on a misspelt key
+    config = {k: v for k, v in cfg.to_dict().items() if k in overrides or k == "algorithm"}
+    server = {
+        "format_version": 2,
+        "workflows": [
+            {
+                "id": "vfl_controller",
+                "path": "vflflare.flare.controller.VFLController",
+                "args": {"config": config, "min_sites": min_sites},
+            }
+        ],
+        "components": [
+            {
+                "id": "tb_receiver",
+                "path": "nvflare.app_opt.tracking.tb.tb_receiver.TBAnalyticsReceiver",
+                "args": {"events": TRACKING_EVENTS},
+            }
+        ],
+    }
+    client = {
+        "format_version": 2,
+        "executors": [{"tasks": SITE_TASKS, "executor": {"path": "vflflare.flare.executor.VFLExecutor", "args": {}}}],
+        "components": [],
+    }
+    meta = {"name": name, "resource_spec": {}, "deploy_map": {"app": ["@ALL"]}, "min_clients": min_sites}
+    return {
+        "meta.json": meta,
+        "app/config/config_fed_server.json": server,
+        "app/config/config_fed_client.json": client,
+    }
+
+
+def write_job(out_dir: str | Path, name: str, overrides: dict[str, Any], min_sites: int = 2) -> Path:
+    root = Path(out_dir) / name
+    for relative, content in job_files(name, overrides, min_sites).items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(content, indent=2) + "\n")
+    return root
+
+
+def write_default_jobs(out_dir: str | Path) -> list[Path]:
+    return [write_job(out_dir, name, overrides) for name, overrides in DEFAULT_JOBS.items()]

@@ -1,0 +1,70 @@
+"""Tabular networks: the bottom model f_k of a feature party and the classification heads.
+
+Models only; the training loops live in ssl/ and algorithms/.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+import torch
+from torch import nn
+
+
+def embedding_dim(cardinality: int) -> int:
+    """Width of a categorical embedding: one slot per index, capped so wide columns stay cheap."""
+    return min(16, cardinality)
+
+
+@contextlib.contextmanager
+def seeded_init(seed: int) -> Iterator[None]:
+    """Build modules under `seed` without disturbing the caller's global torch RNG, so a party's
+    initial weights depend on its own seed only, not on what ran before in the process."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+class TabularEncoder(nn.Module):
+    """f_k(x; theta_k) of Eq. 3: embeddings of the categorical indices concatenated with the numeric
+    columns, then a two-layer MLP (the paper's "two-layer MLP" for the credit table).
+
+    The output layer is linear: the representations feed linear heads and the SDPA estimate (Eq. 10),
+    and a final ReLU would zero whole dimensions for some rows.
+    """
+
+    def __init__(self, numeric_dim: int, cardinalities: Sequence[int], hidden_dim: int = 64, rep_dim: int = 32) -> None:
+        super().__init__()
+        if numeric_dim < 0:
+            raise ValueError(f"numeric_dim must be >= 0, got {numeric_dim}")
+        if numeric_dim == 0 and len(cardinalities) == 0:
+            raise ValueError("TabularEncoder needs at least one numeric or categorical column")
+        if any(c < 1 for c in cardinalities):
+            raise ValueError(f"every categorical cardinality must be >= 1, got {list(cardinalities)}")
+        self.numeric_dim = numeric_dim
+        self.rep_dim = rep_dim
+        self.embeddings = nn.ModuleList(nn.Embedding(c, embedding_dim(c)) for c in cardinalities)
+        in_dim = numeric_dim + sum(e.embedding_dim for e in self.embeddings)
+        self.mlp = nn.Sequential(nn.Linear(in_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, rep_dim))
+
+    def forward(self, numeric: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
+        embedded = [emb(categorical[:, j]) for j, emb in enumerate(self.embeddings)]
+        return self.mlp(torch.cat([numeric, *embedded], dim=1))
+
+
+class MLPHead(nn.Module):
+    """Classifier on representations: f_c, the auxiliary f_c^k and a site's local SSL head.
+    Linear when hidden == 0, else one ReLU hidden layer."""
+
+    def __init__(self, in_dim: int, num_classes: int, hidden: int = 0) -> None:
+        super().__init__()
+        if hidden < 0:
+            raise ValueError(f"hidden must be >= 0, got {hidden}")
+        self.in_dim = in_dim
+        if hidden == 0:
+            self.net: nn.Module = nn.Linear(in_dim, num_classes)
+        else:
+            self.net = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+
+    def forward(self, reps: torch.Tensor) -> torch.Tensor:
+        return self.net(reps)

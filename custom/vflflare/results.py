@@ -1,0 +1,30 @@
+"""The job's result record (vflflare_results.json) and the table printed at the end of a run."""
+from __future__ import annotations
+
+RESULTS_FILE = "vflflare_results.json"
+
+
+def _mb(nbytes: int) -> str:
+    return f"{nbytes / 1e6:.3f}"
+
+
+def format_table(results: dict) -> str:
+    lines = [f"vflflare {results['algorithm']}  seed {results.get('seed')}  sites {', '.join(results['sites'])}  "
+             f"label owner {results.get('label_owner')}  wall {results.get('wall_s', 0):.1f} s"]
+    if "error" in results:
+        lines.append(f"FAILED: {results['error']}")
+    for name, value in sorted(results.get("metrics", {}).items()):
+        lines.append(f"  {name:<28} {value:.4f}")
+    comm = results.get("communication", {})
+    header = f"  {'':<26} {'uploads':>8} {'downloads':>9} {'payload MB':>11} {'wire MB':>9}"
+    rows = [("total", comm.get("total", {}))]
+    rows += [(f"site {s}", v) for s, v in comm.get("per_site", {}).items()]
+    rows += [(f"phase {p}", v) for p, v in comm.get("per_phase", {}).items()]
+    lines.append(header)
+    for name, row in rows:
+        if row:
+            lines.append(f"  {name:<26} {row['uploads']:>8} {row['downloads']:>9} "
+                         f"{_mb(row['payload_bytes']):>11} {_mb(row['wire_bytes']):>9}")
+    if results.get("phases"):
+        lines.append("  phase wall time (s): " + ", ".join(f"{p['name']} {p['wall_s']:.2f}" for p in results["phases"]))
+    return "\n".join(lines)

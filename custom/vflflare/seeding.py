@@ -1,0 +1,20 @@
+"""One job seed; every party derives its own from (seed, name) so runs repeat exactly."""
+from __future__ import annotations
+
+import hashlib
+import random
+
+import numpy as np
+import torch
+
+
+def derive_seed(seed: int, name: str) -> int:
+    digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
