@@ -41,7 +41,8 @@ def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: 
     stale = find_results(workspace) if Path(workspace).exists() else None
     if stale:
         stale.unlink()
-    cmd = ["nvflare", "simulator", str(job), "-w", str(workspace), "-n", str(n_clients), "-t", str(threads)]
+    # the nvflare CLI of this interpreter's environment, whatever PATH says
+    cmd = [sys.executable, "-m", "nvflare.cli", "simulator", str(job), "-w", str(workspace), "-n", str(n_clients), "-t", str(threads)]
     proc = subprocess.run(cmd, env=env, timeout=timeout)
     path = find_results(workspace)
     if path is None:

@@ -14,6 +14,14 @@ SITE_TASKS = ["setup", "align", "represent", "oneshot_update", "fewshot_update"]
     LABEL_PREFIX + m for m, channel in LABEL_METHODS.items() if channel == "exchange"
 ]
 
+# NVFlare admits a job's components only from its allow-list or when the job brings its own code
+# (an app/custom folder, checked against the submitter's BYOC right). vflflare is such code.
+CUSTOM_NOTE = """This job runs vflflare's own code (custom/vflflare in the repository).
+The simulator and a POC on this machine import it from the installed package; to deploy on sites
+that do not have it installed, copy the package here (poc/ and provisioning/ do that).
+NVFlare treats a job with an app/custom folder as bring-your-own-code: the submitter needs that right.
+"""
+
 # The jobs shipped in jobs/: name -> VFLConfig overrides.
 DEFAULT_JOBS: dict[str, dict[str, Any]] = {
     "vanilla_vfl": {"algorithm": "vanilla"},
@@ -61,6 +69,8 @@ def write_job(out_dir: str | Path, name: str, overrides: dict[str, Any], min_sit
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(content, indent=2) + "\n")
+    (root / "app" / "custom").mkdir(parents=True, exist_ok=True)
+    (root / "app" / "custom" / "README.txt").write_text(CUSTOM_NOTE)
     return root
 
 

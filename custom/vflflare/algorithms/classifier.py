@@ -60,7 +60,7 @@ def fit_head(
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            total += float(loss) * len(rows)
+            total += loss.item() * len(rows)
         tracker.scalar(f"{tag}/train_loss", total / n, epoch)
         if val is None:
             continue
@@ -70,7 +70,8 @@ def fit_head(
         tracker.scalar(f"{tag}/val_{name}", metric, epoch)
         key = (metric, -val_loss)
         if best_key is None or key > best_key:
-            best_key, best_state, best_epoch, best_metric, waited = key, copy.deepcopy(head.state_dict()), epoch, metric, 0
+            best_key, best_epoch, best_metric, waited = key, epoch, metric, 0
+            best_state = copy.deepcopy(head.state_dict())
         else:
             waited += 1
             if waited >= cfg.classifier_patience:

@@ -38,6 +38,7 @@ def train_classifier(net: Transport, label: Any, reps: dict[str, dict]) -> dict[
 class OneShotVFL:
     def __init__(self, cfg: VFLConfig, tracker: Tracker) -> None:
         self.cfg, self.tracker = cfg, tracker
+        self.info: dict[str, int] = {}
 
     def run(self, net: Transport, label: Any, n_aligned: int) -> dict[str, float]:
         reps = upload_aligned_representations(net)

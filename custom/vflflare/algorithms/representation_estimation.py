@@ -51,7 +51,6 @@ def pseudo_label_probabilities(local_probs: np.ndarray, global_probs: np.ndarray
     if local_probs.shape != global_probs.shape:
         raise ValueError(f"local and global probabilities differ in shape: {local_probs.shape} vs {global_probs.shape}")
     local_conf, global_conf = local_probs.max(axis=1), global_probs.max(axis=1)
-    keep = (
-        (local_probs.argmax(axis=1) == global_probs.argmax(axis=1)) & (local_conf > threshold) & (global_conf > threshold)
-    )
+    agree = local_probs.argmax(axis=1) == global_probs.argmax(axis=1)
+    keep = agree & (local_conf > threshold) & (global_conf > threshold)
     return np.where(keep, global_conf, 0.0).astype(np.float32)

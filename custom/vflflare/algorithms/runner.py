@@ -23,14 +23,17 @@ def run_algorithm(
         raise ValueError(f"unknown algorithm '{cfg.algorithm}'; choose one of {sorted(ALGORITHMS)}")
     if len(net.sites) < 2:
         raise ValueError(f"vertical FL needs at least 2 sites, got {net.sites}")
-    label, n_aligned = setup_parties(net, cfg, load_server_labels)
-    metrics = ALGORITHMS[cfg.algorithm](cfg, tracker).run(net, label, n_aligned)
+    label, rows = setup_parties(net, cfg, load_server_labels)
+    flow = ALGORITHMS[cfg.algorithm](cfg, tracker)
+    metrics = flow.run(net, label, rows["aligned_train"])
     return {
         "algorithm": cfg.algorithm,
         "seed": cfg.seed,
         "sites": list(net.sites),
         "label_owner": cfg.label_owner,
         "metrics": {k: float(v) for k, v in metrics.items()},
+        "rows": rows,
+        "training": flow.info,
         "communication": net.ledger.summary(),
         "phases": net.ledger.phases,
         "wall_s": net.ledger.wall_s(),

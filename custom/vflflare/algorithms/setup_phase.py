@@ -17,8 +17,8 @@ SERVER = "server"
 
 def setup_parties(
     net: Transport, cfg: VFLConfig, load_server_labels: Callable[[], LabelTables]
-) -> tuple[LabelParty | RemoteLabelParty, int]:
-    """Returns the label party handle and the number of aligned labeled training rows."""
+) -> tuple[LabelParty | RemoteLabelParty, dict[str, int]]:
+    """Returns the label party handle and the row counts of the aligned parts."""
     if cfg.label_owner != SERVER and cfg.label_owner not in net.sites:
         raise ValueError(f"label_owner '{cfg.label_owner}' is neither 'server' nor one of the sites {net.sites}")
     salt = secrets.token_hex(16)
@@ -53,4 +53,5 @@ def setup_parties(
         else:
             payloads[cfg.label_owner]["label"] = {"train": label_rows.train, "val": label_rows.val, "test": label_rows.test}
         net.exchange("align", payloads)
-    return label, len(label_rows.train)
+    counts = {"aligned_train": len(label_rows.train), "val": len(label_rows.val), "test": len(label_rows.test)}
+    return label, counts

@@ -31,8 +31,9 @@ def _train_epoch(net: Transport, label: Any, order: np.ndarray, batch_size: int)
 
 def train_split_nn(
     net: Transport, label: Any, cfg: VFLConfig, n_rows: int, epochs: int, keep_classifier: bool, tracker: Tracker
-) -> dict[str, float]:
-    """Early stopping on the validation metric; returns 'val_*' and 'test_*' of the best state."""
+) -> tuple[dict[str, float], int]:
+    """Early stopping on the validation metric; returns 'val_*' and 'test_*' of the best state and the
+    number of epochs run."""
     rng = np.random.default_rng(derive_seed(cfg.seed, "split-order"))
     best, since_best = -np.inf, 0
     label.split_begin(keep_classifier)
@@ -57,4 +58,5 @@ def train_split_nn(
         label.restore_best()
         net.step("restore", {s: {} for s in net.sites})
         replies = net.exchange("represent", {s: {"parts": ["val", "test"]} for s in net.sites})
-        return {**label.evaluate("val", reps_of(replies, "val")), **label.evaluate("test", reps_of(replies, "test"))}
+        metrics = {**label.evaluate("val", reps_of(replies, "val")), **label.evaluate("test", reps_of(replies, "test"))}
+    return metrics, epoch + 1

@@ -13,6 +13,10 @@ from vflflare.tracking import Tracker
 class VanillaVFL:
     def __init__(self, cfg: VFLConfig, tracker: Tracker) -> None:
         self.cfg, self.tracker = cfg, tracker
+        self.info: dict[str, int] = {}
 
     def run(self, net: Transport, label: Any, n_aligned: int) -> dict[str, float]:
-        return train_split_nn(net, label, self.cfg, n_aligned, self.cfg.split_epochs, False, self.tracker)
+        metrics, self.info["split_epochs"] = train_split_nn(
+            net, label, self.cfg, n_aligned, self.cfg.split_epochs, False, self.tracker
+        )
+        return metrics

@@ -79,11 +79,10 @@ class Preprocessor:
                     if value in position:
                         block[row, position[value]] = 1.0
                 numeric.append(block)
-        categorical = [
-            np.array([index.get(value, 0) for value in table.columns[name]], dtype=np.int64)
-            for name in self.categorical_names
-            for index in [{category: i + 1 for i, category in enumerate(self.embedded[name])}]
-        ]
+        categorical: list[np.ndarray] = []
+        for name in self.categorical_names:
+            index = {category: i + 1 for i, category in enumerate(self.embedded[name])}
+            categorical.append(np.array([index.get(value, 0) for value in table.columns[name]], dtype=np.int64))
         rows = len(table.ids)
         return FeatureBlock(
             numeric=np.concatenate(numeric, axis=1).astype(np.float32) if numeric else np.zeros((rows, 0), np.float32),

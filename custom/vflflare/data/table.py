@@ -56,9 +56,12 @@ class CsvTable:
             if value == "":
                 raise self.error("empty ID", row=row, column=id_column)
             if value in first_row:
-                raise self.error(
+                raise DataError.at(
+                    self.owner,
+                    self.source,
                     f"duplicate ID {value!r}, first seen on line {self.lines[first_row[value]]}",
-                    row=row,
+                    line=self.lines[row],
+                    row_id=value,
                     column=id_column,
                 )
             first_row[value] = row
@@ -118,20 +121,22 @@ class FeatureTable:
         return self.csv.ids
 
 
-def read_csv(owner: str, path: Path, id_column: str | None = None) -> CsvTable:
-    """Read a CSV file; with `id_column`, also validate its IDs."""
+def read_csv(owner: str, path: Path, id_column: str | None = None, preamble: int = 0) -> CsvTable:
+    """Read a CSV file; with `id_column`, also validate its IDs. `preamble` lines before the header are skipped."""
     if not path.is_file():
         raise DataError.at(owner, path, "file not found")
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
-            return parse_csv(owner, str(path), handle, id_column)
+            return parse_csv(owner, str(path), handle, id_column, preamble)
     except UnicodeDecodeError as exc:
         raise DataError.at(owner, path, f"not UTF-8 text: {exc}") from exc
 
 
-def parse_csv(owner: str, source: str, text_lines: Iterable[str], id_column: str | None = None) -> CsvTable:
-    """Parse CSV text whose first non-blank line is the header. Blank lines hold no values and are
-    skipped; every other row must have as many fields as the header."""
+def parse_csv(
+    owner: str, source: str, text_lines: Iterable[str], id_column: str | None = None, preamble: int = 0
+) -> CsvTable:
+    """Parse CSV text whose first non-blank line after `preamble` lines is the header. Blank lines hold
+    no values and are skipped; every other row must have as many fields as the header."""
     reader = csv.reader(text_lines)
     header: list[str] | None = None
     rows: list[list[str]] = []
@@ -140,7 +145,7 @@ def parse_csv(owner: str, source: str, text_lines: Iterable[str], id_column: str
     try:
         for record in reader:
             start, previous_end = previous_end + 1, reader.line_num
-            if not record:
+            if not record or start <= preamble:
                 continue
             if header is None:
                 header = record
@@ -200,14 +205,14 @@ def check_same_columns(train: CsvTable, test: CsvTable) -> None:
         raise test.error(f"columns differ from {train.source}: missing {missing}, extra {extra}")
 
 
-def check_disjoint(train: FeatureTable, test: FeatureTable) -> None:
-    """A row in both tables would leak test data into training."""
+def check_disjoint(train: CsvTable, test: CsvTable) -> None:
+    """A row in both tables would leak test data into training. Both tables must have their IDs checked."""
+    assert train.ids is not None and test.ids is not None
     test_rows = {row_id: row for row, row_id in enumerate(test.ids)}
     for row, row_id in enumerate(train.ids):
         if row_id in test_rows:
-            raise test.csv.error(
-                f"ID also in the training table {train.csv.source} line {train.csv.lines[row]}",
-                row=test_rows[row_id],
+            raise test.error(
+                f"ID also in the training table {train.source} line {train.lines[row]}", row=test_rows[row_id]
             )
 
 

@@ -3,6 +3,7 @@ requests from the server to the sites (about 37 ms instead of a 0.6-2 s task rou
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 import time
 from typing import Mapping
 
@@ -34,6 +35,7 @@ class FlareTransport:
         self.fp16 = fp16
         self.task_timeout, self.step_timeout = task_timeout, step_timeout
         self.ledger = CommLedger()
+        self._pool = ThreadPoolExecutor(max_workers=max(2, len(sites)), thread_name_prefix="vflflare-step")
 
     def _outgoing(self, site: str, payload: Payload) -> bytes:
         sent = encode(payload, self.fp16)
@@ -78,12 +80,18 @@ class FlareTransport:
                 raise TransportError(f"site '{site}' gave no result for task '{task}': {why} (timeout {self.task_timeout}s)")
         return {site: self._incoming(site, task, replies[site]) for site in payloads}
 
-    def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
-        requests = {site: to_shareable(self._outgoing(site, p), task) for site, p in payloads.items()}
+    def _send_aux(self, site: str, request) -> object:
         engine = self.fl_ctx.get_engine()
-        replies = engine.multicast_aux_requests(
-            topic=AUX_TOPIC, target_requests=requests, timeout=self.step_timeout, fl_ctx=self.fl_ctx
-        ) or {}
+        with engine.new_context() as fl_ctx:
+            replies = engine.send_aux_request([site], AUX_TOPIC, request, self.step_timeout, fl_ctx) or {}
+        return replies.get(site)
+
+    def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
+        # One aux request per site, in parallel. (nvflare 2.9.0's multicast_aux_requests passes an
+        # abort_signal argument CoreCell.broadcast_multi_requests does not take, so it always fails.)
+        requests = {site: to_shareable(self._outgoing(site, p), task) for site, p in payloads.items()}
+        futures = {site: self._pool.submit(self._send_aux, site, request) for site, request in requests.items()}
+        replies = {site: future.result() for site, future in futures.items()}
         if self.abort_signal.triggered:
             raise TransportError(f"job aborted during step '{task}'")
         return {site: self._incoming(site, task, replies.get(site)) for site in payloads}

@@ -16,7 +16,9 @@ def cluster_label_agreement(clusters: np.ndarray, labels: np.ndarray) -> float:
     clusters = np.asarray(clusters, dtype=np.int64)
     labels = np.asarray(labels, dtype=np.int64)
     if clusters.shape != labels.shape or clusters.ndim != 1 or len(labels) == 0:
-        raise ValueError(f"clusters and labels must be equal-length non-empty 1-D arrays: {clusters.shape} vs {labels.shape}")
+        raise ValueError(
+            f"clusters and labels must be equal-length non-empty 1-D arrays: {clusters.shape} vs {labels.shape}"
+        )
     if clusters.min() < 0 or labels.min() < 0:
         raise ValueError("clusters and labels must be non-negative indices")
     counts = np.zeros((clusters.max() + 1, labels.max() + 1), dtype=np.int64)

@@ -22,13 +22,11 @@ class TabularBatch(NamedTuple):
 
     @classmethod
     def from_block(cls, block: FeatureBlock) -> "TabularBatch":
-        return cls(torch.as_tensor(block.numeric, dtype=torch.float32), torch.as_tensor(block.categorical, dtype=torch.int64))
+        numeric = torch.as_tensor(block.numeric, dtype=torch.float32)
+        return cls(numeric, torch.as_tensor(block.categorical, dtype=torch.int64))
 
     def take(self, rows: torch.Tensor) -> "TabularBatch":
         return TabularBatch(self.numeric[rows], self.categorical[rows])
-
-    def __len__(self) -> int:
-        return int(self.numeric.shape[0])
 
 
 Transform = Callable[[TabularBatch], TabularBatch]
@@ -39,7 +37,9 @@ class MaskToLocalMean:
     entry becomes its column's local mean, a masked categorical one its column's most frequent index
     (a mean of category indices is no category)."""
 
-    def __init__(self, numeric_mean: torch.Tensor, categorical_mode: torch.Tensor, rate: float, generator: torch.Generator) -> None:
+    def __init__(
+        self, numeric_mean: torch.Tensor, categorical_mode: torch.Tensor, rate: float, generator: torch.Generator
+    ) -> None:
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"mask rate must be in [0, 1], got {rate}")
         self.numeric_mean = numeric_mean
@@ -49,7 +49,7 @@ class MaskToLocalMean:
 
     @classmethod
     def from_block(cls, block: FeatureBlock, rate: float, generator: torch.Generator) -> "MaskToLocalMean":
-        """Statistics over all of the site's local rows (the paper's x-bar over its N local samples)."""
+        """Statistics over the rows of `block` (the paper's x-bar over the site's N local samples)."""
         mean = torch.as_tensor(block.numeric, dtype=torch.float32).mean(dim=0)
         mode = torch.as_tensor(
             np.array([np.bincount(col).argmax() for col in np.asarray(block.categorical).T], dtype=np.int64)
@@ -89,6 +89,9 @@ class WeakStrongViews:
         return weak, self.strong_on_weak(weak)
 
 
-def fixmatch_tab_views(block: FeatureBlock, mask_rate: float, noise_std: float, generator: torch.Generator) -> WeakStrongViews:
+def fixmatch_tab_views(
+    block: FeatureBlock, mask_rate: float, noise_std: float, generator: torch.Generator
+) -> WeakStrongViews:
     """FixMatch-tab's augmentation pair with statistics taken from the site's local rows `block`."""
-    return WeakStrongViews(MaskToLocalMean.from_block(block, mask_rate, generator), AddGaussianNoise(noise_std, generator))
+    weak = MaskToLocalMean.from_block(block, mask_rate, generator)
+    return WeakStrongViews(weak, AddGaussianNoise(noise_std, generator))

@@ -68,7 +68,9 @@ class FixMatchLoss(nn.Module):
         unsup = (F.cross_entropy(logits_strong, pseudo, reduction="none") * mask).sum() / max(len(mask), 1)
         return F.cross_entropy(logits_labeled, targets) + self.lambda_u * unsup
 
-    def pseudo_labels(self, logits_weak: torch.Tensor, unlabeled_index: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def pseudo_labels(
+        self, logits_weak: torch.Tensor, unlabeled_index: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """argmax of the (aligned) weak-view probabilities and the float mask of rows above their threshold."""
         probs = F.softmax(logits_weak, dim=1)
         if self.class_balance == "distribution_alignment" and len(probs):

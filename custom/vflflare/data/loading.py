@@ -1,0 +1,152 @@
+"""Where a party's data comes from at job start.
+
+A site reads only its own folder ``<root>/<site>/`` (root from VFLFLARE_DATA_ROOT or the site's
+config), so one job folder runs unchanged everywhere. With no root, every party rebuilds the same
+in-memory split of scikit-learn's breast cancer table from (sites, seed) -- through the very
+`split_table` and CSV parsing the file path uses -- so a first run needs no files and no setup.
+"""
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+
+from vflflare.data.errors import DataError, site_owner
+from vflflare.data.preprocess import Preprocessor
+from vflflare.data.schema import LABELS_FILE, SCHEMA_FILE, LabelSpec, TableSchema, read_label_spec, read_table_schema
+from vflflare.data.sources import load_source
+from vflflare.data.split import (
+    TEST_FILE,
+    TEST_LABELS_FILE,
+    TRAIN_FILE,
+    TRAIN_LABELS_FILE,
+    SitePart,
+    SplitResult,
+    frame_to_csv,
+    label_spec,
+    split_table,
+)
+from vflflare.data.table import (
+    CsvTable,
+    check_disjoint,
+    check_label_range,
+    check_same_columns,
+    parse_csv,
+    parse_features,
+    parse_labels,
+    read_csv,
+)
+from vflflare.data.types import LabelTables, SiteTables
+
+DATA_ROOT_ENV = "VFLFLARE_DATA_ROOT"
+EMBEDDED_DATASET = "breast_cancer"
+EMBEDDED_OVERLAP = 150
+EMBEDDED_TEST_FRACTION = 0.2
+
+
+def resolve_data_root() -> str | None:
+    """The data root from the environment; None selects the embedded default."""
+    return os.environ.get(DATA_ROOT_ENV) or None
+
+
+def load_site_tables(site: str, sites: list[str], data_root: str | None, seed: int) -> SiteTables:
+    """Read, validate and locally preprocess feature party `site`'s train and test tables.
+
+    `sites` and `seed` only matter for the embedded default (data_root None)."""
+    owner = site_owner(site)
+    if data_root is None:
+        part = _embedded_part(site, sites, seed)
+        source = f"<embedded {EMBEDDED_DATASET} split>/{site}"
+        schema = TableSchema(categorical_columns=tuple(part.categorical))
+        train_text, test_text = frame_to_csv(part.train), frame_to_csv(part.test)
+        train_csv = parse_csv(owner, f"{source}/{TRAIN_FILE}", io.StringIO(train_text), schema.id_column)
+        test_csv = parse_csv(owner, f"{source}/{TEST_FILE}", io.StringIO(test_text), schema.id_column)
+    else:
+        folder = _party_folder(owner, site, data_root)
+        schema = read_table_schema(owner, folder / SCHEMA_FILE)
+        train_csv = read_csv(owner, folder / TRAIN_FILE, schema.id_column)
+        test_csv = read_csv(owner, folder / TEST_FILE, schema.id_column)
+    train = parse_features(train_csv, schema)
+    check_same_columns(train_csv, test_csv)
+    test = parse_features(test_csv, schema)
+    check_disjoint(train_csv, test_csv)
+    preprocessor = Preprocessor.fit(train)
+    return SiteTables(
+        site=site,
+        train_ids=train.ids,
+        train=preprocessor.transform(train),
+        test_ids=test.ids,
+        test=preprocessor.transform(test),
+        feature_names=preprocessor.feature_names,
+    )
+
+
+def load_label_tables(owner: str, sites: list[str], data_root: str | None, seed: int) -> LabelTables:
+    """Read and validate the label party's files from ``<root>/<owner>/`` (owner "server" or a site).
+
+    With data_root None the labels of the embedded default split go to whoever asks, whatever the name."""
+    who = f"label party {owner!r}"
+    if data_root is None:
+        result = _embedded_split(sites, seed)
+        spec = label_spec(result)
+        source = f"<embedded {EMBEDDED_DATASET} split>/{owner}"
+        train_text, test_text = frame_to_csv(result.train_labels), frame_to_csv(result.test_labels)
+        train_csv = parse_csv(who, f"{source}/{TRAIN_LABELS_FILE}", io.StringIO(train_text), spec.id_column)
+        test_csv = parse_csv(who, f"{source}/{TEST_LABELS_FILE}", io.StringIO(test_text), spec.id_column)
+    else:
+        folder = _party_folder(who, owner, data_root)
+        spec = read_label_spec(who, folder / LABELS_FILE)
+        train_csv = read_csv(who, folder / TRAIN_LABELS_FILE, spec.id_column)
+        test_csv = read_csv(who, folder / TEST_LABELS_FILE, spec.id_column)
+    train_labels = parse_labels(train_csv, spec)
+    test_labels = parse_labels(test_csv, spec)
+    check_disjoint(train_csv, test_csv)
+    num_classes = spec.num_classes or _infer_num_classes(spec, train_csv, train_labels, test_csv, test_labels)
+    assert train_csv.ids is not None and test_csv.ids is not None
+    return LabelTables(
+        train_ids=train_csv.ids,
+        train_labels=train_labels,
+        test_ids=test_csv.ids,
+        test_labels=test_labels,
+        num_classes=num_classes,
+    )
+
+
+def _infer_num_classes(
+    spec: LabelSpec, train_csv: CsvTable, train_labels: np.ndarray, test_csv: CsvTable, test_labels: np.ndarray
+) -> int:
+    """Without labels.json, C is the number of distinct labels, which then must be exactly 0..C-1:
+    a gap would silently shrink C below the true number of classes."""
+    num_classes = len(set(train_labels.tolist()) | set(test_labels.tolist()))
+    if num_classes < 2:
+        raise train_csv.error(f"all labels are {int(train_labels[0])}; a classifier needs at least 2 classes")
+    why = f"distinct labels; add {LABELS_FILE} with num_classes if classes are missing from the data"
+    check_label_range(train_csv, train_labels, num_classes, spec.label_column, why)
+    check_label_range(test_csv, test_labels, num_classes, spec.label_column, why)
+    return num_classes
+
+
+def _party_folder(owner: str, name: str, data_root: str) -> Path:
+    root = Path(data_root)
+    if not root.is_dir():
+        raise DataError.at(owner, root, f"data root does not exist (set {DATA_ROOT_ENV} or the site's data root)")
+    folder = root / name
+    if not folder.is_dir():
+        existing = sorted(path.name for path in root.iterdir() if path.is_dir())
+        raise DataError.at(owner, folder, f"data folder does not exist; {root} has folders {existing}")
+    return folder
+
+
+def _embedded_split(sites: list[str], seed: int) -> SplitResult:
+    frame, labels, ids, categorical, _ = load_source(EMBEDDED_DATASET, None)
+    return split_table(
+        frame, labels, ids, list(sites), EMBEDDED_OVERLAP, seed, EMBEDDED_TEST_FRACTION, categorical=categorical
+    )
+
+
+def _embedded_part(site: str, sites: list[str], seed: int) -> SitePart:
+    if site not in sites:
+        raise DataError(f"{site_owner(site)}: not one of the sites {list(sites)} of the embedded default data")
+    return _embedded_split(sites, seed).parts[site]

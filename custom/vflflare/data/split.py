@@ -1,0 +1,360 @@
+"""Turning one whole table into per-party data the way the few-overlap VFL papers do.
+
+One-shot VFL (Sun et al. 2023, Sec. 5): shuffle; hold out aligned test rows that every party has;
+of the rest, N_o aligned rows shared by all parties (the only labeled ones, labels at the label
+party), and the remaining rows split evenly and disjointly among the K parties, unlabeled.
+Features are split by column lists or evenly in column order. The embedded default and the CLI
+both use `split_table`, so "the same split" always means the same rows.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from vflflare.data.schema import (
+    DEFAULT_ID_COLUMN,
+    DEFAULT_LABEL_COLUMN,
+    LABELS_FILE,
+    SCHEMA_FILE,
+    LabelSpec,
+    TableSchema,
+)
+from vflflare.data.sources import SOURCES, load_source, source_files
+
+SERVER = "server"
+MANIFEST_FILE = "manifest.json"
+OVERLAP_IDS_FILE = "overlap_ids.csv"
+TRAIN_FILE = "train.csv"
+TEST_FILE = "test.csv"
+TRAIN_LABELS_FILE = "train_labels.csv"
+TEST_LABELS_FILE = "test_labels.csv"
+
+
+@dataclass
+class SitePart:
+    """One feature party's share. Tables have the ID column first, rows in source order."""
+
+    columns: list[str]
+    categorical: list[str]
+    train: pd.DataFrame  # the aligned rows and this party's unaligned rows
+    test: pd.DataFrame
+    n_unaligned: int
+
+
+@dataclass
+class SplitResult:
+    sites: list[str]
+    parts: dict[str, SitePart]
+    overlap_ids: list[str]
+    train_labels: pd.DataFrame  # id, label of the aligned rows only
+    test_labels: pd.DataFrame
+    num_classes: int
+    seed: int
+    overlap: int
+    test_fraction: float
+
+
+def split_table(
+    frame: pd.DataFrame,
+    labels: np.ndarray,
+    ids: list[str],
+    sites: list[str],
+    overlap: int,
+    seed: int,
+    test_fraction: float = 0.2,
+    site_columns: list[list[str]] | None = None,
+    categorical: Sequence[str] = (),
+) -> SplitResult:
+    """Split rows and columns among `sites` (pure; same inputs and seed -> same split)."""
+    labels = np.asarray(labels)
+    _check_rows(frame, labels, ids)
+    _check_sites(sites)
+    columns = _site_columns(frame, sites, site_columns)
+    unknown_categorical = [name for name in categorical if name not in frame.columns]
+    if unknown_categorical:
+        raise ValueError(f"categorical columns {unknown_categorical} are not in the table")
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    n_rows = len(frame)
+    n_test = int(round(test_fraction * n_rows))
+    if n_test < 1:
+        raise ValueError(f"test_fraction {test_fraction} of {n_rows} rows leaves no test row")
+    available = n_rows - n_test
+    if not 1 <= overlap <= available:
+        raise ValueError(f"overlap must be in 1..{available} (rows left after {n_test} test rows), got {overlap}")
+
+    order = np.random.default_rng(seed).permutation(n_rows)
+    test_rows = np.sort(order[:n_test])
+    aligned_rows = np.sort(order[n_test : n_test + overlap])
+    unaligned = np.array_split(order[n_test + overlap :], len(sites))
+
+    id_array = np.asarray(ids, dtype=object)
+    parts: dict[str, SitePart] = {}
+    for site, names, own_rows in zip(sites, columns, unaligned):
+        train_rows = np.sort(np.concatenate([aligned_rows, own_rows]))
+        parts[site] = SitePart(
+            columns=names,
+            categorical=[name for name in names if name in categorical],
+            train=_with_ids(frame, names, train_rows, id_array),
+            test=_with_ids(frame, names, test_rows, id_array),
+            n_unaligned=len(own_rows),
+        )
+    return SplitResult(
+        sites=list(sites),
+        parts=parts,
+        overlap_ids=[str(value) for value in id_array[aligned_rows]],
+        train_labels=_labels(labels, aligned_rows, id_array),
+        test_labels=_labels(labels, test_rows, id_array),
+        num_classes=int(labels.max()) + 1,
+        seed=seed,
+        overlap=overlap,
+        test_fraction=test_fraction,
+    )
+
+
+def write_split(
+    result: SplitResult,
+    out_dir: str | os.PathLike[str],
+    label_owner: str = SERVER,
+    manifest_extra: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write the data-root layout (site folders, label files, overlap_ids.csv, manifest.json) into a new
+    or empty `out_dir`, which is then usable as VFLFLARE_DATA_ROOT. Returns the manifest's path.
+
+    A non-empty folder is refused rather than overwritten: leftover site folders from an earlier split
+    with more sites would silently join the new one."""
+    if label_owner != SERVER and label_owner not in result.sites:
+        raise ValueError(f"label owner must be {SERVER!r} or one of the sites {result.sites}, got {label_owner!r}")
+    manifest = _manifest(result, label_owner)
+    clashes = sorted(set(manifest_extra or {}) & set(manifest))
+    if clashes:
+        raise ValueError(f"manifest_extra may not replace the split's own keys {clashes}")
+    root = Path(out_dir)
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise ValueError(f"output folder {root} exists and is not empty; remove it or choose another --out")
+
+    for site, part in result.parts.items():
+        folder = root / site
+        folder.mkdir(parents=True, exist_ok=True)
+        _write_text(folder / TRAIN_FILE, frame_to_csv(part.train))
+        _write_text(folder / TEST_FILE, frame_to_csv(part.test))
+        _write_json(folder / SCHEMA_FILE, TableSchema(DEFAULT_ID_COLUMN, tuple(part.categorical)).to_dict())
+    label_folder = root / label_owner
+    label_folder.mkdir(parents=True, exist_ok=True)
+    _write_text(label_folder / TRAIN_LABELS_FILE, frame_to_csv(result.train_labels))
+    _write_text(label_folder / TEST_LABELS_FILE, frame_to_csv(result.test_labels))
+    _write_json(label_folder / LABELS_FILE, label_spec(result).to_dict())
+    _write_text(root / OVERLAP_IDS_FILE, frame_to_csv(pd.DataFrame({DEFAULT_ID_COLUMN: result.overlap_ids})))
+    _write_json(root / MANIFEST_FILE, {**manifest, **(manifest_extra or {})})
+    return root / MANIFEST_FILE
+
+
+def label_spec(result: SplitResult) -> LabelSpec:
+    """The labels.json that goes with a split's label files."""
+    return LabelSpec(result.num_classes, DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN)
+
+
+def frame_to_csv(frame: pd.DataFrame) -> str:
+    """CSV text of a split table; floats are written with repr precision, so reading back is exact."""
+    return frame.to_csv(index=False, lineterminator="\n")
+
+
+def configure_split_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `vflflare split`."""
+    parser.add_argument("--dataset", required=True, choices=sorted(SOURCES), help="table to split")
+    parser.add_argument(
+        "--data-dir", default=os.path.join("..", "shared", "data"), help="folder holding the dataset folders"
+    )
+    parser.add_argument(
+        "--sites", default="2", help="number of sites K (named site-1..site-K) or a comma list of names"
+    )
+    parser.add_argument("--overlap", type=int, required=True, help="N_o, aligned labeled training rows")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True, help="new or empty output folder (becomes VFLFLARE_DATA_ROOT)")
+    parser.add_argument(
+        "--test-fraction", type=float, default=0.2, help="share of all rows held out as aligned test rows"
+    )
+    parser.add_argument("--label-owner", default=SERVER, help=f"{SERVER!r} or a site name")
+    parser.add_argument(
+        "--site-columns",
+        help='columns per site, sites separated by ";" and columns by ",", e.g. "A,B,C;D,E" '
+        "(default: the dataset's 2-party split for K=2, else even in column order)",
+    )
+    parser.add_argument("--synthetic-rows", type=int, help="synthetic only (default 10000)")
+    parser.add_argument("--synthetic-features", type=int, help="synthetic only (default 20)")
+    parser.add_argument("--synthetic-classes", type=int, help="synthetic only (default 2)")
+
+
+def run_split(args: argparse.Namespace) -> int:
+    """`vflflare split`: returns the exit code; bad arguments or data print one error line and give 2."""
+    try:
+        sites = parse_sites(args.sites)
+        frame, labels, ids, categorical, default_columns = load_source(
+            args.dataset, args.data_dir, **_synthetic_options(args)
+        )
+        site_columns = parse_site_columns(args.site_columns)
+        if site_columns is None and len(sites) == 2:
+            site_columns = default_columns
+        result = split_table(
+            frame, labels, ids, sites, args.overlap, args.seed, args.test_fraction, site_columns, categorical
+        )
+        checksums = {
+            path.relative_to(args.data_dir).as_posix(): _sha256(path)
+            for path in source_files(args.dataset, args.data_dir)
+        }
+        manifest = write_split(
+            result, args.out, args.label_owner, {"dataset": args.dataset, "source_sha256": checksums}
+        )
+    except ValueError as exc:  # DataError included
+        print(f"vflflare split: error: {exc}", file=sys.stderr)
+        return 2
+    for site in result.sites:
+        part = result.parts[site]
+        print(
+            f"{site}: {len(part.columns)} columns, {len(part.train)} train rows "
+            f"({result.overlap} aligned + {part.n_unaligned} unaligned), {len(part.test)} test rows"
+        )
+    print(f"labels ({result.num_classes} classes) at {args.label_owner}; manifest: {manifest}")
+    return 0
+
+
+def parse_sites(text: str) -> list[str]:
+    """'3' -> site-1..site-3; 'a,b' -> ['a', 'b']."""
+    text = text.strip()
+    if text.isdigit():
+        return [f"site-{i}" for i in range(1, int(text) + 1)]
+    return [name.strip() for name in text.split(",")]
+
+
+def parse_site_columns(text: str | None) -> list[list[str]] | None:
+    """'A,B,C;D,E' -> [['A', 'B', 'C'], ['D', 'E']] (names stripped of surrounding spaces)."""
+    if text is None:
+        return None
+    return [[name.strip() for name in group.split(",") if name.strip()] for group in text.split(";")]
+
+
+def _synthetic_options(args: argparse.Namespace) -> dict[str, int]:
+    """The generator's own options; the synthetic table is drawn with the split's seed."""
+    given = {
+        "rows": args.synthetic_rows,
+        "features": args.synthetic_features,
+        "classes": args.synthetic_classes,
+    }
+    given = {key: value for key, value in given.items() if value is not None}
+    if args.dataset != "synthetic":
+        if given:
+            raise ValueError(
+                "--synthetic-rows/--synthetic-features/--synthetic-classes apply only to --dataset synthetic"
+            )
+        return {}
+    return {**given, "seed": args.seed}
+
+
+def _check_rows(frame: pd.DataFrame, labels: np.ndarray, ids: list[str]) -> None:
+    if not (len(frame) == len(labels) == len(ids)):
+        raise ValueError(f"{len(frame)} feature rows, {len(labels)} labels and {len(ids)} IDs differ in number")
+    if len(set(ids)) != len(ids):
+        raise ValueError("row IDs are not unique")
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"labels must be integers 0..C-1, got dtype {labels.dtype}")
+    if labels.size == 0 or labels.min() < 0 or labels.max() < 1:
+        raise ValueError(f"labels must be integers 0..C-1 with C >= 2, got {sorted(set(labels.tolist()))[:10]}")
+    if not all(isinstance(name, str) for name in frame.columns) or frame.columns.has_duplicates:
+        raise ValueError(f"column names must be unique strings, got {list(frame.columns)}")
+    if DEFAULT_ID_COLUMN in frame.columns:
+        raise ValueError(f"a feature column is named {DEFAULT_ID_COLUMN!r}, which the split files use for IDs")
+
+
+def _check_sites(sites: list[str]) -> None:
+    if len(sites) < 2:
+        raise ValueError(f"vertical FL needs at least 2 sites, got {sites}")
+    if len(set(sites)) != len(sites):
+        raise ValueError(f"site names must be unique, got {sites}")
+    for site in sites:
+        if not site or site in (".", "..") or "/" in site or "\\" in site:
+            raise ValueError(f"site name {site!r} cannot be a folder name")
+        if site == SERVER:
+            raise ValueError(f"{SERVER!r} is the server-hosted label party's folder, not a site name")
+
+
+def _site_columns(frame: pd.DataFrame, sites: list[str], site_columns: list[list[str]] | None) -> list[list[str]]:
+    names = list(frame.columns)
+    if site_columns is None:
+        if len(names) < len(sites):
+            raise ValueError(f"{len(names)} columns cannot be split among {len(sites)} sites")
+        return [list(group) for group in np.array_split(np.array(names, dtype=object), len(sites))]
+    if len(site_columns) != len(sites):
+        raise ValueError(f"{len(site_columns)} column lists for {len(sites)} sites")
+    seen: dict[str, str] = {}
+    for site, group in zip(sites, site_columns):
+        if not group:
+            raise ValueError(f"site {site!r} gets no columns")
+        for name in group:
+            if name not in names:
+                raise ValueError(f"column {name!r} (site {site!r}) is not in the table; columns: {names}")
+            if name in seen:
+                raise ValueError(f"column {name!r} is given to both site {seen[name]!r} and site {site!r}")
+            seen[name] = site
+    unassigned = [name for name in names if name not in seen]
+    if unassigned:
+        raise ValueError(f"columns {unassigned} are given to no site; list every column")
+    return [list(group) for group in site_columns]
+
+
+def _with_ids(frame: pd.DataFrame, names: list[str], rows: np.ndarray, ids: np.ndarray) -> pd.DataFrame:
+    table = frame.iloc[rows][names].reset_index(drop=True)
+    table.insert(0, DEFAULT_ID_COLUMN, ids[rows].astype(str))
+    return table
+
+
+def _labels(labels: np.ndarray, rows: np.ndarray, ids: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame({DEFAULT_ID_COLUMN: ids[rows].astype(str), DEFAULT_LABEL_COLUMN: labels[rows].astype(np.int64)})
+
+
+def _manifest(result: SplitResult, label_owner: str) -> dict[str, Any]:
+    return {
+        "seed": result.seed,
+        "sites": result.sites,
+        "label_owner": label_owner,
+        "num_classes": result.num_classes,
+        "overlap": result.overlap,
+        "n_test": len(result.test_labels),
+        "test_fraction": result.test_fraction,
+        "per_site": {
+            site: {
+                "columns": part.columns,
+                "categorical_columns": part.categorical,
+                "n_train": len(part.train),
+                "n_aligned": result.overlap,
+                "n_unaligned": part.n_unaligned,
+                "n_test": len(part.test),
+            }
+            for site, part in result.parts.items()
+        },
+    }
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8", newline="")
+
+
+def _write_json(path: Path, values: Mapping[str, Any]) -> None:
+    path.write_text(json.dumps(values, indent=2) + "\n", encoding="utf-8")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,204 @@
+"""Bad input fails early with a DataError naming the site, the file and the line/ID/column."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vflflare.data.errors import DataError
+from vflflare.data.loading import load_label_tables, load_site_tables
+from vflflare.data.sources import load_source
+
+
+def edit_cell(path: Path, line: int, column: str, value: str) -> str:
+    """Set one cell (line numbers as in messages, header = 1); returns that row's ID."""
+    lines = path.read_text().splitlines()
+    header = lines[0].split(",")
+    fields = lines[line - 1].split(",")
+    fields[header.index(column)] = value
+    lines[line - 1] = ",".join(fields)
+    path.write_text("\n".join(lines) + "\n")
+    return fields[0]
+
+
+def site_error(root: Path, site: str = "site-1") -> str:
+    with pytest.raises(DataError) as error:
+        load_site_tables(site, ["site-1", "site-2"], str(root), 0)
+    return str(error.value)
+
+
+def label_error(root: Path) -> str:
+    with pytest.raises(DataError) as error:
+        load_label_tables("server", ["site-1", "site-2"], str(root), 0)
+    return str(error.value)
+
+
+def test_missing_site_folder_and_root(split_root):
+    message = site_error(split_root, "site-3")
+    assert message.startswith(f"site 'site-3': {split_root / 'site-3'}: data folder does not exist")
+    assert "'site-1', 'site-2'" in message
+    message = site_error(split_root / "nowhere")
+    assert message.startswith(f"site 'site-1': {split_root / 'nowhere'}: data root does not exist")
+
+
+@pytest.mark.parametrize("name", ["train.csv", "test.csv"])
+def test_missing_file(split_root, name):
+    (split_root / "site-2" / name).unlink()
+    assert site_error(split_root, "site-2") == f"site 'site-2': {split_root / 'site-2' / name}: file not found"
+
+
+def test_missing_id_column(split_root):
+    path = split_root / "site-1" / "train.csv"
+    path.write_text(path.read_text().replace("id,", "ident,", 1))
+    message = site_error(split_root)
+    assert f"site 'site-1': {path}: missing ID column 'id'" in message and "'ident'" in message
+
+
+def test_duplicate_ids_name_both_lines(split_root):
+    path = split_root / "site-1" / "train.csv"
+    lines = path.read_text().splitlines()
+    first_id = lines[4].split(",")[0]
+    lines[11] = ",".join([first_id] + lines[11].split(",")[1:])
+    path.write_text("\n".join(lines) + "\n")
+    message = site_error(split_root)
+    assert message == (
+        f"site 'site-1': {path} line 12 (id '{first_id}'), column 'id': duplicate ID '{first_id}', first seen on line 5"
+    )
+
+
+def test_non_numeric_value_names_line_id_column(split_root):
+    path = split_root / "site-2" / "train.csv"
+    row_id = edit_cell(path, 18, "worst area", "abc")
+    message = site_error(split_root, "site-2")
+    assert message.startswith(
+        f"site 'site-2': {path} line 18 (id '{row_id}'), column 'worst area': non-numeric value 'abc'"
+    )
+    assert "categorical_columns" in message  # says how to declare a categorical column
+
+
+@pytest.mark.parametrize("value, problem", [("", "empty value"), ("nan", "NaN value 'nan'"),
+                                            ("NaN", "NaN value"), ("inf", "infinite value")])  # fmt: skip
+def test_missing_and_nan_numeric_values(split_root, value, problem):
+    path = split_root / "site-1" / "test.csv"
+    row_id = edit_cell(path, 7, "mean texture", value)
+    message = site_error(split_root)
+    assert f"site 'site-1': {path} line 7 (id '{row_id}'), column 'mean texture': {problem}" in message
+
+
+def test_wrong_field_count(split_root):
+    path = split_root / "site-1" / "train.csv"
+    lines = path.read_text().splitlines()
+    lines[20] += ",1.0"
+    path.write_text("\n".join(lines) + "\n")
+    row_id = lines[20].split(",")[0]
+    assert site_error(split_root) == f"site 'site-1': {path} line 21 (id '{row_id}'): 17 fields but the header has 16"
+
+
+def test_test_columns_differ_from_train(split_root):
+    path = split_root / "site-1" / "test.csv"
+    path.write_text(path.read_text().replace("mean radius", "mean radiu", 1))
+    message = site_error(split_root)
+    assert message.startswith(f"site 'site-1': {path}: columns differ from {split_root / 'site-1' / 'train.csv'}")
+    assert "missing ['mean radius'], extra ['mean radiu']" in message
+
+
+def test_zero_feature_columns_and_zero_rows(tmp_path, write_csv):
+    write_csv(tmp_path / "a" / "train.csv", ["id"], [["r1"], ["r2"]])
+    write_csv(tmp_path / "a" / "test.csv", ["id"], [["t1"]])
+    assert site_error(tmp_path, "a") == (
+        f"site 'a': {tmp_path / 'a' / 'train.csv'}: no feature columns; the header has only the ID column 'id'"
+    )
+    write_csv(tmp_path / "a" / "train.csv", ["id", "f"], [])
+    assert site_error(tmp_path, "a") == f"site 'a': {tmp_path / 'a' / 'train.csv'}: no data rows"
+    (tmp_path / "a" / "train.csv").write_text("")
+    assert "empty file" in site_error(tmp_path, "a")
+
+
+def test_train_and_test_share_an_id(split_root):
+    train = split_root / "site-1" / "train.csv"
+    test = split_root / "site-1" / "test.csv"
+    train_id = train.read_text().splitlines()[2].split(",")[0]
+    edit_cell(test, 4, "id", train_id)
+    assert site_error(split_root) == (
+        f"site 'site-1': {test} line 4 (id '{train_id}'): ID also in the training table {train} line 3"
+    )
+
+
+def test_categorical_problems(tmp_path, write_csv):
+    folder = tmp_path / "c"
+    write_csv(folder / "train.csv", ["id", "color", "f"], [["r1", "red", 1], ["r2", "", 2], ["r3", "blue", 3]])
+    write_csv(folder / "test.csv", ["id", "color", "f"], [["t1", "red", 1]])
+    (folder / "schema.json").write_text(json.dumps({"categorical_columns": ["color"]}))
+    assert site_error(tmp_path, "c") == (
+        f"site 'c': {folder / 'train.csv'} line 3 (id 'r2'), column 'color': empty value in a categorical column"
+    )
+    (folder / "schema.json").write_text(json.dumps({"categorical_columns": ["colour"]}))
+    message = site_error(tmp_path, "c")
+    assert message.startswith(f"site 'c': {folder / 'train.csv'}, column 'colour': declared categorical")
+    (folder / "schema.json").write_text(json.dumps({"categorical_column": ["color"]}))
+    message = site_error(tmp_path, "c")
+    assert message.startswith(f"site 'c': {folder / 'schema.json'}: unknown keys ['categorical_column']")
+    (folder / "schema.json").write_text("{categorical_columns: [color]}")
+    assert site_error(tmp_path, "c").startswith(f"site 'c': {folder / 'schema.json'}: not valid JSON")
+
+
+def test_duplicate_header_names(tmp_path, write_csv):
+    write_csv(tmp_path / "d" / "train.csv", ["id", "f", "f"], [["r1", 1, 2]])
+    write_csv(tmp_path / "d" / "test.csv", ["id", "f", "f"], [["t1", 1, 2]])
+    assert site_error(tmp_path, "d") == (
+        f"site 'd': {tmp_path / 'd' / 'train.csv'} line 1: duplicate column names ['f'] in the header"
+    )
+
+
+@pytest.mark.parametrize("value, problem", [("1.5", "non-integer label '1.5'"), ("yes", "non-integer label 'yes'"),
+                                            ("2", "label 2 outside 0..1 (C = 2 from labels.json)"),
+                                            ("-1", "label -1 outside 0..1")])  # fmt: skip
+def test_bad_label_values(split_root, value, problem):
+    path = split_root / "server" / "train_labels.csv"
+    row_id = edit_cell(path, 9, "label", value)
+    message = label_error(split_root)
+    assert message.startswith(f"label party 'server': {path} line 9 (id '{row_id}'), column 'label': {problem}")
+
+
+def test_labels_must_be_0_to_c_minus_1_without_labels_json(split_root):
+    (split_root / "server" / "labels.json").unlink()
+    for name in ("train_labels.csv", "test_labels.csv"):  # classes {0, 2}: C would be 2
+        path = split_root / "server" / name
+        path.write_text(path.read_text().replace(",1\n", ",2\n"))
+    path = split_root / "server" / "train_labels.csv"
+    first = next(n for n, line in enumerate(path.read_text().splitlines(), 1) if line.endswith(",2"))
+    message = label_error(split_root)
+    assert message.startswith(f"label party 'server': {path} line {first} (id ")
+    assert "label 2 outside 0..1 (C = 2 distinct labels; add labels.json" in message
+
+
+def test_label_files_missing_or_misdeclared(split_root):
+    folder = split_root / "server"
+    (folder / "labels.json").write_text(json.dumps({"num_classes": 1}))
+    message = label_error(split_root)
+    assert message.startswith(f"label party 'server': {folder / 'labels.json'}: 'num_classes' must be an integer >= 2")
+    (folder / "labels.json").unlink()
+    path = folder / "train_labels.csv"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0] + ",extra"] + [line + ",x" for line in lines[1:]]) + "\n")
+    assert label_error(split_root).startswith(f"label party 'server': {path}: unexpected columns ['extra']")
+    (folder / "test_labels.csv").unlink()
+    assert label_error(split_root) == f"label party 'server': {folder / 'test_labels.csv'}: file not found"
+
+
+def test_missing_label_folder(split_root):
+    with pytest.raises(DataError) as error:
+        load_label_tables("site-1", ["site-1", "site-2"], str(split_root), 0)
+    assert f"label party 'site-1': {split_root / 'site-1' / 'train_labels.csv'}: file not found" == str(error.value)
+
+
+def test_missing_dataset_file_names_expected_path(tmp_path):
+    with pytest.raises(DataError) as error:
+        load_source("adult", tmp_path)
+    assert str(tmp_path / "adult" / "adult.data") in str(error.value) and "file not found" in str(error.value)
+
+
+def test_embedded_default_rejects_unknown_site():
+    with pytest.raises(DataError, match="site 'site-9': not one of the sites"):
+        load_site_tables("site-9", ["site-1", "site-2"], None, 0)
