@@ -22,6 +22,8 @@ that do not have it installed, copy the package here (poc/ and provisioning/ do 
 NVFlare treats a job with an app/custom folder as bring-your-own-code: the submitter needs that right.
 """
 
+TASK_REQUEST_INTERVAL_S = 0.2
+
 # The jobs shipped in jobs/: name -> VFLConfig overrides.
 DEFAULT_JOBS: dict[str, dict[str, Any]] = {
     "vanilla_vfl": {"algorithm": "vanilla"},
@@ -35,6 +37,9 @@ def job_files(name: str, overrides: dict[str, Any], min_sites: int = 2) -> dict[
     config = {k: v for k, v in cfg.to_dict().items() if k in overrides or k == "algorithm"}
     server = {
         "format_version": 2,
+        # sites idle between phases poll for the next task this often (NVFlare's default is 2 s,
+        # which would dominate a one-shot job's wall time)
+        "server": {"task_request_interval": TASK_REQUEST_INTERVAL_S},
         "workflows": [
             {
                 "id": "vfl_controller",

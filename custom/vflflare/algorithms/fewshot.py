@@ -20,7 +20,7 @@ class FewShotVFL:
         reps = upload_aligned_representations(net)
         reps = client_update(net, label, reps, then_represent=["aligned", "val", "unaligned"])
         with net.ledger.phase("pseudo_label_probabilities"):
-            probs = label.infer_probabilities(reps_of(reps, "aligned"), reps_of(reps, "unaligned"))
+            probs = label.infer_probabilities(reps_of(reps, "aligned"), reps_of(reps, "unaligned"), reps_of(reps, "val"))
         with net.ledger.phase("expanded_ssl"):
             reps = net.exchange("fewshot_update", {s: {"probs": probs[s], "represent": FINAL_PARTS} for s in net.sites})
         metrics = train_classifier(net, label, reps)

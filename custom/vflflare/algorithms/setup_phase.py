@@ -2,7 +2,7 @@
 and the coordinator gets a handle on the label party wherever it lives."""
 from __future__ import annotations
 
-import secrets
+import hashlib
 from typing import Callable
 
 from vflflare.algorithms.alignment import align, hash_ids
@@ -21,7 +21,9 @@ def setup_parties(
     """Returns the label party handle and the row counts of the aligned parts."""
     if cfg.label_owner != SERVER and cfg.label_owner not in net.sites:
         raise ValueError(f"label_owner '{cfg.label_owner}' is neither 'server' nor one of the sites {net.sites}")
-    salt = secrets.token_hex(16)
+    # Derived from the job seed, not random: the canonical order (and so the validation split) must be
+    # the same for the same seed. The coordinator knows the salt either way; PSI will replace this.
+    salt = hashlib.sha256(f"vflflare-align:{cfg.seed}".encode()).hexdigest()
     with net.ledger.phase("setup"):
         replies = net.exchange(
             "setup", {s: {"config": cfg.to_dict(), "sites": net.sites, "salt": salt} for s in net.sites}
