@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from vflflare.algorithms.representation_estimation import (
+    class_thresholds,
     estimate_joint_representations,
     estimate_missing_representations,
     pseudo_label_probabilities,
@@ -53,3 +54,29 @@ def test_pseudo_label_probability_cases():
 def test_pseudo_label_probabilities_need_matching_shapes():
     with pytest.raises(ValueError):
         pseudo_label_probabilities(np.ones((2, 2)) / 2, np.ones((3, 2)) / 2, 0.5)
+
+
+def test_prior_relative_thresholds_hand_computed_and_equal_to_global_when_balanced():
+    # t = 0.6, C = 2: s = 0.2; t_c = pi_c + (1 - pi_c) * 0.2
+    np.testing.assert_allclose(class_thresholds(0.6, 2, "prior_relative", np.array([0.8, 0.2])), [0.84, 0.36])
+    np.testing.assert_allclose(class_thresholds(0.6, 4, "prior_relative", np.full(4, 0.25)), np.full(4, 0.6))
+    np.testing.assert_allclose(class_thresholds(0.6, 3, "global"), np.full(3, 0.6))
+
+
+def test_per_class_thresholds_pick_the_agreed_class():
+    local = np.array([[0.8, 0.2], [0.9, 0.1], [0.4, 0.6], [0.3, 0.7]])
+    glob = np.array([[0.82, 0.18], [0.88, 0.12], [0.45, 0.55], [0.3, 0.7]])
+    # t_c = (0.85, 0.5): majority rows need > 0.85 from both, minority rows > 0.5 from both
+    p = pseudo_label_probabilities(local, glob, np.array([0.85, 0.5]))
+    np.testing.assert_allclose(p, [0.0, 0.88, 0.55, 0.7], rtol=1e-6)
+    # the paper's single t = 0.6 passes both majority rows and drops the 0.55 minority row
+    np.testing.assert_allclose(pseudo_label_probabilities(local, glob, 0.6), [0.82, 0.88, 0.0, 0.7], rtol=1e-6)
+
+
+def test_threshold_mode_and_prior_are_checked():
+    with pytest.raises(ValueError, match="mode"):
+        class_thresholds(0.6, 2, "per_class")
+    with pytest.raises(ValueError, match="prior"):
+        class_thresholds(0.6, 2, "prior_relative")
+    with pytest.raises(ValueError, match="prior"):
+        class_thresholds(0.6, 2, "prior_relative", np.array([0.5, 0.6]))

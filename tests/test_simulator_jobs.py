@@ -1,10 +1,14 @@
 """Every job, run by the NVFlare simulator on the embedded default (breast cancer over 2 sites):
 metric floors and exact communication counts (paper Table 1: one-shot 3, few-shot 5 per site)."""
 import math
+from pathlib import Path
 
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from simulator_helpers import per_site, run_job
+from vflflare.algorithms.inprocess import run_inprocess
+from vflflare.config import VFLConfig
 
 pytestmark = pytest.mark.simulator
 REP_DIM, FLOAT32 = 32, 4
@@ -28,6 +32,19 @@ def test_oneshot_server_label_owner_three_communications_per_site(tmp_path):
     assert per_site(results, "payload_bytes") == {"site-1": 2 * reps + final, "site-2": 2 * reps + final}
     assert results["communication"]["per_phase"]["setup"]["uploads"] == 0
     assert results["results_path"].endswith("vflflare_results.json")
+    # NVFlare moves the numbers, it does not change them: the in-process driver gives the same ones
+    reference = run_inprocess(VFLConfig(algorithm="oneshot"), ["site-1", "site-2"], None)
+    assert reference["metrics"] == results["metrics"]
+    assert reference["communication"]["per_site"] == results["communication"]["per_site"]
+    # progress of the sites' local SSL and the server's classifier reached TensorBoard through NVFlare
+    tb_root = Path(results["results_path"]).parent / "tb_events"
+    tags = {}
+    for origin in sorted(p.name for p in tb_root.iterdir()):
+        events = EventAccumulator(str(tb_root / origin))
+        events.Reload()
+        tags[origin] = set(events.Tags()["scalars"])
+    assert {"ssl/oneshot_loss", "ssl/oneshot_pseudo_label_rate"} <= tags["site-1"] & tags["site-2"]
+    assert any(t.startswith("classifier/") for origin, ts in tags.items() if not origin.startswith("site-") for t in ts)
 
 
 def test_oneshot_site_label_owner_server_only_relays(tmp_path):

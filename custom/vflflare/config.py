@@ -42,6 +42,9 @@ class VFLConfig:
     class_balance: str = "none"  # none | distribution_alignment | balanced_threshold
     # few-shot (Alg. 2)
     fewshot_threshold: float = 0.6  # t in Eq. 9
+    # global: one t for every class (the paper); prior_relative: t_c scaled to each class's base rate,
+    # see representation_estimation.class_thresholds (our option, for imbalanced tables)
+    fewshot_threshold_mode: str = "global"
     # transport
     fp16: bool = False
     num_threads: int = 1

@@ -11,7 +11,11 @@ import torch
 import torch.nn.functional as F
 
 from vflflare.algorithms.classifier import fit_head, predict_proba
-from vflflare.algorithms.representation_estimation import estimate_joint_representations, pseudo_label_probabilities
+from vflflare.algorithms.representation_estimation import (
+    class_thresholds,
+    estimate_joint_representations,
+    pseudo_label_probabilities,
+)
 from vflflare.config import VFLConfig
 from vflflare.data.types import LabelTables
 from vflflare.metrics import metric_name, score
@@ -156,9 +160,11 @@ class LabelParty:
         """Alg. 2 InferProb for every site: auxiliary classifiers f_c^k, classifier f_c, SDPA estimate of
         the other parties' representations (Eq. 10), p^_u per unaligned row (Eq. 8-9)."""
         predictions = self.unaligned_predictions(aligned, unaligned, val)
+        labels = self._part_labels("aligned").numpy()
+        prior = np.bincount(labels, minlength=self.num_classes) / len(labels)
+        thresholds = class_thresholds(self.cfg.fewshot_threshold, self.num_classes, self.cfg.fewshot_threshold_mode, prior)
         return {
-            site: pseudo_label_probabilities(local, joint, self.cfg.fewshot_threshold)
-            for site, (local, joint) in predictions.items()
+            site: pseudo_label_probabilities(local, joint, thresholds) for site, (local, joint) in predictions.items()
         }
 
     def fit_classifier(self, reps: dict[str, dict[str, np.ndarray]]) -> dict[str, float]:

@@ -23,7 +23,7 @@ def run_algorithm(
         raise ValueError(f"unknown algorithm '{cfg.algorithm}'; choose one of {sorted(ALGORITHMS)}")
     if len(net.sites) < 2:
         raise ValueError(f"vertical FL needs at least 2 sites, got {net.sites}")
-    label, rows = setup_parties(net, cfg, load_server_labels)
+    label, rows = setup_parties(net, cfg, load_server_labels, tracker)
     flow = ALGORITHMS[cfg.algorithm](cfg, tracker)
     metrics = flow.run(net, label, rows["aligned_train"])
     return {

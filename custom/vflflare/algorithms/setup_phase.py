@@ -11,19 +11,24 @@ from vflflare.algorithms.label_proxy import RemoteLabelParty
 from vflflare.algorithms.transport import Transport
 from vflflare.config import VFLConfig
 from vflflare.data.types import LabelTables
+from vflflare.tracking import Tracker
 
 SERVER = "server"
 
 
+def alignment_salt(seed: int) -> str:
+    """Derived from the job seed, not random: the canonical order (and so the validation split) must be
+    the same for the same seed. The coordinator knows the salt either way; PSI will replace this."""
+    return hashlib.sha256(f"vflflare-align:{seed}".encode()).hexdigest()
+
+
 def setup_parties(
-    net: Transport, cfg: VFLConfig, load_server_labels: Callable[[], LabelTables]
+    net: Transport, cfg: VFLConfig, load_server_labels: Callable[[], LabelTables], tracker: Tracker
 ) -> tuple[LabelParty | RemoteLabelParty, dict[str, int]]:
     """Returns the label party handle and the row counts of the aligned parts."""
     if cfg.label_owner != SERVER and cfg.label_owner not in net.sites:
         raise ValueError(f"label_owner '{cfg.label_owner}' is neither 'server' nor one of the sites {net.sites}")
-    # Derived from the job seed, not random: the canonical order (and so the validation split) must be
-    # the same for the same seed. The coordinator knows the salt either way; PSI will replace this.
-    salt = hashlib.sha256(f"vflflare-align:{cfg.seed}".encode()).hexdigest()
+    salt = alignment_salt(cfg.seed)
     with net.ledger.phase("setup"):
         replies = net.exchange(
             "setup", {s: {"config": cfg.to_dict(), "sites": net.sites, "salt": salt} for s in net.sites}
@@ -32,7 +37,7 @@ def setup_parties(
         test = {s: replies[s]["test_ids"] for s in net.sites}
         if cfg.label_owner == SERVER:
             tables = load_server_labels()
-            label: LabelParty | RemoteLabelParty = LabelParty(tables, net.sites, cfg)
+            label: LabelParty | RemoteLabelParty = LabelParty(tables, net.sites, cfg, tracker)
             label_train, label_test = hash_ids(tables.train_ids, salt), hash_ids(tables.test_ids, salt)
             num_classes = tables.num_classes
         else:

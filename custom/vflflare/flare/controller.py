@@ -55,7 +55,7 @@ class VFLController(Controller):
         sites = sorted(c.name for c in engine.get_clients())
         run_dir = engine.get_workspace().get_run_dir(fl_ctx.get_job_id())
         net = FlareTransport(self, fl_ctx, abort_signal, sites, self.cfg.fp16, self.task_timeout, self.step_timeout)
-        tracker = FlareTracker(self, fl_ctx)
+        tracker = FlareTracker(self, fl_ctx, on_site=False)
         data_root = self.data_root or resolve_data_root()
         try:
             if len(sites) < self.min_sites:

@@ -31,7 +31,7 @@ class VFLExecutor(Executor):
         if event_type == EventType.START_RUN:
             torch.set_num_threads(self.num_threads)
             site = fl_ctx.get_identity_name()
-            self.runtime = SiteRuntime(site, self.data_root or resolve_data_root(), FlareTracker(self, fl_ctx))
+            self.runtime = SiteRuntime(site, self.data_root or resolve_data_root(), FlareTracker(self, fl_ctx, on_site=True))
             fl_ctx.get_engine().register_aux_message_handler(AUX_TOPIC, self._on_step)
 
     def _run(self, task: str, payload: Payload, fl_ctx: FLContext) -> Shareable:

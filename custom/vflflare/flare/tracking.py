@@ -13,10 +13,10 @@ TRACKING_EVENTS = [SITE_EVENT, SERVER_EVENT]
 
 
 class FlareTracker:
-    def __init__(self, component: FLComponent, fl_ctx: FLContext) -> None:
+    def __init__(self, component: FLComponent, fl_ctx: FLContext, on_site: bool) -> None:
         self.component = component
         self.engine = fl_ctx.get_engine()
-        self.on_site = fl_ctx.get_identity_name() != "server"
+        self.on_site = on_site
 
     def scalar(self, tag: str, value: float, step: int) -> None:
         dxo = create_analytic_dxo(tag=tag, value=float(value), data_type=AnalyticsDataType.SCALAR, global_step=int(step))

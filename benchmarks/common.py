@@ -1,0 +1,187 @@
+"""Shared pieces of the benchmark scripts: credit-default splits, the rows every method is scored on,
+in-process VFL runs whose sites can be inspected afterwards, and JSON-lines result files.
+
+Split seed = job seed: each seed is a fresh draw of the N_o aligned rows and of the test rows, so the
+spread over seeds includes which customers happen to be shared, not only the initial weights.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from vflflare import cli
+from vflflare.algorithms.alignment import align, hash_ids
+from vflflare.algorithms.inprocess import InProcessTransport
+from vflflare.algorithms.runner import run_algorithm
+from vflflare.algorithms.setup_phase import SERVER, alignment_salt
+from vflflare.algorithms.site_runtime import SiteRuntime
+from vflflare.config import VFLConfig
+from vflflare.data.loading import load_label_tables, load_site_tables
+from vflflare.data.sources import load_source
+from vflflare.data.types import SiteTables
+from vflflare.tracking import LogTracker
+
+REPO = Path(__file__).resolve().parents[1]
+RUNS = REPO / "benchmarks" / "runs"
+DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
+DEFAULT_SPLITS = Path("/tmp/vflflare-bench/splits")
+SITES = ["site-1", "site-2"]
+LABEL_LEADER = "site-1"  # the party that would own the labels in the local-only baseline
+
+
+def limit_threads() -> None:
+    """2 cores are shared with other work: one intra-op thread keeps runs comparable."""
+    torch.set_num_threads(1)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def prepare_split(data_dir: Path, overlap: int, seed: int, splits_dir: Path = DEFAULT_SPLITS) -> Path:
+    """`vflflare split --dataset credit_default ... --overlap N --seed S` once per (N, S)."""
+    out = splits_dir / f"credit_default_n{overlap}_s{seed}"
+    if not (out / "manifest.json").exists():
+        code = cli.main([
+            "split", "--dataset", "credit_default", "--data-dir", str(data_dir), "--sites", str(len(SITES)),
+            "--overlap", str(overlap), "--seed", str(seed), "--out", str(out),
+        ])  # fmt: skip
+        if code != 0:
+            raise RuntimeError(f"vflflare split failed for overlap {overlap}, seed {seed}")
+    return out
+
+
+@dataclass
+class SplitRows:
+    """IDs of the rows every method is trained, selected and scored on, as the VFL jobs define them."""
+
+    train_ids: list[str]  # aligned labeled rows used for training (canonical order minus validation)
+    val_ids: list[str]  # the first ceil(val_fraction * N_o) aligned rows in canonical order
+    test_ids: list[str]
+
+
+def job_rows(root: Path, seed: int, val_fraction: float) -> SplitRows:
+    """The alignment a VFL job with this seed computes (same salt, same canonical order)."""
+    labels = load_label_tables(SERVER, SITES, str(root), seed)
+    salt = alignment_salt(seed)
+    key = "label:" + SERVER
+    rows = align(
+        {key: hash_ids(labels.train_ids, salt)}, {key: hash_ids(labels.test_ids, salt)},
+        labels.num_classes, val_fraction, seed, SERVER,
+    )[key]  # fmt: skip
+    pick = lambda ids, positions: [ids[i] for i in positions]  # noqa: E731
+    return SplitRows(pick(labels.train_ids, rows.train), pick(labels.train_ids, rows.val), pick(labels.test_ids, rows.test))
+
+
+class CreditTable:
+    """The whole credit-default table by ID: raw features, true labels. For the baselines that see
+    more than one party (trees, centralized) and for scoring pseudo-labels against the truth."""
+
+    def __init__(self, data_dir: Path) -> None:
+        frame, labels, ids, _, columns = load_source("credit_default", data_dir)
+        self.frame = frame.set_axis(pd.Index(ids, name="id"))
+        self.labels = pd.Series(labels, index=self.frame.index)
+        self.site_columns = dict(zip(SITES, columns))
+
+    def xy(self, ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        return self.frame.loc[ids].to_numpy(np.float32), self.labels.loc[ids].to_numpy(np.int64)
+
+    def y(self, ids: list[str]) -> np.ndarray:
+        return self.labels.loc[ids].to_numpy(np.int64)
+
+
+def site_features(root: Path, site: str, seed: int) -> tuple[SiteTables, dict[str, int], dict[str, int]]:
+    """A site's preprocessed tables (exactly what its bottom model sees) and ID -> row maps."""
+    tables = load_site_tables(site, SITES, str(root), seed)
+    return tables, {i: r for r, i in enumerate(tables.train_ids)}, {i: r for r, i in enumerate(tables.test_ids)}
+
+
+class InspectableRuntime(SiteRuntime):
+    """A site runtime that keeps its local SSL statistics and, at the few-shot download, its local
+    model's class probabilities on the unaligned rows and the p^ it received, so diagnostics can score
+    them against the true labels afterwards. FeatureParty deliberately has no public prediction API
+    (nothing but representations may leave a site), hence the private attributes."""
+
+    def _oneshot_update(self, payload: dict[str, Any]) -> dict[str, Any]:
+        self.oneshot_stats = self.party.oneshot_update(payload["grads"], int(payload["num_classes"]))
+        self.oneshot_unaligned_probs = self._local_probs()
+        return self.party.represent(list(payload["represent"]))
+
+    def _fewshot_update(self, payload: dict[str, Any]) -> dict[str, Any]:
+        self.fewshot_probs = np.asarray(payload["probs"], dtype=np.float32)
+        self.fewshot_stats = self.party.fewshot_update(payload["probs"])
+        return self.party.represent(list(payload["represent"]))
+
+    def _local_probs(self) -> np.ndarray:
+        party = self.party
+        party.encoder.eval()
+        with torch.no_grad():
+            logits = party._head(party._encode(party._train.take(party._rows_of("unaligned"))))
+        return torch.softmax(logits, dim=1).numpy()
+
+    def ids(self, part: str) -> list[str]:
+        return [self.party.tables.train_ids[int(r)] for r in self.party._rows_of(part)]
+
+    def temporary_labels(self) -> np.ndarray:
+        return self.party._temporary_labels.numpy()
+
+
+def run_vfl(cfg: VFLConfig, root: Path, runtime: type[SiteRuntime] = SiteRuntime) -> tuple[dict, dict[str, SiteRuntime]]:
+    """run_inprocess, keeping the site runtimes for inspection."""
+    runtimes = {s: runtime(s, str(root)) for s in SITES}
+    net = InProcessTransport(runtimes, fp16=cfg.fp16)
+    result = run_algorithm(
+        net, cfg, lambda: load_label_tables(SERVER, SITES, str(root), cfg.seed), LogTracker("vflflare.server")
+    )
+    return result, runtimes
+
+
+def test_inference_bytes(result: dict) -> int:
+    """Payload of the test-row representations in a result: inference, not training, traffic.
+    Every method uploads them exactly once (rep_dim float32 per row and site)."""
+    cfg = result["config"]
+    width = 2 if cfg.get("fp16") else 4
+    return int(result["rows"]["test"]) * int(cfg["rep_dim"]) * width * len(result["sites"])
+
+
+def append_jsonl(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def mean_std(values: list[float], digits: int = 3) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{np.mean(values):.{digits}f} ± {np.std(values, ddof=1):.{digits}f}"
+
+
+def environment() -> dict[str, str]:
+    """Enough to tell two result files apart: commit (plus a dirty flag), interpreter, torch threads."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return "unknown"
+
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    return {
+        "commit": git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else ""),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": str(torch.get_num_threads()),
+    }

@@ -1,0 +1,160 @@
+"""What moves FixMatch's majority-class collapse and few-shot's pseudo-label selection on credit default.
+
+For each named setting (VFLConfig overrides) this runs one-shot and few-shot in-process and, besides the
+AUCs, scores what the sites did against the true labels (which no party sees in a real job):
+
+- after one-shot SSL: share of unaligned rows the site's local model predicts positive (truth: ~22 %)
+  and the AUC of its positive-class probability on those rows (how much the site alone knows);
+- few-shot selection: expected share of unaligned rows chosen (mean p^), the true positive share among
+  them (p^-weighted), the accuracy of the pseudo-labels they get (the local model's argmax, Alg. 2
+  line 11) and the share of positive pseudo-labels.
+
+Decisions use val_auc (the jobs' own validation split); test_auc is reported, never selected on.
+
+    python benchmarks/imbalance.py --settings paper distribution_alignment --overlaps 1000 --seeds 0 1 2
+    python benchmarks/imbalance.py --table
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from sklearn.metrics import roc_auc_score
+
+from common import (
+    DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, CreditTable, InspectableRuntime, append_jsonl, environment,
+    limit_threads, mean_std, prepare_split, read_jsonl, run_vfl,
+)  # fmt: skip
+from vflflare.config import VFLConfig
+
+RESULTS = RUNS / "imbalance.jsonl"
+
+# name -> VFLConfig overrides; "paper" is the paper's method with the package defaults
+SETTINGS: dict[str, dict[str, Any]] = {
+    "paper": {},
+    "no_unlabeled_loss": {"lambda_u": 0.0},
+    "lambda_u_0.25": {"lambda_u": 0.25},
+    "distribution_alignment": {"class_balance": "distribution_alignment"},
+    "balanced_threshold": {"class_balance": "balanced_threshold"},
+    "tau_0.8": {"fixmatch_threshold": 0.8},
+    "ssl_epochs_3": {"ssl_epochs": 3},
+    "ssl_epochs_20": {"ssl_epochs": 20},
+    "fewshot_t_0.9": {"fewshot_threshold": 0.9},
+    "fewshot_prior_relative": {"fewshot_threshold_mode": "prior_relative"},
+    "da+prior_relative": {"class_balance": "distribution_alignment", "fewshot_threshold_mode": "prior_relative"},
+}
+
+
+def class_map(clusters: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:
+    """cluster index -> class under the best one-to-one assignment (the temporary labels are k-means
+    cluster numbers, named arbitrarily)."""
+    counts = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(counts, (clusters, labels), 1)
+    rows, cols = linear_sum_assignment(counts, maximize=True)
+    mapping = np.empty(num_classes, dtype=np.int64)
+    mapping[rows] = cols
+    return mapping
+
+
+def site_diagnostics(runtime: InspectableRuntime, table: CreditTable) -> dict[str, float]:
+    aligned_truth = table.y(runtime.ids("aligned"))
+    mapping = class_map(runtime.temporary_labels(), aligned_truth, 2)
+    positive_cluster = int(np.flatnonzero(mapping == 1)[0])
+    truth = table.y(runtime.ids("unaligned"))
+    probs = runtime.oneshot_unaligned_probs
+    predicted = mapping[probs.argmax(axis=1)]
+    out = {
+        "oneshot_mask_rate": runtime.oneshot_stats["pseudo_label_rate"],
+        "oneshot_pred_pos_share": float(np.mean(predicted == 1)),
+        "oneshot_local_auc": float(roc_auc_score(truth, probs[:, positive_cluster])),
+    }
+    p_hat = getattr(runtime, "fewshot_probs", None)
+    if p_hat is not None and p_hat.sum() > 0:
+        weights = p_hat / p_hat.sum()
+        out.update(
+            fewshot_chosen_share=float(p_hat.mean()),
+            fewshot_chosen_true_pos=float(weights @ (truth == 1)),
+            fewshot_pseudo_acc=float(weights @ (predicted == truth)),
+            fewshot_pseudo_pos=float(weights @ (predicted == 1)),
+            fewshot_pseudo_labeled=int(runtime.fewshot_stats["pseudo_labeled"]),
+        )
+    return out
+
+
+def run_setting(name: str, overrides: dict[str, Any], overlap: int, seed: int, data_dir: Path, splits: Path,
+                table: CreditTable) -> dict:
+    root = prepare_split(data_dir, overlap, seed, splits)
+    record: dict[str, Any] = {"setting": name, "overrides": overrides, "overlap": overlap, "seed": seed}
+    for algorithm in ("oneshot", "fewshot"):
+        start = time.perf_counter()
+        result, runtimes = run_vfl(VFLConfig.from_dict({**overrides, "algorithm": algorithm, "seed": seed}), root,
+                                   InspectableRuntime)
+        record[algorithm] = {k: result["metrics"][k] for k in ("val_auc", "test_auc")}
+        record[algorithm]["wall_s"] = round(time.perf_counter() - start, 2)
+        if algorithm == "fewshot":
+            per_site = [site_diagnostics(rt, table) for rt in runtimes.values()]
+            record["diagnostics"] = {k: float(np.mean([d[k] for d in per_site])) for k in per_site[0]}
+            record["diagnostics_per_site"] = dict(zip(runtimes, per_site))
+    return record
+
+
+DIAG_COLUMNS = [
+    ("oneshot_pred_pos_share", "pred pos"), ("oneshot_local_auc", "site AUC"), ("oneshot_mask_rate", "mask"),
+    ("fewshot_chosen_share", "chosen"), ("fewshot_chosen_true_pos", "chosen pos"),
+    ("fewshot_pseudo_acc", "PL acc"), ("fewshot_pseudo_pos", "PL pos"),
+]  # fmt: skip
+
+
+def table(records: list[dict]) -> str:
+    groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
+    for record in records:
+        groups[(record["overlap"], record["setting"])].append(record)
+    header = ["N_o", "setting", "n", "one-shot val", "one-shot test", "few-shot val", "few-shot test"]
+    header += [title for _, title in DIAG_COLUMNS]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for (overlap, setting), rows in sorted(groups.items(), key=lambda kv: (kv[0][0], list(SETTINGS).index(kv[0][1])
+                                                                          if kv[0][1] in SETTINGS else 99)):
+        cells = [str(overlap), setting, str(len(rows))]
+        for algorithm in ("oneshot", "fewshot"):
+            for metric in ("val_auc", "test_auc"):
+                cells.append(mean_std([r[algorithm][metric] for r in rows]))
+        for key, _ in DIAG_COLUMNS:
+            values = [r["diagnostics"][key] for r in rows if key in r["diagnostics"]]
+            cells.append(f"{np.mean(values):.2f}" if values else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--overlaps", nargs="+", type=int, default=[1000, 2000])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS, help="where the split folders go")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--table", action="store_true", help="only print the table of --out")
+    args = parser.parse_args()
+    if not args.table:
+        limit_threads()
+        table_data = CreditTable(args.data_dir)
+        env = environment()
+        done = {(r["setting"], r["overlap"], r["seed"]) for r in read_jsonl(args.out)}
+        for overlap in args.overlaps:
+            for seed in args.seeds:
+                for name in args.settings:
+                    if (name, overlap, seed) in done:
+                        continue
+                    record = run_setting(name, SETTINGS[name], overlap, seed, args.data_dir, args.splits, table_data)
+                    append_jsonl(args.out, {**record, "env": env})
+                    print(name, overlap, seed, record["oneshot"], record["fewshot"], flush=True)
+    print(table(read_jsonl(args.out)))
+
+
+if __name__ == "__main__":
+    main()
