@@ -7,7 +7,6 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 if ! .venv/bin/python -c "import vflflare, nvflare, torch, pytest, xgboost" 2>/dev/null; then
-  .venv/bin/pip install -q --upgrade pip
   # torch first and pinned: a bare 'torch' requirement would pull the multi-GB CUDA build
   .venv/bin/pip install -q "torch==2.13.0"
   .venv/bin/pip install -q -e ".[test]"

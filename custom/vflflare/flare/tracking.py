@@ -21,6 +21,7 @@ class FlareTracker:
     def scalar(self, tag: str, value: float, step: int) -> None:
         dxo = create_analytic_dxo(tag=tag, value=float(value), data_type=AnalyticsDataType.SCALAR, global_step=int(step))
         with self.engine.new_context() as fl_ctx:
+            self.component.log_info(fl_ctx, f"{tag} [{step}] {float(value):.5f}")
             if self.on_site:
                 send_analytic_dxo(self.component, dxo, fl_ctx, SITE_EVENT, fire_fed_event=True)
             else:
