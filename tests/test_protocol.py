@@ -38,6 +38,7 @@ def test_ledger_counts_payload_messages_and_control_separately():
     summary = ledger.summary()
     assert summary["per_site"]["site-1"] == {"uploads": 1, "downloads": 0, "payload_bytes": 32, "wire_bytes": 150}
     assert summary["per_phase"]["reps"]["uploads"] == 1
+    assert summary["per_phase_site"]["reps"]["site-1"]["uploads"] == 1
     assert [p["name"] for p in ledger.phases] == ["reps"]
 
 

@@ -25,6 +25,13 @@ def format_table(results: dict) -> str:
         if row:
             lines.append(f"  {name:<26} {row['uploads']:>8} {row['downloads']:>9} "
                          f"{_mb(row['payload_bytes']):>11} {_mb(row['wire_bytes']):>9}")
+    per_phase_site = comm.get("per_phase_site", {})
+    if per_phase_site:
+        sites = results["sites"]
+        lines.append("  uploads/downloads per phase and site: " + "  ".join(f"{s:>12}" for s in sites))
+        for phase, row in per_phase_site.items():
+            cells = [f"{row.get(s, {}).get('uploads', 0)}/{row.get(s, {}).get('downloads', 0)}" for s in sites]
+            lines.append(f"  {phase:<38}" + "  ".join(f"{c:>12}" for c in cells))
     if results.get("phases"):
         lines.append("  phase wall time (s): " + ", ".join(f"{p['name']} {p['wall_s']:.2f}" for p in results["phases"]))
     return "\n".join(lines)

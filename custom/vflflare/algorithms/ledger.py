@@ -6,6 +6,7 @@ message carrying payload; messages without payload are control and only add wire
 from __future__ import annotations
 
 import contextlib
+import statistics
 import threading
 import time
 from collections import defaultdict
@@ -25,9 +26,11 @@ class CommLedger:
         self._lock = threading.Lock()
         self.per_site: dict[str, dict[str, int]] = defaultdict(_zero)
         self.per_phase: dict[str, dict[str, int]] = defaultdict(_zero)
+        self.per_phase_site: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(_zero))
         self.phases: list[dict[str, float | str]] = []
         self.current = "setup"
         self._start = time.monotonic()
+        self._step_s: list[float] = []
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -39,11 +42,28 @@ class CommLedger:
             self.phases.append({"name": name, "wall_s": round(time.monotonic() - start, 4)})
             self.current = previous
 
+    @contextlib.contextmanager
+    def timed_step(self) -> Iterator[None]:
+        """Time one per-batch round trip (all sites), for the split-NN step latency in the results."""
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self._step_s.append(time.monotonic() - start)
+
+    def step_latency(self) -> dict[str, float]:
+        """{'steps', 'median_ms', 'p90_ms'} of the timed steps; empty when there were none."""
+        if not self._step_s:
+            return {}
+        ms = sorted(1000 * s for s in self._step_s)
+        p90 = ms[int(0.9 * (len(ms) - 1))]
+        return {"steps": len(ms), "median_ms": round(statistics.median(ms), 3), "p90_ms": round(p90, 3)}
+
     def record(self, site: str, direction: str, payload: Payload | None, wire_bytes: int) -> None:
         """direction: 'up' (site->coordinator) or 'down' (coordinator->site)."""
         nbytes = payload_bytes(payload) if payload else 0
         with self._lock:
-            for bucket in (self.per_site[site], self.per_phase[self.current]):
+            for bucket in (self.per_site[site], self.per_phase[self.current], self.per_phase_site[self.current][site]):
                 bucket["wire_bytes"] += int(wire_bytes)
                 if nbytes:
                     bucket["uploads" if direction == "up" else "downloads"] += 1
@@ -58,6 +78,7 @@ class CommLedger:
             "total": total,
             "per_site": {k: dict(v) for k, v in sorted(self.per_site.items())},
             "per_phase": {k: dict(v) for k, v in self.per_phase.items()},
+            "per_phase_site": {p: {s: dict(v) for s, v in sorted(row.items())} for p, row in self.per_phase_site.items()},
         }
 
     def wall_s(self) -> float:

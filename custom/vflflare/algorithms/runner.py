@@ -36,6 +36,7 @@ def run_algorithm(
         "training": flow.info,
         "communication": net.ledger.summary(),
         "phases": net.ledger.phases,
+        "step_latency": net.ledger.step_latency(),
         "wall_s": net.ledger.wall_s(),
         "config": cfg.to_dict(),
     }

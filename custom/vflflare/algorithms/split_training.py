@@ -22,7 +22,8 @@ def _train_epoch(net: Transport, label: Any, order: np.ndarray, batch_size: int)
     losses = []
     for start in range(0, len(order), batch_size):
         rows = order[start : start + batch_size]
-        replies = net.step("split", {s: {"rows": rows, **({"grad": pending[s]} if pending else {})} for s in net.sites})
+        with net.ledger.timed_step():
+            replies = net.step("split", {s: {"rows": rows, **({"grad": pending[s]} if pending else {})} for s in net.sites})
         pending, loss = label.split_step(rows, reps_of(replies, "h"))
         losses.append(float(loss))
     net.step("split", {s: {"grad": pending[s]} for s in net.sites})

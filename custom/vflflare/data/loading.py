@@ -35,6 +35,7 @@ from vflflare.data.table import (
     check_same_columns,
     parse_csv,
     parse_features,
+    parse_column_labels,
     parse_labels,
     read_csv,
 )
@@ -84,9 +85,13 @@ def load_site_tables(site: str, sites: list[str], data_root: str | None, seed: i
 
 
 def load_label_tables(owner: str, sites: list[str], data_root: str | None, seed: int) -> LabelTables:
-    """Read and validate the label party's files from ``<root>/<owner>/`` (owner "server" or a site).
+    """Read and validate the label party's labels from ``<root>/<owner>/`` (owner "server" or a site).
 
-    With data_root None the labels of the embedded default split go to whoever asks, whatever the name."""
+    Labels come from label files (train_labels.csv, test_labels.csv, optional labels.json), or, for
+    a site whose schema.json declares 'label_column', from that column of its train.csv (empty cell =
+    unlabeled row) and test.csv. Both at once is an error: preferring one would silently ignore the
+    other. With data_root None the labels of the embedded default split go to whoever asks, whatever
+    the name."""
     who = f"label party {owner!r}"
     if data_root is None:
         result = _embedded_split(sites, seed)
@@ -97,13 +102,49 @@ def load_label_tables(owner: str, sites: list[str], data_root: str | None, seed:
         test_csv = parse_csv(who, f"{source}/{TEST_LABELS_FILE}", io.StringIO(test_text), spec.id_column)
     else:
         folder = _party_folder(who, owner, data_root)
+        schema = read_table_schema(who, folder / SCHEMA_FILE)
+        if schema.label_column is not None:
+            return _column_labels(who, folder, schema)
         spec = read_label_spec(who, folder / LABELS_FILE)
         train_csv = read_csv(who, folder / TRAIN_LABELS_FILE, spec.id_column)
         test_csv = read_csv(who, folder / TEST_LABELS_FILE, spec.id_column)
     train_labels = parse_labels(train_csv, spec)
     test_labels = parse_labels(test_csv, spec)
     check_disjoint(train_csv, test_csv)
-    num_classes = spec.num_classes or _infer_num_classes(spec, train_csv, train_labels, test_csv, test_labels)
+    return _label_tables(spec, LABELS_FILE, train_csv, train_labels, test_csv, test_labels)
+
+
+def _column_labels(who: str, folder: Path, schema: TableSchema) -> LabelTables:
+    """Labels from the declared label column of the site's own train.csv / test.csv."""
+    assert schema.label_column is not None
+    present = [name for name in (TRAIN_LABELS_FILE, TEST_LABELS_FILE, LABELS_FILE) if (folder / name).exists()]
+    if present:
+        raise DataError.at(
+            who,
+            folder / SCHEMA_FILE,
+            f"declares 'label_column' {schema.label_column!r} in {TRAIN_FILE}/{TEST_FILE}, but the folder also has "
+            f"label files {present}; keep the labels in one place (remove the label files or 'label_column')",
+        )
+    spec = schema.label_spec()
+    train_table = read_csv(who, folder / TRAIN_FILE, spec.id_column)
+    test_table = read_csv(who, folder / TEST_FILE, spec.id_column)
+    train_csv, train_labels = parse_column_labels(train_table, spec, every_row=False)
+    test_csv, test_labels = parse_column_labels(test_table, spec, every_row=True)
+    check_disjoint(train_table, test_table)
+    return _label_tables(spec, SCHEMA_FILE, train_csv, train_labels, test_csv, test_labels)
+
+
+def _label_tables(
+    spec: LabelSpec,
+    declared_in: str,
+    train_csv: CsvTable,
+    train_labels: np.ndarray,
+    test_csv: CsvTable,
+    test_labels: np.ndarray,
+) -> LabelTables:
+    num_classes = spec.num_classes or _infer_num_classes(
+        spec, declared_in, train_csv, train_labels, test_csv, test_labels
+    )
     assert train_csv.ids is not None and test_csv.ids is not None
     return LabelTables(
         train_ids=train_csv.ids,
@@ -115,14 +156,20 @@ def load_label_tables(owner: str, sites: list[str], data_root: str | None, seed:
 
 
 def _infer_num_classes(
-    spec: LabelSpec, train_csv: CsvTable, train_labels: np.ndarray, test_csv: CsvTable, test_labels: np.ndarray
+    spec: LabelSpec,
+    declared_in: str,
+    train_csv: CsvTable,
+    train_labels: np.ndarray,
+    test_csv: CsvTable,
+    test_labels: np.ndarray,
 ) -> int:
-    """Without labels.json, C is the number of distinct labels, which then must be exactly 0..C-1:
-    a gap would silently shrink C below the true number of classes."""
+    """Without a declared num_classes, C is the number of distinct labels, which then must be exactly
+    0..C-1: a gap would silently shrink C below the true number of classes."""
     num_classes = len(set(train_labels.tolist()) | set(test_labels.tolist()))
     if num_classes < 2:
         raise train_csv.error(f"all labels are {int(train_labels[0])}; a classifier needs at least 2 classes")
-    why = f"distinct labels; add {LABELS_FILE} with num_classes if classes are missing from the data"
+    where = f"add {LABELS_FILE} with num_classes" if declared_in == LABELS_FILE else f"add num_classes to {declared_in}"
+    why = f"distinct labels; {where} if classes are missing from the data"
     check_label_range(train_csv, train_labels, num_classes, spec.label_column, why)
     check_label_range(test_csv, test_labels, num_classes, spec.label_column, why)
     return num_classes

@@ -1,5 +1,8 @@
 """The two small JSON side files of a party's data folder: ``schema.json`` and ``labels.json``.
 
+A label owner keeps its labels either in label files (train_labels.csv, test_labels.csv, labels.json)
+or in a label column of its own tables declared in schema.json -- never both (see loading.py).
+
 Both are optional and both are read strictly (unknown keys are errors), because a misspelt key
 would otherwise fall back to a default silently, e.g. a categorical column read as numeric.
 """
@@ -19,17 +22,6 @@ DEFAULT_LABEL_COLUMN = "label"
 
 
 @dataclass(frozen=True)
-class TableSchema:
-    """How to read a site's feature tables."""
-
-    id_column: str = DEFAULT_ID_COLUMN
-    categorical_columns: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id_column": self.id_column, "categorical_columns": list(self.categorical_columns)}
-
-
-@dataclass(frozen=True)
 class LabelSpec:
     """How to read the label files; num_classes None means "infer it from the labels"."""
 
@@ -41,9 +33,40 @@ class LabelSpec:
         return {"num_classes": self.num_classes, "id_column": self.id_column, "label_column": self.label_column}
 
 
+@dataclass(frozen=True)
+class TableSchema:
+    """How to read a site's tables: an ID column, feature columns and optionally a label column.
+
+    label_column: a column of train.csv / test.csv holding the label (an empty train cell = an
+    unlabeled row; every test row needs one). It is never a feature: it is dropped before
+    preprocessing on every site that declares it, the label owner or not, because the user declared
+    it a label and a label must not leave the site as a feature. Only the label owner reads its
+    values (`load_label_tables`); num_classes (C) may go with it, as labels.json's does.
+    """
+
+    id_column: str = DEFAULT_ID_COLUMN
+    categorical_columns: tuple[str, ...] = ()
+    label_column: str | None = None
+    num_classes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        values: dict[str, Any] = {"id_column": self.id_column, "categorical_columns": list(self.categorical_columns)}
+        # Written only when set, so a features-only schema.json stays exactly as before.
+        if self.label_column is not None:
+            values["label_column"] = self.label_column
+        if self.num_classes is not None:
+            values["num_classes"] = self.num_classes
+        return values
+
+    def label_spec(self) -> LabelSpec:
+        """The label column read like a label file, so both go through the same validation."""
+        assert self.label_column is not None
+        return LabelSpec(self.num_classes, self.id_column, self.label_column)
+
+
 def read_table_schema(owner: str, path: Path) -> TableSchema:
     """``schema.json`` of a site folder, or the defaults when the file is absent."""
-    values = _read_json_object(owner, path, {"id_column", "categorical_columns"})
+    values = _read_json_object(owner, path, {"id_column", "categorical_columns", "label_column", "num_classes"})
     if values is None:
         return TableSchema()
     id_column = values.get("id_column", DEFAULT_ID_COLUMN)
@@ -58,7 +81,18 @@ def read_table_schema(owner: str, path: Path) -> TableSchema:
         raise DataError.at(owner, path, f"'categorical_columns' lists {duplicates} more than once")
     if id_column in categorical:
         raise DataError.at(owner, path, f"the ID column {id_column!r} cannot also be categorical")
-    return TableSchema(id_column, tuple(categorical))
+    label_column = values.get("label_column")
+    if label_column is not None:
+        _check_name(owner, path, "label_column", label_column)
+        if label_column == id_column:
+            raise DataError.at(owner, path, f"'id_column' and 'label_column' are both {id_column!r}")
+        if label_column in categorical:
+            raise DataError.at(owner, path, f"the label column {label_column!r} cannot also be a categorical feature")
+    num_classes = _num_classes(owner, path, values)
+    if num_classes is not None and label_column is None:
+        # C without a label column would be read by nobody: refuse rather than ignore it.
+        raise DataError.at(owner, path, "'num_classes' needs 'label_column' (it describes that column's labels)")
+    return TableSchema(id_column, tuple(categorical), label_column, num_classes)
 
 
 def read_label_spec(owner: str, path: Path) -> LabelSpec:
@@ -66,11 +100,7 @@ def read_label_spec(owner: str, path: Path) -> LabelSpec:
     values = _read_json_object(owner, path, {"num_classes", "id_column", "label_column"})
     if values is None:
         return LabelSpec()
-    num_classes = values.get("num_classes")
-    if num_classes is not None and (
-        isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2
-    ):
-        raise DataError.at(owner, path, f"'num_classes' must be an integer >= 2, got {num_classes!r}")
+    num_classes = _num_classes(owner, path, values)
     id_column = values.get("id_column", DEFAULT_ID_COLUMN)
     label_column = values.get("label_column", DEFAULT_LABEL_COLUMN)
     _check_name(owner, path, "id_column", id_column)
@@ -78,6 +108,15 @@ def read_label_spec(owner: str, path: Path) -> LabelSpec:
     if id_column == label_column:
         raise DataError.at(owner, path, f"'id_column' and 'label_column' are both {id_column!r}")
     return LabelSpec(num_classes, id_column, label_column)
+
+
+def _num_classes(owner: str, path: Path, values: dict[str, Any]) -> int | None:
+    num_classes = values.get("num_classes")
+    if num_classes is not None and (
+        isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2
+    ):
+        raise DataError.at(owner, path, f"'num_classes' must be an integer >= 2, got {num_classes!r}")
+    return num_classes
 
 
 def _read_json_object(owner: str, path: Path, allowed: set[str]) -> dict[str, Any] | None:

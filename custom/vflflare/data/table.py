@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from vflflare.data.errors import DataError
-from vflflare.data.schema import LabelSpec, TableSchema
+from vflflare.data.schema import LABELS_FILE, SCHEMA_FILE, LabelSpec, TableSchema
 
 _CATEGORICAL_HINT = " (if the column is categorical, list it in schema.json 'categorical_columns')"
 
@@ -66,6 +66,13 @@ class CsvTable:
                 )
             first_row[value] = row
         self.ids = list(values)
+
+    def subset(self, rows: Sequence[int]) -> "CsvTable":
+        """The same file restricted to some rows, each keeping its line and ID for messages."""
+        ids = [self.ids[row] for row in rows] if self.ids is not None else None
+        return CsvTable(
+            self.owner, self.source, self.header, [self.rows[row] for row in rows], [self.lines[row] for row in rows], ids
+        )
 
     def floats(self, name: str, hint: str = "") -> np.ndarray:
         """float64 values of a numeric column; empty, non-numeric, NaN and infinite cells are errors."""
@@ -176,9 +183,16 @@ def parse_features(table: CsvTable, schema: TableSchema) -> FeatureTable:
     """Validate a feature table against its schema and type its columns."""
     if table.ids is None:
         table.check_ids(schema.id_column)
-    names = [name for name in table.header if name != schema.id_column]
+    if schema.label_column is not None and schema.label_column not in table.header:
+        raise table.error(f"declared the label column in schema.json but not in the header {table.header}",
+                          column=schema.label_column)  # fmt: skip
+    # The label column is never a feature, whichever site declares it (see TableSchema).
+    names = [name for name in table.header if name not in (schema.id_column, schema.label_column)]
     if not names:
-        raise table.error(f"no feature columns; the header has only the ID column {schema.id_column!r}")
+        kept = f"the ID column {schema.id_column!r}"
+        if schema.label_column is not None:
+            kept += f" and the label column {schema.label_column!r}"
+        raise table.error(f"no feature columns; the header has only {kept}")
     if not table.rows:
         raise table.error("no data rows")
     for name in schema.categorical_columns:
@@ -216,18 +230,42 @@ def check_disjoint(train: CsvTable, test: CsvTable) -> None:
             )
 
 
-def parse_labels(table: CsvTable, spec: LabelSpec) -> np.ndarray:
-    """int64 labels of a label file (ID column + label column, nothing else), range-checked when C is known."""
+def parse_labels(table: CsvTable, spec: LabelSpec, declared_in: str = LABELS_FILE) -> np.ndarray:
+    """int64 labels of a label file (ID column + label column, nothing else), range-checked when C is known.
+
+    `declared_in` names the file num_classes came from, for the range message."""
     if table.ids is None:
         table.check_ids(spec.id_column)
     extra = [name for name in table.header if name not in (spec.id_column, spec.label_column)]
     if extra:
         raise table.error(f"unexpected columns {extra}; a label file has only {[spec.id_column, spec.label_column]}")
+    return _label_values(table, spec, declared_in)
+
+
+def parse_column_labels(table: CsvTable, spec: LabelSpec, every_row: bool) -> tuple[CsvTable, np.ndarray]:
+    """The labeled rows of a site table and their int64 labels, read from its label column.
+
+    An empty cell marks an unlabeled training row (features but no label); with `every_row` (test
+    tables, which are scored) it is an error. Validation is that of a label file."""
+    if table.ids is None:
+        table.check_ids(spec.id_column)
+    values = table.column(spec.label_column)
+    if every_row:
+        for row, value in enumerate(values):
+            if value == "":
+                raise table.error("empty label; every test row needs a label", row=row, column=spec.label_column)
+    labeled = table.subset([row for row, value in enumerate(values) if value != ""])
+    if table.rows and not labeled.rows:
+        raise table.error("no labeled rows: every cell of the label column is empty", column=spec.label_column)
+    return labeled, _label_values(labeled, spec, SCHEMA_FILE)
+
+
+def _label_values(table: CsvTable, spec: LabelSpec, declared_in: str) -> np.ndarray:
     if not table.rows:
         raise table.error("no data rows")
     labels = table.integers(spec.label_column, what="label")
     if spec.num_classes is not None:
-        check_label_range(table, labels, spec.num_classes, spec.label_column, "from labels.json")
+        check_label_range(table, labels, spec.num_classes, spec.label_column, f"from {declared_in}")
     return labels
 
 
