@@ -193,6 +193,62 @@ def test_missing_label_folder(split_root):
     assert f"label party 'site-1': {split_root / 'site-1' / 'train_labels.csv'}: file not found" == str(error.value)
 
 
+def label_column_site(root: Path, write_csv, schema: dict[str, object]) -> Path:
+    """site-1 keeping its labels in column 'y' of train.csv / test.csv; returns its folder."""
+    folder = root / "site-1"
+    write_csv(folder / "train.csv", ["id", "f", "y"], [["r1", 1.0, 0], ["r2", 2.0, ""], ["r3", 3.0, 1], ["r4", 4.0, 1]])
+    write_csv(folder / "test.csv", ["id", "f", "y"], [["t1", 1.0, 1], ["t2", 2.0, 0]])
+    (folder / "schema.json").write_text(json.dumps(schema))
+    return folder
+
+
+def column_label_error(root: Path) -> str:
+    with pytest.raises(DataError) as error:
+        load_label_tables("site-1", ["site-1", "site-2"], str(root), 0)
+    return str(error.value)
+
+
+def test_label_column_and_label_files_conflict(tmp_path, write_csv):
+    folder = label_column_site(tmp_path, write_csv, {"label_column": "y"})
+    write_csv(folder / "train_labels.csv", ["id", "label"], [["r1", 0]])
+    assert column_label_error(tmp_path) == (
+        f"label party 'site-1': {folder / 'schema.json'}: declares 'label_column' 'y' in train.csv/test.csv, but the "
+        "folder also has label files ['train_labels.csv']; keep the labels in one place (remove the label files or "
+        "'label_column')"
+    )
+
+
+@pytest.mark.parametrize(
+    "name, line, value, problem",
+    [
+        ("train.csv", 4, "1.5", "non-integer label '1.5'"),
+        ("train.csv", 5, "2", "label 2 outside 0..1 (C = 2 from schema.json)"),
+        ("test.csv", 3, "-1", "label -1 outside 0..1 (C = 2 from schema.json)"),
+        ("test.csv", 2, "", "empty label; every test row needs a label"),
+    ],
+)
+def test_bad_label_in_label_column(tmp_path, write_csv, name, line, value, problem):
+    folder = label_column_site(tmp_path, write_csv, {"label_column": "y", "num_classes": 2})
+    row_id = edit_cell(folder / name, line, "y", value)
+    assert column_label_error(tmp_path) == (
+        f"label party 'site-1': {folder / name} line {line} (id {row_id!r}), column 'y': {problem}"
+    )
+
+
+def test_label_column_misdeclared(tmp_path, write_csv):
+    folder = label_column_site(tmp_path, write_csv, {"label_column": "label"})
+    assert site_error(tmp_path).startswith(
+        f"site 'site-1': {folder / 'train.csv'}, column 'label': declared the label column in schema.json but not"
+    )
+    (folder / "schema.json").write_text(json.dumps({"num_classes": 2}))
+    assert site_error(tmp_path).startswith(f"site 'site-1': {folder / 'schema.json'}: 'num_classes' needs")
+    (folder / "schema.json").write_text(json.dumps({"label_column": "y"}))
+    for line in (2, 4, 5):
+        edit_cell(folder / "train.csv", line, "y", "")
+    message = column_label_error(tmp_path)
+    assert message.startswith(f"label party 'site-1': {folder / 'train.csv'}, column 'y': no labeled rows")
+
+
 def test_missing_dataset_file_names_expected_path(tmp_path):
     with pytest.raises(DataError) as error:
         load_source("adult", tmp_path)

@@ -161,3 +161,25 @@ def test_blank_lines_keep_line_numbers(split_root, name):
     path.write_text("\n".join(lines) + "\n\n")
     with pytest.raises(ValueError, match=f"{name} line 10 \\(id '{fields[0]}'\\), column 'mean radius'"):
         load_site_tables("site-1", [], str(split_root), 0)
+
+
+def test_labels_from_the_owner_sites_label_column(tmp_path, write_csv):
+    """A label owner may keep the label in its own tables; an empty train cell is an unlabeled row."""
+    folder = tmp_path / "site-1"
+    write_csv(folder / "train.csv", ["id", "f", "y", "g"],
+              [["r1", 0.5, 1, 3], ["r2", 1.5, "", 4], ["r3", 2.5, 0, 5],
+               ["r4", 3.5, 2, 6], ["r5", 4.5, "", 7]])  # fmt: skip
+    write_csv(folder / "test.csv", ["y", "g", "f", "id"], [[1, 1, 1.0, "t1"], [0, 2, 2.0, "t2"]])
+    (folder / "schema.json").write_text(json.dumps({"label_column": "y"}))
+    tables = load_site_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
+    assert tables.feature_names == ["f", "g"] and tables.train.numeric.shape == (5, 2)  # label never a feature
+    assert tables.train_ids == ["r1", "r2", "r3", "r4", "r5"]  # unlabeled rows keep their features
+    labels = load_label_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
+    assert labels.train_ids == ["r1", "r3", "r4"] and labels.train_labels.tolist() == [1, 0, 2]
+    assert labels.test_ids == ["t1", "t2"] and labels.test_labels.tolist() == [1, 0]
+    assert labels.num_classes == 3 and labels.train_labels.dtype == np.int64  # C inferred: distinct labels
+
+    (folder / "schema.json").write_text(json.dumps({"label_column": "y", "num_classes": 5}))
+    assert load_label_tables("site-1", [], str(tmp_path), 0).num_classes == 5
+    # A site that is not the label owner but declares a label column: still excluded from its features.
+    assert load_site_tables("site-1", [], str(tmp_path), 0).feature_names == ["f", "g"]

@@ -185,6 +185,37 @@ def test_cli_adult_with_categorical_and_site_label_owner(shared_data, tmp_path):
     assert len(labels.train_ids) == 500 and labels.num_classes == 2
 
 
+def test_cli_label_in_table_round_trip(tmp_path, capsys):
+    """`--label-in-table` puts the labels into the owner's tables; loading gives what label files give."""
+    common = ["--dataset", "breast_cancer", "--overlap", "150", "--seed", "4", "--label-owner", "site-1"]
+    files, table = tmp_path / "files", tmp_path / "table"
+    assert run_split(cli(*common, "--out", str(files))) == 0
+    assert run_split(cli(*common, "--label-in-table", "--out", str(table))) == 0
+    assert "labels (2 classes) at the 'label' column of site-1's tables" in capsys.readouterr().out
+    assert not list(table.rglob("*labels*")) and not (table / "server").exists()
+    assert json.loads((table / "site-1" / "schema.json").read_text()) == {
+        "id_column": "id", "categorical_columns": [], "label_column": "label", "num_classes": 2}  # fmt: skip
+    assert json.loads((table / "manifest.json").read_text())["label_in_table"] is True
+
+    train = pd.read_csv(table / "site-1" / "train.csv", dtype={"id": str, "label": "Int64"})
+    overlap = set(pd.read_csv(table / "overlap_ids.csv", dtype={"id": str})["id"])
+    assert train.columns[-1] == "label" and set(train.loc[train["label"].notna(), "id"]) == overlap
+    assert train["label"].isna().sum() == len(train) - 150  # unaligned rows: empty label cells
+
+    for site in ("site-1", "site-2"):
+        from_files, from_table = load_site_tables(site, [], str(files), 0), load_site_tables(site, [], str(table), 0)
+        assert from_table.feature_names == from_files.feature_names and "label" not in from_table.feature_names
+        assert from_table.train_ids == from_files.train_ids
+        np.testing.assert_array_equal(from_table.train.numeric, from_files.train.numeric)
+    expected, got = load_label_tables("site-1", [], str(files), 0), load_label_tables("site-1", [], str(table), 0)
+    assert got.train_ids == expected.train_ids and got.train_labels.tolist() == expected.train_labels.tolist()
+    assert got.test_ids == expected.test_ids and got.test_labels.tolist() == expected.test_labels.tolist()
+    assert got.num_classes == expected.num_classes == 2
+
+    assert run_split(cli(*common[:-2], "--label-in-table", "--out", str(tmp_path / "srv"))) == 2
+    assert "need a site label owner" in capsys.readouterr().err
+
+
 def test_adult_source_reads_both_files(shared_data):
     frame, labels, ids, categorical, default_columns = load_source("adult", shared_data)
     assert frame.shape == (32561 + 16281, 14) and len(ids) == len(labels) == len(frame)

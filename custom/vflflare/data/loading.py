@@ -52,6 +52,12 @@ def resolve_data_root() -> str | None:
     return os.environ.get(DATA_ROOT_ENV) or None
 
 
+def _embedded_csv(owner: str, name: str, frame, id_column: str):
+    """The embedded default goes through the same CSV writer and reader as files on disk, so it is
+    validated and parsed exactly like a user's data."""
+    return parse_csv(owner, name, io.StringIO(frame_to_csv(frame)), id_column)
+
+
 def load_site_tables(site: str, sites: list[str], data_root: str | None, seed: int) -> SiteTables:
     """Read, validate and locally preprocess feature party `site`'s train and test tables.
 
@@ -61,9 +67,8 @@ def load_site_tables(site: str, sites: list[str], data_root: str | None, seed: i
         part = _embedded_part(site, sites, seed)
         source = f"<embedded {EMBEDDED_DATASET} split>/{site}"
         schema = TableSchema(categorical_columns=tuple(part.categorical))
-        train_text, test_text = frame_to_csv(part.train), frame_to_csv(part.test)
-        train_csv = parse_csv(owner, f"{source}/{TRAIN_FILE}", io.StringIO(train_text), schema.id_column)
-        test_csv = parse_csv(owner, f"{source}/{TEST_FILE}", io.StringIO(test_text), schema.id_column)
+        train_csv = _embedded_csv(owner, f"{source}/{TRAIN_FILE}", part.train, schema.id_column)
+        test_csv = _embedded_csv(owner, f"{source}/{TEST_FILE}", part.test, schema.id_column)
     else:
         folder = _party_folder(owner, site, data_root)
         schema = read_table_schema(owner, folder / SCHEMA_FILE)
@@ -97,9 +102,8 @@ def load_label_tables(owner: str, sites: list[str], data_root: str | None, seed:
         result = _embedded_split(sites, seed)
         spec = label_spec(result)
         source = f"<embedded {EMBEDDED_DATASET} split>/{owner}"
-        train_text, test_text = frame_to_csv(result.train_labels), frame_to_csv(result.test_labels)
-        train_csv = parse_csv(who, f"{source}/{TRAIN_LABELS_FILE}", io.StringIO(train_text), spec.id_column)
-        test_csv = parse_csv(who, f"{source}/{TEST_LABELS_FILE}", io.StringIO(test_text), spec.id_column)
+        train_csv = _embedded_csv(who, f"{source}/{TRAIN_LABELS_FILE}", result.train_labels, spec.id_column)
+        test_csv = _embedded_csv(who, f"{source}/{TEST_LABELS_FILE}", result.test_labels, spec.id_column)
     else:
         folder = _party_folder(who, owner, data_root)
         schema = read_table_schema(who, folder / SCHEMA_FILE)
@@ -168,7 +172,7 @@ def _infer_num_classes(
     num_classes = len(set(train_labels.tolist()) | set(test_labels.tolist()))
     if num_classes < 2:
         raise train_csv.error(f"all labels are {int(train_labels[0])}; a classifier needs at least 2 classes")
-    where = f"add {LABELS_FILE} with num_classes" if declared_in == LABELS_FILE else f"add num_classes to {declared_in}"
+    where = f"add {LABELS_FILE} with num_classes" if declared_in == LABELS_FILE else f"add num_classes to {SCHEMA_FILE}"
     why = f"distinct labels; {where} if classes are missing from the data"
     check_label_range(train_csv, train_labels, num_classes, spec.label_column, why)
     check_label_range(test_csv, test_labels, num_classes, spec.label_column, why)

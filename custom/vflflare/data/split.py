@@ -127,15 +127,25 @@ def write_split(
     out_dir: str | os.PathLike[str],
     label_owner: str = SERVER,
     manifest_extra: Mapping[str, Any] | None = None,
+    label_in_table: bool = False,
 ) -> Path:
     """Write the data-root layout (site folders, label files, overlap_ids.csv, manifest.json) into a new
     or empty `out_dir`, which is then usable as VFLFLARE_DATA_ROOT. Returns the manifest's path.
 
-    A non-empty folder is refused rather than overwritten: leftover site folders from an earlier split
-    with more sites would silently join the new one."""
+    With `label_in_table` the labels go into a 'label' column of the label owner's train.csv (empty on
+    its unaligned rows, which are unlabeled) and test.csv, declared in its schema.json, instead of
+    label files. A non-empty folder is refused rather than overwritten: leftover site folders from an
+    earlier split with more sites would silently join the new one."""
     if label_owner != SERVER and label_owner not in result.sites:
         raise ValueError(f"label owner must be {SERVER!r} or one of the sites {result.sites}, got {label_owner!r}")
-    manifest = _manifest(result, label_owner)
+    if label_in_table:
+        if label_owner == SERVER:
+            raise ValueError(f"labels in a table need a site label owner; {SERVER!r} has no table (use --label-owner)")
+        if DEFAULT_LABEL_COLUMN in result.parts[label_owner].columns:
+            raise ValueError(
+                f"site {label_owner!r} has a feature column named {DEFAULT_LABEL_COLUMN!r}, the label column's name"
+            )
+    manifest = _manifest(result, label_owner, label_in_table)
     clashes = sorted(set(manifest_extra or {}) & set(manifest))
     if clashes:
         raise ValueError(f"manifest_extra may not replace the split's own keys {clashes}")
@@ -146,14 +156,20 @@ def write_split(
     for site, part in result.parts.items():
         folder = root / site
         folder.mkdir(parents=True, exist_ok=True)
-        _write_text(folder / TRAIN_FILE, frame_to_csv(part.train))
-        _write_text(folder / TEST_FILE, frame_to_csv(part.test))
-        _write_json(folder / SCHEMA_FILE, TableSchema(DEFAULT_ID_COLUMN, tuple(part.categorical)).to_dict())
-    label_folder = root / label_owner
-    label_folder.mkdir(parents=True, exist_ok=True)
-    _write_text(label_folder / TRAIN_LABELS_FILE, frame_to_csv(result.train_labels))
-    _write_text(label_folder / TEST_LABELS_FILE, frame_to_csv(result.test_labels))
-    _write_json(label_folder / LABELS_FILE, label_spec(result).to_dict())
+        schema = TableSchema(DEFAULT_ID_COLUMN, tuple(part.categorical))
+        train, test = part.train, part.test
+        if label_in_table and site == label_owner:
+            schema = TableSchema(DEFAULT_ID_COLUMN, tuple(part.categorical), DEFAULT_LABEL_COLUMN, result.num_classes)
+            train, test = _with_labels(train, result.train_labels), _with_labels(test, result.test_labels)
+        _write_text(folder / TRAIN_FILE, frame_to_csv(train))
+        _write_text(folder / TEST_FILE, frame_to_csv(test))
+        _write_json(folder / SCHEMA_FILE, schema.to_dict())
+    if not label_in_table:
+        label_folder = root / label_owner
+        label_folder.mkdir(parents=True, exist_ok=True)
+        _write_text(label_folder / TRAIN_LABELS_FILE, frame_to_csv(result.train_labels))
+        _write_text(label_folder / TEST_LABELS_FILE, frame_to_csv(result.test_labels))
+        _write_json(label_folder / LABELS_FILE, label_spec(result).to_dict())
     _write_text(root / OVERLAP_IDS_FILE, frame_to_csv(pd.DataFrame({DEFAULT_ID_COLUMN: result.overlap_ids})))
     _write_json(root / MANIFEST_FILE, {**manifest, **(manifest_extra or {})})
     return root / MANIFEST_FILE
@@ -186,6 +202,12 @@ def configure_split_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--label-owner", default=SERVER, help=f"{SERVER!r} or a site name")
     parser.add_argument(
+        "--label-in-table",
+        action="store_true",
+        help="write the labels as a 'label' column of the label owner's train.csv/test.csv (declared in its "
+        "schema.json; empty on unaligned rows) instead of label files; needs a site --label-owner",
+    )
+    parser.add_argument(
         "--site-columns",
         help='columns per site, sites separated by ";" and columns by ",", e.g. "A,B,C;D,E" '
         "(default: the dataset's 2-party split for K=2, else even in column order)",
@@ -213,7 +235,8 @@ def run_split(args: argparse.Namespace) -> int:
             for path in source_files(args.dataset, args.data_dir)
         }
         manifest = write_split(
-            result, args.out, args.label_owner, {"dataset": args.dataset, "source_sha256": checksums}
+            result, args.out, args.label_owner, {"dataset": args.dataset, "source_sha256": checksums},
+            label_in_table=args.label_in_table,
         )
     except ValueError as exc:  # DataError included
         print(f"vflflare split: error: {exc}", file=sys.stderr)
@@ -224,7 +247,10 @@ def run_split(args: argparse.Namespace) -> int:
             f"{site}: {len(part.columns)} columns, {len(part.train)} train rows "
             f"({result.overlap} aligned + {part.n_unaligned} unaligned), {len(part.test)} test rows"
         )
-    print(f"labels ({result.num_classes} classes) at {args.label_owner}; manifest: {manifest}")
+    where = args.label_owner
+    if args.label_in_table:
+        where = f"the {DEFAULT_LABEL_COLUMN!r} column of {args.label_owner}'s tables"
+    print(f"labels ({result.num_classes} classes) at {where}; manifest: {manifest}")
     return 0
 
 
@@ -321,11 +347,21 @@ def _labels(labels: np.ndarray, rows: np.ndarray, ids: np.ndarray) -> pd.DataFra
     return pd.DataFrame({DEFAULT_ID_COLUMN: ids[rows].astype(str), DEFAULT_LABEL_COLUMN: labels[rows].astype(np.int64)})
 
 
-def _manifest(result: SplitResult, label_owner: str) -> dict[str, Any]:
+def _with_labels(table: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+    """`table` plus a last label column, matched by ID; rows without a label get an empty cell
+    (nullable Int64, so labels are written as '1', never '1.0', and missing ones as nothing)."""
+    by_id = labels.set_index(DEFAULT_ID_COLUMN)[DEFAULT_LABEL_COLUMN]
+    labeled = table.copy()
+    labeled[DEFAULT_LABEL_COLUMN] = table[DEFAULT_ID_COLUMN].map(by_id).astype("Int64")
+    return labeled
+
+
+def _manifest(result: SplitResult, label_owner: str, label_in_table: bool) -> dict[str, Any]:
     return {
         "seed": result.seed,
         "sites": result.sites,
         "label_owner": label_owner,
+        "label_in_table": label_in_table,
         "num_classes": result.num_classes,
         "overlap": result.overlap,
         "n_test": len(result.test_labels),

@@ -70,9 +70,8 @@ class CsvTable:
     def subset(self, rows: Sequence[int]) -> "CsvTable":
         """The same file restricted to some rows, each keeping its line and ID for messages."""
         ids = [self.ids[row] for row in rows] if self.ids is not None else None
-        return CsvTable(
-            self.owner, self.source, self.header, [self.rows[row] for row in rows], [self.lines[row] for row in rows], ids
-        )
+        rows_kept, lines_kept = [self.rows[row] for row in rows], [self.lines[row] for row in rows]
+        return CsvTable(self.owner, self.source, self.header, rows_kept, lines_kept, ids)
 
     def floats(self, name: str, hint: str = "") -> np.ndarray:
         """float64 values of a numeric column; empty, non-numeric, NaN and infinite cells are errors."""

@@ -1,0 +1,148 @@
+"""What NVFlare costs on top of the algorithm, on credit default (N_o = 1000, split and job seed 0).
+
+(a) The one-shot job in the NVFlare simulator (2 sites, 2 threads) vs `run_inprocess` (the same phases
+    in one process), alternated, --reps times each. Reported: medians of
+    - the simulator command's wall time vs the in-process call's (everything a user waits for),
+    - the job's own wall time from its result record (controller start to result),
+    - the same without the 'setup' phase (for the simulator: sites starting, loading and checking data).
+(b) Split-NN step latency over the aux channel: a vanilla VFL job in the simulator; each per-batch
+    round trip to both sites is timed by the ledger (result field 'step_latency'); also shown, the
+    'split_training' phase wall time per step (which adds the label party's compute and the per-epoch
+    validation and commit messages), next to the same numbers in-process.
+
+    python benchmarks/overhead.py --reps 3
+    python benchmarks/overhead.py --table
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+from common import (
+    DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, SITES, append_jsonl, environment, limit_threads, prepare_split,
+    read_jsonl, run_vfl,
+)  # fmt: skip
+from vflflare.cli import simulate
+from vflflare.config import VFLConfig
+from vflflare.jobs import write_job
+
+RESULTS = RUNS / "overhead.jsonl"
+OVERLAP, SEED = 1000, 0
+
+
+def _summary(mode: str, algorithm: str, result: dict, command_s: float) -> dict:
+    phases = result["phases"]
+    split = sum(p["wall_s"] for p in phases if p["name"] == "split_training")
+    steps = result.get("step_latency", {}).get("steps", 0)
+    return {
+        "mode": mode,
+        "algorithm": algorithm,
+        "command_s": round(command_s, 3),
+        "job_s": result["wall_s"],
+        "setup_s": sum(p["wall_s"] for p in phases if p["name"] == "setup"),
+        "job_without_setup_s": round(sum(p["wall_s"] for p in phases if p["name"] != "setup"), 4),
+        "phases": phases,
+        "step_latency": result.get("step_latency", {}),
+        "split_phase_ms_per_step": round(1000 * split / steps, 3) if steps else None,
+        "metrics": result["metrics"],
+        "communication": result["communication"]["total"],
+    }
+
+
+def run_simulator(algorithm: str, root: Path, work: Path, rep: int) -> dict:
+    job = write_job(work / "jobs", f"{algorithm}_credit", {"algorithm": algorithm, "seed": SEED})
+    workspace = work / f"ws_{algorithm}_{rep}"
+    shutil.rmtree(workspace, ignore_errors=True)
+    start = time.perf_counter()
+    result = simulate(str(job), str(workspace), len(SITES), len(SITES), str(root), timeout=900)
+    elapsed = time.perf_counter() - start
+    if "error" in result:
+        raise RuntimeError(f"simulator job failed: {result['error']}")
+    shutil.rmtree(workspace, ignore_errors=True)  # workspaces hold logs and TensorBoard events only
+    return _summary("simulator", algorithm, result, elapsed)
+
+
+def run_in_process(algorithm: str, root: Path) -> dict:
+    start = time.perf_counter()
+    result, _ = run_vfl(VFLConfig(algorithm=algorithm, seed=SEED), root)
+    return _summary("inprocess", algorithm, result, time.perf_counter() - start)
+
+
+def _median(records: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in records)
+
+
+def tables(records: list[dict]) -> str:
+    out = []
+    sim = [r for r in records if r["algorithm"] == "oneshot" and r["mode"] == "simulator"]
+    inproc = [r for r in records if r["algorithm"] == "oneshot" and r["mode"] == "inprocess"]
+    if sim and inproc:
+        out += [
+            f"One-shot VFL, credit default N_o={OVERLAP}, seed {SEED}: median of {len(sim)} simulator and "
+            f"{len(inproc)} in-process runs (s)\n",
+            "| measure | simulator | in-process | ratio |",
+            "|---|---|---|---|",
+        ]
+        for key, title in [("command_s", "whole command"), ("job_s", "job (result record wall_s)"),
+                           ("setup_s", "setup phase"), ("job_without_setup_s", "job without setup")]:
+            a, b = _median(sim, key), _median(inproc, key)
+            out.append(f"| {title} | {a:.2f} | {b:.2f} | {a / b:.2f}x |")
+        same = all(r["metrics"] == inproc[0]["metrics"] for r in sim + inproc)
+        out.append(f"\nSame metrics in every run: {same} ({inproc[0]['metrics']})")
+        for mode, rows in (("simulator", sim), ("in-process", inproc)):
+            names = [p["name"] for p in rows[0]["phases"]]
+            per_phase = {n: statistics.median(p["wall_s"] for r in rows for p in r["phases"] if p["name"] == n)
+                         for n in names}
+            out.append(f"- {mode} phase medians (s): " + ", ".join(f"{n} {v:.2f}" for n, v in per_phase.items()))
+    split = [r for r in records if r["algorithm"] == "vanilla"]
+    if split:
+        out += [
+            f"\nSplit-NN steps (vanilla VFL, batch 32, {len(SITES)} sites, N_o={OVERLAP}, seed {SEED})\n",
+            "| mode | runs | timed steps | median step (ms) | p90 step (ms) | split_training phase / step (ms) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for mode in ("simulator", "inprocess"):
+            rows = [r for r in split if r["mode"] == mode]
+            if rows:
+                median = statistics.median(r["step_latency"]["median_ms"] for r in rows)
+                p90 = statistics.median(r["step_latency"]["p90_ms"] for r in rows)
+                per_step = statistics.median(r["split_phase_ms_per_step"] for r in rows)
+                steps = rows[0]["step_latency"]["steps"]
+                out.append(f"| {mode} | {len(rows)} | {steps} | {median:.1f} | {p90:.1f} | {per_step:.1f} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of the one-shot comparison")
+    parser.add_argument("--split-reps", type=int, default=1, help="vanilla VFL simulator runs for the step latency")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/vflflare-bench/overhead"),
+                        help="job folders and simulator workspaces")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--table", action="store_true", help="only print the tables of --out")
+    args = parser.parse_args()
+    if not args.table:
+        limit_threads()
+        root = prepare_split(args.data_dir, OVERLAP, SEED, args.splits)
+        env = environment()
+        # alternate the two modes so drifting machine load hits both alike
+        runs = [(mode, "oneshot", rep) for rep in range(args.reps) for mode in ("simulator", "inprocess")]
+        runs += [(mode, "vanilla", rep) for rep in range(args.split_reps) for mode in ("simulator", "inprocess")]
+        for mode, algorithm, rep in runs:
+            if mode == "simulator":
+                record = run_simulator(algorithm, root, args.work, rep)
+            else:
+                record = run_in_process(algorithm, root)
+            append_jsonl(args.out, {**record, "rep": rep, "env": env})
+            print(f"{mode:10s} {algorithm:8s} rep {rep}: command {record['command_s']:.1f} s, job {record['job_s']:.1f} s,"
+                  f" without setup {record['job_without_setup_s']:.1f} s, step {record['step_latency']}", flush=True)
+    print(tables(read_jsonl(args.out)))
+
+
+if __name__ == "__main__":
+    main()
