@@ -35,3 +35,14 @@ def test_site_names_are_not_hard_coded():
 def test_unknown_label_owner_is_a_clear_error():
     with pytest.raises(ValueError, match="label_owner 'site-9' is neither 'server' nor one of the sites"):
         run_inprocess(VFLConfig(algorithm="oneshot", label_owner="site-9"), SITES, None)
+
+
+def test_labels_in_the_owning_sites_own_table(tmp_path):
+    from vflflare.cli import main as vflflare_main
+
+    root = tmp_path / "data"
+    assert vflflare_main(["split", "--dataset", "breast_cancer", "--sites", "2", "--overlap", "150", "--seed", "0",
+                          "--label-owner", "site-1", "--label-in-table", "--out", str(root)]) == 0
+    results = run_inprocess(VFLConfig(algorithm="oneshot", label_owner="site-1"), SITES, str(root))
+    assert results["metrics"]["test_auc"] > 0.9
+    assert results["rows"]["aligned_train"] + results["rows"]["val"] == 150
