@@ -12,6 +12,7 @@ from vflflare.algorithms.runner import run_algorithm
 from vflflare.algorithms.site_runtime import SiteRuntime
 from vflflare.config import VFLConfig
 from vflflare.data.loading import load_label_tables
+from vflflare.torch_runtime import prepare_torch
 from vflflare.tracking import LogTracker
 
 
@@ -40,6 +41,7 @@ class InProcessTransport:
 
 
 def run_inprocess(cfg: VFLConfig, sites: list[str], data_root: str | None) -> dict:
+    prepare_torch(cfg.num_threads)
     runtimes = {s: SiteRuntime(s, data_root) for s in sites}
     net = InProcessTransport(runtimes, fp16=cfg.fp16)
     return run_algorithm(

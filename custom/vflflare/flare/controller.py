@@ -5,7 +5,7 @@ import json
 import os
 import traceback
 
-import torch
+from vflflare.torch_runtime import prepare_torch
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.controller import Controller
 from nvflare.apis.signal import Signal
@@ -40,7 +40,7 @@ class VFLController(Controller):
         self.data_root = data_root
 
     def start_controller(self, fl_ctx: FLContext) -> None:
-        torch.set_num_threads(self.cfg.num_threads)
+        prepare_torch(self.cfg.num_threads)
 
     def stop_controller(self, fl_ctx: FLContext) -> None:
         pass
@@ -64,12 +64,14 @@ class VFLController(Controller):
                 net, self.cfg, lambda: load_label_tables(SERVER, sites, data_root, self.cfg.seed), tracker
             )
         except Exception as error:  # any failure ends the job with the reason in the result file
+            tracker.close()
             message = f"{type(error).__name__}: {error}"
             self.log_error(fl_ctx, f"vflflare job failed: {message}\n{traceback.format_exc()}")
             self._write(run_dir, {"algorithm": self.cfg.algorithm, "sites": sites, "error": message,
                                   "communication": net.ledger.summary(), "wall_s": net.ledger.wall_s()})
             self.system_panic(f"vflflare: {message}", fl_ctx)
             return
+        tracker.close()
         path = self._write(run_dir, results)
         table = format_table(results)
         self.log_info(fl_ctx, f"results written to {path}\n{table}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import traceback
 
-import torch
+from vflflare.torch_runtime import prepare_torch
 from nvflare.apis.event_type import EventType
 from nvflare.apis.executor import Executor
 from nvflare.apis.fl_context import FLContext
@@ -26,13 +26,17 @@ class VFLExecutor(Executor):
         self.data_root = data_root
         self.num_threads = num_threads
         self.runtime: SiteRuntime | None = None
+        self.tracker: FlareTracker | None = None
 
     def handle_event(self, event_type: str, fl_ctx: FLContext) -> None:
         if event_type == EventType.START_RUN:
-            torch.set_num_threads(self.num_threads)
+            prepare_torch(self.num_threads)
             site = fl_ctx.get_identity_name()
-            self.runtime = SiteRuntime(site, self.data_root or resolve_data_root(), FlareTracker(self, fl_ctx, on_site=True))
+            self.tracker = FlareTracker(self, fl_ctx, on_site=True)
+            self.runtime = SiteRuntime(site, self.data_root or resolve_data_root(), self.tracker)
             fl_ctx.get_engine().register_aux_message_handler(AUX_TOPIC, self._on_step)
+        elif event_type == EventType.END_RUN and self.tracker is not None:
+            self.tracker.close()
 
     def _run(self, task: str, payload: Payload, fl_ctx: FLContext) -> Shareable:
         try:
