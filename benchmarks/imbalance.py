@@ -43,10 +43,17 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "balanced_threshold": {"class_balance": "balanced_threshold"},
     "tau_0.8": {"fixmatch_threshold": 0.8},
     "ssl_epochs_3": {"ssl_epochs": 3},
+    "ssl_epochs_5": {"ssl_epochs": 5},
     "ssl_epochs_20": {"ssl_epochs": 20},
     "fewshot_t_0.9": {"fewshot_threshold": 0.9},
     "fewshot_prior_relative": {"fewshot_threshold_mode": "prior_relative"},
     "da+prior_relative": {"class_balance": "distribution_alignment", "fewshot_threshold_mode": "prior_relative"},
+    "prior_relative_t_0.8": {"fewshot_threshold_mode": "prior_relative", "fewshot_threshold": 0.8},
+    "bt+t_0.9": {"class_balance": "balanced_threshold", "fewshot_threshold": 0.9},
+    "ssl_epochs_3+t_0.9": {"ssl_epochs": 3, "fewshot_threshold": 0.9},
+    "ssl_epochs_3+prior_relative_t_0.8": {
+        "ssl_epochs": 3, "fewshot_threshold_mode": "prior_relative", "fewshot_threshold": 0.8,
+    },
 }
 
 

@@ -1,0 +1,81 @@
+"""How much of the labels one-shot VFL's single gradient download gives a feature party.
+
+Runs one-shot VFL's first two steps on credit default (representations of the aligned rows up, partial
+gradients down), lets each site cluster its gradients exactly as its ClientUpdate does (k-means on the
+row directions, Alg. 1 line 28) and scores the clusters against the true labels of the aligned rows
+(best one-to-one renaming). Also shown: the majority-class rate, what "learned nothing" would score.
+
+    python benchmarks/label_disclosure.py --overlaps 1000 --seeds 0 1 2
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from common import (
+    DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, SITES, CreditTable, append_jsonl, environment, job_rows, limit_threads,
+    mean_std, prepare_split, read_jsonl,
+)  # fmt: skip
+from vflflare.algorithms.inprocess import InProcessTransport
+from vflflare.algorithms.kmeans import kmeans_on_gradients
+from vflflare.algorithms.oneshot import upload_aligned_representations
+from vflflare.algorithms.setup_phase import SERVER, setup_parties
+from vflflare.algorithms.site_runtime import SiteRuntime
+from vflflare.config import VFLConfig
+from vflflare.data.loading import load_label_tables
+from vflflare.privacy.label_disclosure import cluster_label_agreement
+from vflflare.seeding import derive_seed
+from vflflare.tracking import LogTracker
+
+RESULTS = RUNS / "label_disclosure.jsonl"
+
+
+def measure(root: Path, seed: int, table: CreditTable, overrides: dict) -> dict[str, float]:
+    cfg = VFLConfig.from_dict({**overrides, "algorithm": "oneshot", "seed": seed})
+    net = InProcessTransport({s: SiteRuntime(s, str(root)) for s in SITES})
+    label, _ = setup_parties(
+        net, cfg, lambda: load_label_tables(SERVER, SITES, str(root), seed), LogTracker("bench.disclosure")
+    )
+    grads = label.partial_gradients(upload_aligned_representations(net))
+    truth = table.y(job_rows(root, seed, cfg.val_fraction).train_ids)  # canonical order = gradient row order
+    out = {"majority_rate": float(np.bincount(truth).max() / len(truth))}
+    for site in SITES:
+        clusters = kmeans_on_gradients(grads[site], 2, derive_seed(seed, site))
+        out[site] = cluster_label_agreement(clusters, truth)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--overlaps", nargs="+", type=int, default=[1000])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--classifier-hidden", nargs="+", type=int, default=[0, 64],
+                        help="label party's head: 0 = linear (the default), else one ReLU hidden layer")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    limit_threads()
+    table = CreditTable(args.data_dir)
+    env = environment()
+    for overlap in args.overlaps:
+        for seed in args.seeds:
+            root = prepare_split(args.data_dir, overlap, seed, args.splits)
+            for hidden in args.classifier_hidden:
+                record = measure(root, seed, table, {"classifier_hidden": hidden})
+                append_jsonl(args.out, {"overlap": overlap, "seed": seed, "classifier_hidden": hidden, **record,
+                                        "env": env})
+    print("| N_o | label party head | seeds | agreement site-1 | agreement site-2 | majority rate |")
+    print("|---|---|---|---|---|---|")
+    records = read_jsonl(args.out)
+    for overlap, hidden in sorted({(r["overlap"], r["classifier_hidden"]) for r in records}):
+        rows = [r for r in records if r["overlap"] == overlap and r["classifier_hidden"] == hidden]
+        head = "linear" if hidden == 0 else f"MLP (hidden {hidden})"
+        cells = [mean_std([r[k] for r in rows]) for k in (*SITES, "majority_rate")]
+        print(f"| {overlap} | {head} | {len(rows)} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
