@@ -90,15 +90,18 @@ class CreditTable:
         self.site_columns = dict(zip(SITES, columns))
 
     def xy(self, ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        return self.frame.loc[ids].to_numpy(np.float32), self.labels.loc[ids].to_numpy(np.int64)
+        return self.frame.loc[ids].to_numpy(np.float32, copy=True), self.y(ids)
 
     def y(self, ids: list[str]) -> np.ndarray:
-        return self.labels.loc[ids].to_numpy(np.int64)
+        return self.labels.loc[ids].to_numpy(np.int64, copy=True)
 
 
-def site_features(root: Path, site: str, seed: int) -> tuple[SiteTables, dict[str, int], dict[str, int]]:
-    """A site's preprocessed tables (exactly what its bottom model sees) and ID -> row maps."""
-    tables = load_site_tables(site, SITES, str(root), seed)
+def site_features(
+    root: Path, site: str, seed: int, numeric_transform: str = "standard"
+) -> tuple[SiteTables, dict[str, int], dict[str, int]]:
+    """A site's preprocessed tables (exactly what its bottom model sees under that numeric_transform)
+    and ID -> row maps."""
+    tables = load_site_tables(site, SITES, str(root), seed, numeric_transform)
     return tables, {i: r for r, i in enumerate(tables.train_ids)}, {i: r for r, i in enumerate(tables.test_ids)}
 
 

@@ -8,6 +8,9 @@ aligned labeled rows minus the validation rows, validation = the rows the VFL jo
 
 - local_only: the label party's own MLP (bottom d->64->32 + linear head, Adam lr 0.01, B 32, early
   stopping on validation AUC) on site-1's 10 attributes, as if site-1 owned the labels;
+- mlp_aligned: the same MLP on both sites' columns of the aligned labeled rows, trained centrally: what
+  split-NN training on those rows could reach without federation's constraints (a reference, not a
+  baseline a user would deploy);
 - trees_aligned: gradient-boosted trees on the aligned labeled rows with all 23 attributes, i.e. what a
   user with the joined rows would train instead of VFL;
 - trees_central: the same trees on every training row with all attributes and labels (upper bound).
@@ -15,8 +18,15 @@ aligned labeled rows minus the validation rows, validation = the rows the VFL jo
 Trees: xgboost (sklearn's HistGradientBoosting if absent), depth chosen from {2, 4, 6} by validation
 AUC, rounds by early stopping on validation log-loss.
 
+--set overrides apply to the tunable methods (one-shot, few-shot, few-shot + finetune). Preprocessing
+keys (numeric_transform) are data, not algorithm: they also reach vanilla VFL, FedBCD and the MLP
+baselines, recorded under the same variant, so every neural method sees the same inputs. The trees
+take the raw columns: a monotone per-column transform does not change what trees can split on.
+
     python benchmarks/credit_default.py                      # everything, N_o 1000 and 2000, seeds 0-2
     python benchmarks/credit_default.py --methods oneshot fewshot --variant tuned --set class_balance=...
+    python benchmarks/credit_default.py --methods vanilla oneshot fewshot local_only mlp_aligned \
+        --variant signed_log --set numeric_transform=signed_log
     python benchmarks/credit_default.py --table              # print the tables of the results file
 """
 from __future__ import annotations
@@ -33,7 +43,7 @@ from sklearn.metrics import roc_auc_score
 from torch import nn
 
 from common import (
-    DEFAULT_DATA_DIR, DEFAULT_SPLITS, LABEL_LEADER, RUNS, CreditTable, SplitRows, append_jsonl, environment,
+    DEFAULT_DATA_DIR, DEFAULT_SPLITS, LABEL_LEADER, RUNS, SITES, CreditTable, SplitRows, append_jsonl, environment,
     job_rows, limit_threads, mean_std, prepare_split, read_jsonl, run_vfl, site_features, test_inference_bytes,
 )  # fmt: skip
 from vflflare.algorithms.classifier import fit_head, predict_proba
@@ -53,10 +63,13 @@ VFL_METHODS: dict[str, dict[str, Any]] = {
     "fewshot": {"algorithm": "fewshot"},
     "fewshot+finetune": {"algorithm": "fewshot", "finetune_epochs": FINETUNE_EPOCHS},
 }
-BASELINES = ("local_only", "trees_aligned", "trees_central")
+BASELINES = ("local_only", "mlp_aligned", "trees_aligned", "trees_central")
 METHODS = [*VFL_METHODS, *BASELINES]
 # --set overrides are for our methods; the split-NN baselines keep the package defaults
 TUNABLE = ("oneshot", "fewshot", "fewshot+finetune")
+# ... except preprocessing keys, which every neural method gets (the trees read the raw columns)
+PREPROCESSING_KEYS = ("numeric_transform",)
+PREPROCESSED = ("vanilla", "fedbcd", "local_only", "mlp_aligned")
 TREE_DEPTHS = (2, 4, 6)
 
 
@@ -92,31 +105,36 @@ class LocalMLP(nn.Module):
         return self.head(self.encoder(numeric, numeric.new_zeros((len(numeric), 0), dtype=torch.int64)))
 
 
-def local_only(root: Path, rows: SplitRows, table: CreditTable, seed: int) -> dict[str, Any]:
-    """Site-1's MLP on its own preprocessed columns, the very input of its VFL bottom model."""
-    tables, train_index, test_index = site_features(root, LABEL_LEADER, seed)
+def mlp(
+    root: Path, rows: SplitRows, table: CreditTable, seed: int, sites: list[str], numeric_transform: str = "standard"
+) -> dict[str, Any]:
+    """One MLP on the named sites' preprocessed columns side by side: the very input of their VFL bottom
+    models, trained as one network by whoever holds the labels and these columns. Numeric block only:
+    credit default has no categorical columns."""
+    blocks = {"train": [], "val": [], "test": []}
+    for site in sites:
+        tables, train_index, test_index = site_features(root, site, seed, numeric_transform)
+        for part, ids, index, block in (("train", rows.train_ids, train_index, tables.train.numeric),
+                                        ("val", rows.val_ids, train_index, tables.train.numeric),
+                                        ("test", rows.test_ids, test_index, tables.test.numeric)):
+            blocks[part].append(block[[index[i] for i in ids]])
+    train_x, val_x, test_x = (torch.as_tensor(np.concatenate(blocks[p], axis=1)) for p in ("train", "val", "test"))
     # the paper stops its baselines after 20 epochs without improvement
     cfg = VFLConfig(seed=seed, classifier_epochs=100, classifier_patience=20)
-
-    def x(ids: list[str], index: dict[str, int], block: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(block[[index[i] for i in ids]])
-
-    train_x = x(rows.train_ids, train_index, tables.train.numeric)
-    val_x = x(rows.val_ids, train_index, tables.train.numeric)
-    test_x = x(rows.test_ids, test_index, tables.test.numeric)
-    with seeded_init(derive_seed(seed, "local_only")):
+    with seeded_init(derive_seed(seed, "mlp")):
         model = LocalMLP(train_x.shape[1], cfg)
-    generator = torch.Generator().manual_seed(derive_seed(seed, "local_only:batches"))
+    generator = torch.Generator().manual_seed(derive_seed(seed, "mlp:batches"))
     fit = fit_head(
-        model, train_x, torch.as_tensor(table.y(rows.train_ids)), cfg, 2, generator, LogTracker("bench.local_only"),
-        "local_only", (val_x, torch.as_tensor(table.y(rows.val_ids))),
+        model, train_x, torch.as_tensor(table.y(rows.train_ids)), cfg, 2, generator, LogTracker("bench.mlp"), "mlp",
+        (val_x, torch.as_tensor(table.y(rows.val_ids))),
     )  # fmt: skip
     return {
         "metrics": {
             "val_auc": float(fit.val_metric),
             "test_auc": float(roc_auc_score(table.y(rows.test_ids), predict_proba(model, test_x)[:, 1])),
         },
-        "training": {"epochs": fit.epochs, "best_epoch": fit.best_epoch + 1},
+        "training": {"epochs": fit.epochs, "best_epoch": fit.best_epoch + 1, "sites": sites},
+        "config": {"numeric_transform": numeric_transform} if numeric_transform != "standard" else {},
     }
 
 
@@ -154,9 +172,13 @@ def trees(train_ids: list[str], rows: SplitRows, table: CreditTable, seed: int) 
     }
 
 
-def run_baseline(method: str, root: Path, rows: SplitRows, table: CreditTable, seed: int) -> dict[str, Any]:
+def run_baseline(
+    method: str, root: Path, rows: SplitRows, table: CreditTable, seed: int, overrides: dict[str, Any]
+) -> dict[str, Any]:
     if method == "local_only":
-        return local_only(root, rows, table, seed)
+        return mlp(root, rows, table, seed, [LABEL_LEADER], **overrides)
+    if method == "mlp_aligned":
+        return mlp(root, rows, table, seed, SITES, **overrides)
     if method == "trees_aligned":
         return trees(rows.train_ids, rows, table, seed)
     # every row of the whole table that is neither a test row nor a validation row
@@ -178,20 +200,21 @@ def tables(records: list[dict]) -> str:
         vanilla = groups.get((overlap, "vanilla", "default"), [])
         vanilla_mb = _mean(vanilla, "train_payload_mb") if vanilla else None
         out += [
-            f"\n**N_o = {overlap}** (mean ± std over seeds; communication per site = uploads + downloads)\n",
-            "| method | variant | seeds | test AUC | val AUC | times per site | MB train | MB incl. test | vs vanilla |",
+            f"\n**N_o = {overlap}** (mean ± std over seeds; times per site = uploads + downloads; MB = payload of all "
+            "sites, 'train' without the one upload of test-row representations for inference)\n",
+            "| method | variant | seeds | test AUC | val AUC | times per site | MB train | MB incl. test | vanilla MB / MB |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         order = {name: i for i, name in enumerate(METHODS)}
         for (_, method, variant), rows in sorted(
-            ((k, v) for k, v in groups.items() if k[0] == overlap), key=lambda kv: (order.get(kv[0][1], 99), kv[0][2])
+            ((k, v) for k, v in groups.items() if k[0] == overlap), key=lambda kv: (order.get(kv[0][1], 99), kv[0][2] != "default", kv[0][2])
         ):
             auc = mean_std([r["metrics"]["test_auc"] for r in rows])
             val = mean_std([r["metrics"]["val_auc"] for r in rows])
             if "payload_mb" in rows[0]:
                 times = np.mean([r["uploads_per_site"] + r["downloads_per_site"] for r in rows])
                 train_mb = _mean(rows, "train_payload_mb")
-                ratio = f"{vanilla_mb / train_mb:.0f}x less" if vanilla_mb and method != "vanilla" else "-"
+                ratio = f"{vanilla_mb / train_mb:.1f}x" if vanilla_mb and method != "vanilla" else "-"
                 comm = [f"{times:.0f}", f"{train_mb:.2f}", f"{_mean(rows, 'payload_mb'):.2f}", ratio]
             else:
                 comm = ["0 (not federated)", "-", "-", "-"]
@@ -206,7 +229,8 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--variant", default="default", help="name under which --set overrides are recorded")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help=f"VFLConfig override for {', '.join(TUNABLE)}")
+                        help=f"VFLConfig override for {', '.join(TUNABLE)}; "
+                             f"{', '.join(PREPROCESSING_KEYS)} also for {', '.join(PREPROCESSED)}")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS, help="where the split folders go")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; existing runs are skipped")
@@ -215,6 +239,10 @@ def main() -> None:
     overrides = parse_overrides(args.set)
     if overrides and args.variant == "default":
         parser.error("name the variant (--variant) when overriding the defaults")
+    preprocessing = {k: v for k, v in overrides.items() if k in PREPROCESSING_KEYS}
+
+    def method_overrides(method: str) -> dict[str, Any]:
+        return overrides if method in TUNABLE else preprocessing if method in PREPROCESSED else {}
     if not args.table:
         limit_threads()
         table = CreditTable(args.data_dir)
@@ -225,14 +253,14 @@ def main() -> None:
                 root = prepare_split(args.data_dir, overlap, seed, args.splits)
                 rows = job_rows(root, seed, VFLConfig().val_fraction)
                 for method in args.methods:
-                    variant = args.variant if method in TUNABLE else "default"
+                    variant = args.variant if method_overrides(method) or method in TUNABLE else "default"
                     if (method, variant, overlap, seed) in done:
                         continue
                     start = time.perf_counter()
                     if method in VFL_METHODS:
-                        record = run_vfl_method(method, overrides if method in TUNABLE else {}, root, seed)
+                        record = run_vfl_method(method, method_overrides(method), root, seed)
                     else:
-                        record = run_baseline(method, root, rows, table, seed)
+                        record = run_baseline(method, root, rows, table, seed, method_overrides(method))
                     record = {"method": method, "variant": variant, "overlap": overlap, "seed": seed,
                               **record, "wall_s": round(time.perf_counter() - start, 2), "env": env}
                     append_jsonl(args.out, record)

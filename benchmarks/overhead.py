@@ -1,16 +1,20 @@
-"""What NVFlare costs on top of the algorithm, on credit default (N_o = 1000, split and job seed 0).
+"""What NVFlare costs on top of the algorithm, on credit default (split and job seed 0).
 
-(a) The one-shot job in the NVFlare simulator (2 sites, 2 threads) vs `run_inprocess` (the same phases
-    in one process), alternated, --reps times each. Reported: medians of
+(a) The one-shot job (N_o = 1000, package defaults) in the NVFlare simulator (2 sites, 2 threads) vs
+    `run_inprocess` (the same phases in one process), alternated, --reps times each. Reported: medians of
     - the simulator command's wall time vs the in-process call's (everything a user waits for),
     - the job's own wall time from its result record (controller start to result),
     - the same without the 'setup' phase (for the simulator: sites starting, loading and checking data).
-(b) Split-NN step latency over the aux channel: a vanilla VFL job in the simulator; each per-batch
+(b) The same comparison on a longer one-shot job, --long-reps times each: N_o = 2000 and ssl_epochs
+    LONG_SSL_EPOCHS, so the in-process run takes about a minute. The simulator's start-up (processes,
+    sites initialising before they take the setup task) is a fixed cost; this shows how it amortises.
+(c) Split-NN step latency over the aux channel (N_o = 1000): a vanilla VFL job in the simulator; each per-batch
     round trip to both sites is timed by the ledger (result field 'step_latency'); also shown, the
     'split_training' phase wall time per step (which adds the label party's compute and the per-epoch
     validation and commit messages), next to the same numbers in-process.
 
     python benchmarks/overhead.py --reps 3
+    python benchmarks/overhead.py --reps 0 --split-reps 0 --long-reps 3
     python benchmarks/overhead.py --table
 """
 from __future__ import annotations
@@ -31,15 +35,20 @@ from vflflare.jobs import write_job
 
 RESULTS = RUNS / "overhead.jsonl"
 OVERLAP, SEED = 1000, 0
+LONG_OVERLAP, LONG_SSL_EPOCHS = 2000, 200  # ~1 min in-process on the benchmark machine (2 cores, 1 thread)
+SHORT, LONG = "short", "long"
 
 
-def _summary(mode: str, algorithm: str, result: dict, command_s: float) -> dict:
+def _summary(mode: str, algorithm: str, result: dict, command_s: float, scenario: str = SHORT) -> dict:
     phases = result["phases"]
     split = sum(p["wall_s"] for p in phases if p["name"] == "split_training")
     steps = result.get("step_latency", {}).get("steps", 0)
     return {
         "mode": mode,
         "algorithm": algorithm,
+        "scenario": scenario,
+        "overlap": LONG_OVERLAP if scenario == LONG else OVERLAP,
+        "ssl_epochs": result["config"]["ssl_epochs"],
         "command_s": round(command_s, 3),
         "job_s": result["wall_s"],
         "setup_s": sum(p["wall_s"] for p in phases if p["name"] == "setup"),
@@ -52,9 +61,14 @@ def _summary(mode: str, algorithm: str, result: dict, command_s: float) -> dict:
     }
 
 
-def run_simulator(algorithm: str, root: Path, work: Path, rep: int) -> dict:
-    job = write_job(work / "jobs", f"{algorithm}_credit", {"algorithm": algorithm, "seed": SEED})
-    workspace = work / f"ws_{algorithm}_{rep}"
+def _overrides(algorithm: str, scenario: str) -> dict:
+    extra = {"ssl_epochs": LONG_SSL_EPOCHS} if scenario == LONG else {}
+    return {"algorithm": algorithm, "seed": SEED, **extra}
+
+
+def run_simulator(algorithm: str, root: Path, work: Path, rep: int, scenario: str = SHORT) -> dict:
+    job = write_job(work / "jobs", f"{algorithm}_credit_{scenario}", _overrides(algorithm, scenario))
+    workspace = work / f"ws_{algorithm}_{scenario}_{rep}"
     shutil.rmtree(workspace, ignore_errors=True)
     start = time.perf_counter()
     result = simulate(str(job), str(workspace), len(SITES), len(SITES), str(root), timeout=900)
@@ -62,23 +76,32 @@ def run_simulator(algorithm: str, root: Path, work: Path, rep: int) -> dict:
     if "error" in result:
         raise RuntimeError(f"simulator job failed: {result['error']}")
     shutil.rmtree(workspace, ignore_errors=True)  # workspaces hold logs and TensorBoard events only
-    return _summary("simulator", algorithm, result, elapsed)
+    return _summary("simulator", algorithm, result, elapsed, scenario)
 
 
-def run_in_process(algorithm: str, root: Path) -> dict:
+def run_in_process(algorithm: str, root: Path, scenario: str = SHORT) -> dict:
     start = time.perf_counter()
-    result, _ = run_vfl(VFLConfig(algorithm=algorithm, seed=SEED), root)
-    return _summary("inprocess", algorithm, result, time.perf_counter() - start)
+    result, _ = run_vfl(VFLConfig.from_dict(_overrides(algorithm, scenario)), root)
+    return _summary("inprocess", algorithm, result, time.perf_counter() - start, scenario)
 
 
 def _median(records: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in records)
 
 
+MEASURES = [("command_s", "whole command"), ("job_s", "job (result record wall_s)"), ("setup_s", "setup phase"),
+            ("job_without_setup_s", "job without setup")]
+
+
+def _oneshot(records: list[dict], mode: str, scenario: str) -> list[dict]:
+    # records written before the long scenario existed have no "scenario": they are the short job
+    return [r for r in records if r["algorithm"] == "oneshot" and r["mode"] == mode
+            and r.get("scenario", SHORT) == scenario]  # fmt: skip
+
+
 def tables(records: list[dict]) -> str:
     out = []
-    sim = [r for r in records if r["algorithm"] == "oneshot" and r["mode"] == "simulator"]
-    inproc = [r for r in records if r["algorithm"] == "oneshot" and r["mode"] == "inprocess"]
+    sim, inproc = _oneshot(records, "simulator", SHORT), _oneshot(records, "inprocess", SHORT)
     if sim and inproc:
         out += [
             f"One-shot VFL, credit default N_o={OVERLAP}, seed {SEED}: median of {len(sim)} simulator and "
@@ -86,8 +109,7 @@ def tables(records: list[dict]) -> str:
             "| measure | simulator | in-process | ratio |",
             "|---|---|---|---|",
         ]
-        for key, title in [("command_s", "whole command"), ("job_s", "job (result record wall_s)"),
-                           ("setup_s", "setup phase"), ("job_without_setup_s", "job without setup")]:
+        for key, title in MEASURES:
             a, b = _median(sim, key), _median(inproc, key)
             out.append(f"| {title} | {a:.2f} | {b:.2f} | {a / b:.2f}x |")
         same = all(r["metrics"] == inproc[0]["metrics"] for r in sim + inproc)
@@ -97,6 +119,38 @@ def tables(records: list[dict]) -> str:
             per_phase = {n: statistics.median(p["wall_s"] for r in rows for p in r["phases"] if p["name"] == n)
                          for n in names}
             out.append(f"- {mode} phase medians (s): " + ", ".join(f"{n} {v:.2f}" for n, v in per_phase.items()))
+    long_sim, long_inproc = _oneshot(records, "simulator", LONG), _oneshot(records, "inprocess", LONG)
+    if long_sim and long_inproc:
+        epochs = long_inproc[0]["ssl_epochs"]
+        out += [
+            f"\nShort vs long one-shot job: medians (s). Short: N_o={OVERLAP}, ssl_epochs 10, {len(sim)} + "
+            f"{len(inproc)} runs; long: N_o={LONG_OVERLAP}, ssl_epochs {epochs}, {len(long_sim)} + "
+            f"{len(long_inproc)} runs\n",
+            "| measure | short: simulator | short: in-process | short: ratio | long: simulator | long: in-process "
+            "| long: ratio |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for key, title in MEASURES:
+            cells = []
+            for a_rows, b_rows in ((sim, inproc), (long_sim, long_inproc)):
+                if a_rows and b_rows:
+                    a, b = _median(a_rows, key), _median(b_rows, key)
+                    cells += [f"{a:.2f}", f"{b:.2f}", f"{a / b:.2f}x"]
+                else:
+                    cells += ["-", "-", "-"]
+            out.append(f"| {title} | " + " | ".join(cells) + " |")
+        # runs alternate simulator / in-process, so the i-th of each ran back to back under similar load
+        pairs = list(zip(long_sim, long_inproc))
+        out.append("\nLong job, per repetition (simulator / in-process, back-to-back pairs): job "
+                   + ", ".join(f"{a['job_s'] / b['job_s']:.2f}x" for a, b in pairs) + "; whole command "
+                   + ", ".join(f"{a['command_s'] / b['command_s']:.2f}x" for a, b in pairs))
+        same = all(r["metrics"] == long_inproc[0]["metrics"] for r in long_sim + long_inproc)
+        out.append(f"Same metrics in every long run: {same} ({long_inproc[0]['metrics']})")
+        for mode, rows in (("simulator", long_sim), ("in-process", long_inproc)):
+            names = [p["name"] for p in rows[0]["phases"]]
+            per_phase = {n: statistics.median(p["wall_s"] for r in rows for p in r["phases"] if p["name"] == n)
+                         for n in names}
+            out.append(f"- long, {mode} phase medians (s): " + ", ".join(f"{n} {v:.2f}" for n, v in per_phase.items()))
     split = [r for r in records if r["algorithm"] == "vanilla"]
     if split:
         out += [
@@ -119,6 +173,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3, help="repetitions of the one-shot comparison")
     parser.add_argument("--split-reps", type=int, default=1, help="vanilla VFL simulator runs for the step latency")
+    parser.add_argument("--long-reps", type=int, default=0,
+                        help=f"repetitions of the long one-shot job (N_o={LONG_OVERLAP}, ssl_epochs {LONG_SSL_EPOCHS})")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS)
     parser.add_argument("--work", type=Path, default=Path("/tmp/vflflare-bench/overhead"),
@@ -128,18 +184,23 @@ def main() -> None:
     args = parser.parse_args()
     if not args.table:
         limit_threads()
-        root = prepare_split(args.data_dir, OVERLAP, SEED, args.splits)
+        roots = {SHORT: prepare_split(args.data_dir, OVERLAP, SEED, args.splits)}
+        if args.long_reps:
+            roots[LONG] = prepare_split(args.data_dir, LONG_OVERLAP, SEED, args.splits)
         env = environment()
         # alternate the two modes so drifting machine load hits both alike
-        runs = [(mode, "oneshot", rep) for rep in range(args.reps) for mode in ("simulator", "inprocess")]
-        runs += [(mode, "vanilla", rep) for rep in range(args.split_reps) for mode in ("simulator", "inprocess")]
-        for mode, algorithm, rep in runs:
+        both = ("simulator", "inprocess")
+        runs = [(mode, "oneshot", rep, SHORT) for rep in range(args.reps) for mode in both]
+        runs += [(mode, "vanilla", rep, SHORT) for rep in range(args.split_reps) for mode in both]
+        runs += [(mode, "oneshot", rep, LONG) for rep in range(args.long_reps) for mode in both]
+        for mode, algorithm, rep, scenario in runs:
             if mode == "simulator":
-                record = run_simulator(algorithm, root, args.work, rep)
+                record = run_simulator(algorithm, roots[scenario], args.work, rep, scenario)
             else:
-                record = run_in_process(algorithm, root)
+                record = run_in_process(algorithm, roots[scenario], scenario)
             append_jsonl(args.out, {**record, "rep": rep, "env": env})
-            print(f"{mode:10s} {algorithm:8s} rep {rep}: command {record['command_s']:.1f} s, job {record['job_s']:.1f} s,"
+            print(f"{mode:10s} {algorithm:8s} {scenario} rep {rep}: command {record['command_s']:.1f} s, "
+                  f"job {record['job_s']:.1f} s,"
                   f" without setup {record['job_without_setup_s']:.1f} s, step {record['step_latency']}", flush=True)
     print(tables(read_jsonl(args.out)))
 

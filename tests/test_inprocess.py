@@ -46,3 +46,12 @@ def test_labels_in_the_owning_sites_own_table(tmp_path):
     results = run_inprocess(VFLConfig(algorithm="oneshot", label_owner="site-1"), SITES, str(root))
     assert results["metrics"]["test_auc"] > 0.9
     assert results["rows"]["aligned_train"] + results["rows"]["val"] == 150
+
+
+def test_finetune_keeps_the_fewshot_model_unless_validation_improves():
+    results = run_inprocess(VFLConfig(algorithm="fewshot", ssl_epochs=2, finetune_epochs=3, split_patience=1), SITES, None)
+    metrics = results["metrics"]
+    assert metrics["val_auc"] >= metrics["pre_finetune_val_auc"]
+    latency = results["step_latency"]  # every per-batch round trip is timed: 120 training rows = 4 batches
+    assert latency["steps"] == 4 * results["training"]["split_epochs"]
+    assert 0 < latency["median_ms"] <= latency["p90_ms"]

@@ -60,10 +60,17 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _cmd_jobs(args: argparse.Namespace) -> int:
-    from vflflare.jobs import write_default_jobs, write_job
+    from vflflare.jobs import write_default_jobs, write_job, write_psi_job
 
-    if args.name:
-        print(write_job(args.out, args.name, {"algorithm": args.algorithm, **parse_overrides(args.set)}, args.min_sites))
+    if not args.name and args.psi:
+        raise SystemExit("--psi adds PSI to one job: give it a --name (jobs/psi is among the default jobs)")
+    if args.name and args.algorithm == "psi":
+        if args.set or args.psi:
+            raise SystemExit("--algorithm psi writes the PSI job alone: it takes no --set and no --psi")
+        print(write_psi_job(args.out, args.name, args.min_sites))
+    elif args.name:
+        overrides = {"algorithm": args.algorithm, **parse_overrides(args.set)}
+        print(write_job(args.out, args.name, overrides, args.min_sites, psi=args.psi))
     else:
         for path in write_default_jobs(args.out):
             print(path)
@@ -83,6 +90,20 @@ def _cmd_inprocess(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_he_keys(args: argparse.Namespace) -> int:
+    from vflflare.privacy.ckks import write_contexts
+
+    startup = Path(args.workspace) / "startup"
+    existed = all((startup / n).exists() for n in ("server_context.tenseal", "client_context.tenseal"))
+    paths = write_contexts(startup, overwrite=args.force)
+    verb = "kept" if existed and not args.force else "wrote"
+    for role, path in paths.items():
+        print(f"{verb} {role} context {path}")
+    print("the simulator copies WORKSPACE/startup/ into every participant's startup kit: run the job with -w "
+          f"{args.workspace}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from vflflare.data.split import configure_split_parser, run_split
 
@@ -96,9 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     jobs = sub.add_parser("jobs", help="write NVFlare job folders")
     jobs.add_argument("--out", default="jobs")
     jobs.add_argument("--name", help="write one job with this name instead of the defaults")
-    jobs.add_argument("--algorithm", default="oneshot", choices=["vanilla", "fedbcd", "oneshot", "fewshot"])
+    jobs.add_argument("--algorithm", default="oneshot",
+                      choices=["vanilla", "fedbcd", "oneshot", "fewshot", "secure_sum", "psi"],
+                      help="psi: the PSI job alone (as jobs/psi)")
     jobs.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="VFLConfig field")
     jobs.add_argument("--min-sites", type=int, default=2)
+    jobs.add_argument("--psi", action="store_true",
+                      help="run NVFlare's DH-PSI first in the same job and align on its result (sets alignment=psi)")
     jobs.set_defaults(func=_cmd_jobs)
 
     sim = sub.add_parser("simulate", help="run a job folder in the NVFlare simulator and print its results")
@@ -117,6 +142,14 @@ def main(argv: list[str] | None = None) -> int:
     inproc.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     inproc.add_argument("--json", help="also write the result record here")
     inproc.set_defaults(func=_cmd_inprocess)
+
+    keys = sub.add_parser(
+        "he-keys",
+        help="write CKKS contexts for a simulator run into WORKSPACE/startup/ (as NVFlare's HEBuilder makes them)",
+    )
+    keys.add_argument("-w", "--workspace", required=True, help="the workspace the simulator will run in")
+    keys.add_argument("--force", action="store_true", help="replace existing contexts (default: keep them)")
+    keys.set_defaults(func=_cmd_he_keys)
 
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)

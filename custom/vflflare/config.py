@@ -10,12 +10,23 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from vflflare.data.schema import NUMERIC_TRANSFORMS
+
+# Flows that never give the coordinator's label party a tensor, so HE works with label_owner 'server'.
+HE_WITH_SERVER_LABELS = ("secure_sum",)
+
 
 @dataclass
 class VFLConfig:
     algorithm: str = "oneshot"  # vanilla | oneshot | fewshot
     seed: int = 0
     label_owner: str = "server"  # "server" or a site name
+    # hash: salted ID digests intersected by the coordinator; psi: the intersection from NVFlare's DH-PSI
+    # (jobs/psi or `vflflare jobs --psi`), canonical order derived locally (see algorithms/alignment.py)
+    alignment: str = "hash"
+    # local preprocessing of each site's numeric columns before standardisation (data/preprocess.py):
+    # standard | signed_log | auto. A site's schema.json "numeric_transform" overrides it for that site.
+    numeric_transform: str = "standard"
     # models (our choice; the paper says "a two-layer MLP" for the credit table)
     hidden_dim: int = 64
     rep_dim: int = 32
@@ -41,14 +52,34 @@ class VFLConfig:
     unlabeled_ratio: int = 7  # FixMatch's mu
     class_balance: str = "none"  # none | distribution_alignment | balanced_threshold
     # few-shot (Alg. 2)
-    fewshot_threshold: float = 0.6  # t in Eq. 9
+    # t in Eq. 9 (the paper gives no value). 0.9, not 0.6: on credit default (22 % positive) t = 0.6 is
+    # below the majority rate, passes ~85 % of the unaligned rows with 82 %-accurate, mostly-negative
+    # pseudo-labels and made few-shot worse than one-shot on validation; 0.9 raised few-shot's validation
+    # AUC in 6 of 6 seed x N_o pairs (benchmarks/REPORT.md)
+    fewshot_threshold: float = 0.9
     # global: one t for every class (the paper); prior_relative: t_c scaled to each class's base rate,
     # see representation_estimation.class_thresholds (our option, for imbalanced tables)
     fewshot_threshold_mode: str = "global"
     # transport
     fp16: bool = False
     num_threads: int = 1
+    # CKKS homomorphic encryption (vflflare.privacy.ckks) of every float tensor a site sends, with the
+    # keys NVFlare provisions; the coordinator relays or adds ciphertexts only. Needs a label-owning
+    # site (the coordinator cannot train on ciphertexts), except for secure aggregation.
+    he: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.numeric_transform not in NUMERIC_TRANSFORMS:
+            raise ValueError(
+                f"numeric_transform must be one of {list(NUMERIC_TRANSFORMS)}, got {self.numeric_transform!r}"
+            )
+        if self.he and self.label_owner == "server" and self.algorithm not in HE_WITH_SERVER_LABELS:
+            raise ValueError(
+                f"he: true needs the labels on a site (label_owner: site-1, ...): with label_owner 'server' the "
+                f"coordinator's label party would need plaintext representations ('{self.algorithm}'; only "
+                f"{sorted(HE_WITH_SERVER_LABELS)} run with HE and labels on the server)"
+            )
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "VFLConfig":

@@ -5,12 +5,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vflflare.algorithms import secure_aggregation
 from vflflare.algorithms.site_runtime import LABEL_METHODS, LABEL_PREFIX
 from vflflare.config import VFLConfig
+from vflflare.flare import he_filters
 from vflflare.flare.tracking import TRACKING_EVENTS
 
 # Tasks a site executes (aux-only steps such as 'split' never arrive as tasks).
-SITE_TASKS = ["setup", "align", "represent", "oneshot_update", "fewshot_update"] + [
+SITE_TASKS = ["setup", "align", "psi_labels", "represent", "oneshot_update", "fewshot_update"] + [
     LABEL_PREFIX + m for m, channel in LABEL_METHODS.items() if channel == "exchange"
 ]
 
@@ -30,9 +32,16 @@ DEFAULT_JOBS: dict[str, dict[str, Any]] = {
     "oneshot_vfl": {"algorithm": "oneshot"},
     "fewshot_vfl": {"algorithm": "fewshot"},
 }
+# jobs/psi: NVFlare's DH-PSI over the sites' IDs, output for later jobs with alignment "psi"
+PSI_JOB = "psi"
 
 
-def job_files(name: str, overrides: dict[str, Any], min_sites: int = 2) -> dict[str, dict]:
+def job_files(name: str, overrides: dict[str, Any], min_sites: int = 2, psi: bool = False) -> dict[str, dict]:
+    """psi: run NVFlare's DH-PSI workflow first, and align the VFL phases on its result."""
+    if psi:
+        if overrides.get("alignment", "psi") != "psi":
+            raise ValueError(f"a job with a PSI phase aligns with it: alignment must be 'psi', not {overrides['alignment']!r}")
+        overrides = {**overrides, "alignment": "psi"}
     cfg = VFLConfig.from_dict(overrides)  # fails early on a misspelt key
     config = {k: v for k, v in cfg.to_dict().items() if k in overrides or k == "algorithm"}
     server = {
@@ -55,11 +64,16 @@ def job_files(name: str, overrides: dict[str, Any], min_sites: int = 2) -> dict[
             }
         ],
     }
+    tasks = secure_aggregation.SITE_TASKS if cfg.algorithm == "secure_sum" else SITE_TASKS
     client = {
         "format_version": 2,
-        "executors": [{"tasks": SITE_TASKS, "executor": {"path": "vflflare.flare.executor.VFLExecutor", "args": {}}}],
+        "executors": [{"tasks": tasks, "executor": {"path": "vflflare.flare.executor.VFLExecutor", "args": {}}}],
         "components": [],
     }
+    if cfg.he:  # CKKS on every task's data and result at the sites (aux steps: in the executor)
+        client.update(he_filters.client_filters(tasks))
+    if psi:
+        _prepend_psi(server, client, min_sites, cfg.seed)
     meta = {"name": name, "resource_spec": {}, "deploy_map": {"app": ["@ALL"]}, "min_clients": min_sites}
     return {
         "meta.json": meta,
@@ -68,9 +82,39 @@ def job_files(name: str, overrides: dict[str, Any], min_sites: int = 2) -> dict[
     }
 
 
-def write_job(out_dir: str | Path, name: str, overrides: dict[str, Any], min_sites: int = 2) -> Path:
+def _prepend_psi(server: dict, client: dict, min_sites: int, seed: int) -> None:
+    from vflflare.flare.psi import psi_client_components, psi_client_executor, psi_server_workflow
+
+    server["workflows"].insert(0, psi_server_workflow(min_sites))
+    client["executors"].insert(0, psi_client_executor())
+    client["components"] = psi_client_components(seed) + client["components"]
+
+
+def psi_job_files(name: str = PSI_JOB, min_sites: int = 2) -> dict[str, dict]:
+    """NVFlare's DH-PSI workflow alone; each site stores the intersection for later VFL jobs."""
+    server = {"format_version": 2, "server": {"task_request_interval": TASK_REQUEST_INTERVAL_S},
+              "workflows": [], "components": []}
+    client = {"format_version": 2, "executors": [], "components": []}
+    _prepend_psi(server, client, min_sites, 0)
+    meta = {"name": name, "resource_spec": {}, "deploy_map": {"app": ["@ALL"]}, "min_clients": min_sites}
+    return {
+        "meta.json": meta,
+        "app/config/config_fed_server.json": server,
+        "app/config/config_fed_client.json": client,
+    }
+
+
+def write_job(out_dir: str | Path, name: str, overrides: dict[str, Any], min_sites: int = 2, psi: bool = False) -> Path:
+    return _write_files(out_dir, name, job_files(name, overrides, min_sites, psi))
+
+
+def write_psi_job(out_dir: str | Path, name: str = PSI_JOB, min_sites: int = 2) -> Path:
+    return _write_files(out_dir, name, psi_job_files(name, min_sites))
+
+
+def _write_files(out_dir: str | Path, name: str, files: dict[str, dict]) -> Path:
     root = Path(out_dir) / name
-    for relative, content in job_files(name, overrides, min_sites).items():
+    for relative, content in files.items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(content, indent=2) + "\n")
@@ -80,4 +124,5 @@ def write_job(out_dir: str | Path, name: str, overrides: dict[str, Any], min_sit
 
 
 def write_default_jobs(out_dir: str | Path) -> list[Path]:
-    return [write_job(out_dir, name, overrides) for name, overrides in DEFAULT_JOBS.items()]
+    return [write_job(out_dir, name, overrides) for name, overrides in DEFAULT_JOBS.items()] + [write_psi_job(out_dir)]
+

@@ -1,13 +1,30 @@
 """Sample alignment: the rows every party has, in one canonical order, and the validation hold-out.
 
-Until the PSI phase exists, parties send salted SHA-256 digests of their IDs; the coordinator
-intersects digests and returns to each party only positions into its own table. The coordinator
-learns the set sizes and, knowing the salt, could test guessed IDs -- PSI removes that.
+Two modes (VFLConfig.alignment):
+
+- ``hash`` (default): parties send salted SHA-256 digests of their IDs; the coordinator intersects
+  digests and returns to each party only positions into its own table. The coordinator learns the
+  set sizes and, knowing the salt, could test guessed IDs.
+- ``psi``: the sites' intersection comes from NVFlare's DH-PSI (jobs/psi, or the PSI workflow run
+  first in the same job, see vflflare.flare.psi) and is stored on each site. Every party derives the
+  same canonical order locally by sorting the IDs by a seeded hash (`canonical_order`), so no ID or
+  digest goes to the coordinator. A label party on the coordinator, which is not a PSI participant,
+  learns which of its own label IDs are in the intersection by a second, one-round OpenMined PSI
+  with one site (`LabelMatchClient` / `answer_label_match`), and nothing else.
+
+The PSI items are the site's train and test IDs tagged ``train:<id>`` and ``test:<id>``, so one
+PSI run aligns both tables. The intersection is stored as ``psi_intersection.csv`` (columns
+``part,id``) in ``<psi root>/<site>/``.
 """
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -56,14 +73,7 @@ def align(
     rng = np.random.default_rng(seed)
     order = sorted(common_train)
     rng.shuffle(order)
-    n_val = int(np.ceil(val_fraction * len(order))) if val_fraction > 0 else 0
-    val, train = order[:n_val], order[n_val:]
-    if len(train) < num_classes:
-        raise AlignmentError(
-            f"only {len(train)} aligned labeled rows for training ({len(order)} shared, {n_val} held out for "
-            f"validation) but the task has {num_classes} classes; party '{label_party}' needs at least one "
-            f"labeled row per class (train rows per party: {sizes})"
-        )
+    train, val = holdout(order, val_fraction, num_classes, label_party, f"train rows per party: {sizes}")
     test = sorted(common_test)
     return {
         p: PartyRows(
@@ -73,3 +83,216 @@ def align(
         )
         for p in parties
     }
+
+
+def holdout(order: list, val_fraction: float, num_classes: int, label_party: str, context: str) -> tuple[list, list]:
+    """(train, val): the first ceil(val_fraction * n) rows of the canonical order are the validation
+    split. Fails when fewer training rows than classes remain."""
+    n_val = int(np.ceil(val_fraction * len(order))) if val_fraction > 0 else 0
+    val, train = order[:n_val], order[n_val:]
+    if len(train) < num_classes:
+        raise AlignmentError(
+            f"only {len(train)} aligned labeled rows for training ({len(order)} shared, {n_val} held out for "
+            f"validation) but the task has {num_classes} classes; party '{label_party}' needs at least one "
+            f"labeled row per class ({context})"
+        )
+    return train, val
+
+
+# ---------------------------------------------------------------------------------------------- PSI
+PSI_FILE = "psi_intersection.csv"
+PSI_ROOT_ENV = "VFLFLARE_PSI_ROOT"
+PARTS = ("train", "test")
+_ORDER_DOMAIN = "vflflare-order"
+
+
+def tag_items(train_ids: Iterable[str], test_ids: Iterable[str]) -> list[str]:
+    """PSI items of one party: its train IDs and test IDs, tagged, so one PSI run aligns both tables."""
+    return [f"train:{i}" for i in train_ids] + [f"test:{i}" for i in test_ids]
+
+
+def untag_items(items: Iterable[str], source: str = "PSI result") -> tuple[list[str], list[str]]:
+    parts: dict[str, list[str]] = {"train": [], "test": []}
+    for item in items:
+        part, sep, value = str(item).partition(":")
+        if not sep or part not in parts:
+            raise AlignmentError(f"{source}: item {item!r} is not tagged 'train:<id>' or 'test:<id>'")
+        parts[part].append(value)
+    return parts["train"], parts["test"]
+
+
+def psi_root(data_root: str | None, override: str | None = None) -> str | None:
+    """Where PSI outputs live: `override` (a component argument or the site's configuration), else
+    VFLFLARE_PSI_ROOT, else the data root (next to the site's data), else None."""
+    return override or os.environ.get(PSI_ROOT_ENV) or data_root or None
+
+
+def psi_file(root: str | os.PathLike[str], site: str) -> Path:
+    return Path(root) / site / PSI_FILE
+
+
+def write_psi_file(path: str | os.PathLike[str], items: Sequence[str]) -> Path:
+    """Store a PSI intersection (tagged items) as CSV with columns part,id; written atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    train, test = untag_items(items, str(path))
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["part", "id"])
+    writer.writerows([("train", i) for i in train] + [("test", i) for i in test])
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(buffer.getvalue(), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_psi_file(path: str | os.PathLike[str], owner: str) -> list[str]:
+    """The tagged items of a PSI output written by `write_psi_file`."""
+    path = Path(path)
+    if not path.is_file():
+        raise AlignmentError(
+            f"{owner}: no PSI output at {path}; run the PSI job (jobs/psi) with the same data first, or "
+            f"generate the VFL job with `vflflare jobs --psi` so PSI runs as its first phase"
+        )
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    if not rows or rows[0] != ["part", "id"]:
+        raise AlignmentError(f"{owner}: {path}: expected the header 'part,id' of a PSI output")
+    items = []
+    for line, row in enumerate(rows[1:], start=2):
+        if len(row) != 2 or row[0] not in PARTS:
+            raise AlignmentError(f"{owner}: {path} line {line}: expected 'train,<id>' or 'test,<id>', got {row}")
+        items.append(f"{row[0]}:{row[1]}")
+    return items
+
+
+def order_key(seed: int, part: str, row_id: str) -> str:
+    """The canonical position of an aligned row is given by this seeded hash of its ID: every party
+    that knows the ID computes the same order locally, and the order says nothing about file order."""
+    return hashlib.sha256(f"{_ORDER_DOMAIN}:{seed}\x00{part}:{row_id}".encode()).hexdigest()[:32]
+
+
+def canonical_order(ids: Iterable[str], seed: int, part: str) -> list[str]:
+    return sorted(ids, key=lambda i: order_key(seed, part, i))
+
+
+def intersection_fingerprint(seed: int, train_order: Sequence[str], test_order: Sequence[str]) -> str:
+    """One digest of the whole intersection: lets the coordinator check that every site uses the same
+    PSI output (a stale file from other data is an error) without learning any ID."""
+    digest = hashlib.sha256(f"{_ORDER_DOMAIN}-fingerprint:{seed}".encode())
+    for part, order in (("train", train_order), ("test", test_order)):
+        for row_id in order:
+            digest.update(f"\x00{part}:{row_id}".encode())
+    return digest.hexdigest()[:32]
+
+
+def positions_in(table_ids: Sequence[str], ordered: Sequence[str], owner: str, table: str) -> np.ndarray:
+    """Positions of `ordered` IDs in a party's table; an ID the table lacks means the PSI output does
+    not belong to this data."""
+    index = {row_id: row for row, row_id in enumerate(table_ids)}
+    missing = [row_id for row_id in ordered if row_id not in index]
+    if missing:
+        raise AlignmentError(
+            f"{owner}: the PSI output lists {len(missing)} {table} IDs that are not in its {table} table, e.g. "
+            f"{missing[0]!r}; it was computed on other data: rerun the PSI job (jobs/psi)"
+        )
+    return np.asarray([index[row_id] for row_id in ordered], dtype=np.int64)
+
+
+@dataclass
+class PSIView:
+    """One party's view of the intersection, in canonical order."""
+
+    train: list[str]
+    test: list[str]
+
+    @classmethod
+    def of(cls, items: Sequence[str], seed: int, source: str) -> "PSIView":
+        train, test = untag_items(items, source)
+        return cls(canonical_order(train, seed, "train"), canonical_order(test, seed, "test"))
+
+    def items(self) -> list[str]:
+        return tag_items(self.train, self.test)
+
+    def labeled(self, train_keep: np.ndarray | None, test_keep: np.ndarray | None) -> "PSIView":
+        """Restrict to the rows the label party has labels for (boolean masks over the canonical order;
+        None keeps every row)."""
+        def keep(order: list[str], mask: np.ndarray | None) -> list[str]:
+            if mask is None:
+                return list(order)
+            mask = np.asarray(mask, dtype=bool).reshape(-1)
+            if len(mask) != len(order):
+                raise AlignmentError(f"label mask has {len(mask)} entries for {len(order)} aligned rows")
+            return [row_id for row_id, k in zip(order, mask) if k]
+
+        return PSIView(keep(self.train, train_keep), keep(self.test, test_keep))
+
+    def masks_for(self, train_ids: Iterable[str], test_ids: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Which canonical rows a label party with these label IDs has labels for."""
+        train_ids, test_ids = set(train_ids), set(test_ids)
+        return (np.asarray([i in train_ids for i in self.train], dtype=bool),
+                np.asarray([i in test_ids for i in self.test], dtype=bool))
+
+    def masks_from_keys(self, seed: int, train_keys: Sequence[str] | None,
+                        test_keys: Sequence[str] | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Masks from the order keys of the rows a coordinator-hosted label party has labels for."""
+        def mask(part: str, order: list[str], keys: Sequence[str] | None) -> np.ndarray | None:
+            if keys is None:
+                return None
+            wanted = set(keys)
+            return np.asarray([order_key(seed, part, i) in wanted for i in order], dtype=bool)
+
+        return mask("train", self.train, train_keys), mask("test", self.test, test_keys)
+
+
+def psi_split(view: PSIView, val_fraction: float, num_classes: int, label_party: str, context: str):
+    """(train, val, test) ID lists of the labeled aligned rows, each in canonical order."""
+    if not view.train:
+        raise AlignmentError(f"the parties share no labeled training rows ({context})")
+    if not view.test:
+        raise AlignmentError(f"the parties share no test rows; every party's test file must hold the same IDs ({context})")
+    train, val = holdout(view.train, val_fraction, num_classes, label_party, context)
+    return train, val, view.test
+
+
+# A coordinator-hosted label party is not a participant of NVFlare's DH-PSI (which runs among sites).
+# It learns which of its own label IDs are in the sites' intersection by one more round of the same
+# OpenMined DH-PSI, with itself as PSI client and one site as PSI server. The site learns only the
+# number of label IDs; the coordinator learns only which of its label IDs are in the intersection
+# (and the intersection's size). RAW setup: exact, no Bloom-filter false positives.
+
+def _psi():
+    import private_set_intersection.python as psi  # noqa: PLC0415 - optional native dependency
+
+    return psi
+
+
+class LabelMatchClient:
+    """The label party's side: a request over its tagged label IDs, then the matched items."""
+
+    def __init__(self, items: Sequence[str]) -> None:
+        psi = _psi()
+        self.items = list(items)
+        self._client = psi.client.CreateWithNewKey(True)
+
+    def request(self) -> dict:
+        return {"request": self._client.CreateRequest(self.items).SerializeToString(), "num_items": len(self.items)}
+
+    def matches(self, answer: dict) -> list[str]:
+        psi = _psi()
+        setup, response = psi.ServerSetup(), psi.Response()
+        setup.ParseFromString(bytes(answer["setup"]))
+        response.ParseFromString(bytes(answer["response"]))
+        return [self.items[i] for i in sorted(self._client.GetIntersection(setup, response))]
+
+
+def answer_label_match(intersection: Sequence[str], request: dict) -> dict:
+    """A site's side: answer the label party's request against the site's PSI intersection."""
+    psi = _psi()
+    if not intersection:
+        raise AlignmentError("cannot match labels against an empty PSI intersection")
+    server = psi.server.CreateWithNewKey(True)
+    setup = server.CreateSetupMessage(1e-9, int(request["num_items"]), list(intersection), psi.DataStructure.RAW)
+    message = psi.Request()
+    message.ParseFromString(bytes(request["request"]))
+    return {"setup": setup.SerializeToString(), "response": server.ProcessRequest(message).SerializeToString()}

@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from typing import Iterator
 
-from vflflare.algorithms.payload import Payload, payload_bytes
+from vflflare.algorithms.payload import Payload, payload_bytes, tensor_kinds
 
 KEYS = ("uploads", "downloads", "payload_bytes", "wire_bytes")
 
@@ -31,6 +31,9 @@ class CommLedger:
         self.current = "setup"
         self._start = time.monotonic()
         self._step_s: list[float] = []
+        # float tensors that crossed, by direction and kind: with HE on, the coordinator must only ever
+        # see "encrypted" ones (vflflare.privacy.ckks)
+        self.tensor_kinds = {d: {"plaintext": 0, "encrypted": 0} for d in ("up", "down")}
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -62,7 +65,10 @@ class CommLedger:
     def record(self, site: str, direction: str, payload: Payload | None, wire_bytes: int) -> None:
         """direction: 'up' (site->coordinator) or 'down' (coordinator->site)."""
         nbytes = payload_bytes(payload) if payload else 0
+        kinds = tensor_kinds(payload) if payload else {}
         with self._lock:
+            for kind, count in kinds.items():
+                self.tensor_kinds[direction][kind] += count
             for bucket in (self.per_site[site], self.per_phase[self.current], self.per_phase_site[self.current][site]):
                 bucket["wire_bytes"] += int(wire_bytes)
                 if nbytes:
@@ -79,6 +85,7 @@ class CommLedger:
             "per_site": {k: dict(v) for k, v in sorted(self.per_site.items())},
             "per_phase": {k: dict(v) for k, v in self.per_phase.items()},
             "per_phase_site": {p: {s: dict(v) for s, v in sorted(row.items())} for p, row in self.per_phase_site.items()},
+            "tensor_kinds": {d: dict(v) for d, v in self.tensor_kinds.items()},
         }
 
     def wall_s(self) -> float:

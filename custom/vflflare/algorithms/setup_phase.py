@@ -1,11 +1,30 @@
 """Phase 0, shared by every algorithm: sites load and check their data, the parties are aligned,
-and the coordinator gets a handle on the label party wherever it lives."""
+and the coordinator gets a handle on the label party wherever it lives.
+
+alignment "hash": sites send salted ID digests, the coordinator intersects them.
+alignment "psi": the sites already hold their DH-PSI intersection; each derives the canonical order
+locally, and the coordinator only checks that all sites hold the same intersection (sizes and one
+fingerprint) and tells them which aligned rows the label party has labels for.
+"""
 from __future__ import annotations
 
 import hashlib
 from typing import Callable
 
-from vflflare.algorithms.alignment import align, hash_ids
+import numpy as np
+
+from vflflare.algorithms.alignment import (
+    AlignmentError,
+    LabelMatchClient,
+    align,
+    canonical_order,
+    hash_ids,
+    holdout,
+    order_key,
+    positions_in,
+    tag_items,
+    untag_items,
+)
 from vflflare.algorithms.label_party import LabelParty
 from vflflare.algorithms.label_proxy import RemoteLabelParty
 from vflflare.algorithms.transport import Transport
@@ -14,11 +33,12 @@ from vflflare.data.types import LabelTables
 from vflflare.tracking import Tracker
 
 SERVER = "server"
+ALIGNMENTS = ("hash", "psi")
 
 
 def alignment_salt(seed: int) -> str:
     """Derived from the job seed, not random: the canonical order (and so the validation split) must be
-    the same for the same seed. The coordinator knows the salt either way; PSI will replace this."""
+    the same for the same seed. The coordinator knows the salt either way; alignment "psi" avoids this."""
     return hashlib.sha256(f"vflflare-align:{seed}".encode()).hexdigest()
 
 
@@ -28,6 +48,10 @@ def setup_parties(
     """Returns the label party handle and the row counts of the aligned parts."""
     if cfg.label_owner != SERVER and cfg.label_owner not in net.sites:
         raise ValueError(f"label_owner '{cfg.label_owner}' is neither 'server' nor one of the sites {net.sites}")
+    if cfg.alignment not in ALIGNMENTS:
+        raise ValueError(f"unknown alignment '{cfg.alignment}'; choose one of {list(ALIGNMENTS)}")
+    if cfg.alignment == "psi":
+        return _setup_with_psi(net, cfg, load_server_labels, tracker)
     salt = alignment_salt(cfg.seed)
     with net.ledger.phase("setup"):
         replies = net.exchange(
@@ -62,3 +86,81 @@ def setup_parties(
         net.exchange("align", payloads)
     counts = {"aligned_train": len(label_rows.train), "val": len(label_rows.val), "test": len(label_rows.test)}
     return label, counts
+
+
+def _setup_with_psi(
+    net: Transport, cfg: VFLConfig, load_server_labels: Callable[[], LabelTables], tracker: Tracker
+) -> tuple[LabelParty | RemoteLabelParty, dict[str, int]]:
+    """Sites read their PSI intersection and order it locally. What reaches the coordinator: each
+    site's intersection sizes and fingerprint; from a label site, boolean masks over the canonical
+    order (which aligned rows are labeled); for a label party on the coordinator, one OpenMined PSI
+    round with the first site, after which it knows which of its label IDs are aligned."""
+    with net.ledger.phase("setup"):
+        replies = net.exchange("setup", {s: {"config": cfg.to_dict(), "sites": net.sites} for s in net.sites})
+        views = {s: replies[s]["psi"] for s in net.sites}
+        n_train, n_test = _check_same_intersection(views)
+        context = "PSI intersection: " + f"{n_train} train and {n_test} test IDs shared by sites {', '.join(net.sites)}"
+        keep: dict = {"train_keys": None, "test_keys": None, "train_mask": None, "test_mask": None}
+        if cfg.label_owner == SERVER:
+            tables = load_server_labels()
+            label: LabelParty | RemoteLabelParty = LabelParty(tables, net.sites, cfg, tracker)
+            num_classes = tables.num_classes
+            # one more DH-PSI round, coordinator = PSI client, first site = PSI server over the intersection
+            client = LabelMatchClient(tag_items(tables.train_ids, tables.test_ids))
+            first = net.sites[0]
+            answer = net.exchange("psi_labels", {first: client.request()})[first]
+            train_ids, test_ids = untag_items(client.matches(answer), "label match")
+            if len(train_ids) < n_train:
+                keep["train_keys"] = [order_key(cfg.seed, "train", i) for i in train_ids]
+            if len(test_ids) < n_test:
+                keep["test_keys"] = [order_key(cfg.seed, "test", i) for i in test_ids]
+            _check_nonempty(train_ids, test_ids, context)
+            train, val = holdout(canonical_order(train_ids, cfg.seed, "train"), cfg.val_fraction, num_classes,
+                                 cfg.label_owner, _labeled(context, len(train_ids), len(test_ids)))
+            test = canonical_order(test_ids, cfg.seed, "test")
+            label.align(positions_in(tables.train_ids, train, "label party 'server'", "train labels"),
+                        positions_in(tables.train_ids, val, "label party 'server'", "train labels"),
+                        positions_in(tables.test_ids, test, "label party 'server'", "test labels"))
+            counts = {"aligned_train": len(train), "val": len(val), "test": len(test)}
+        else:
+            info = replies[cfg.label_owner]["label"]
+            num_classes = int(info["num_classes"])
+            label = RemoteLabelParty(net, cfg.label_owner, num_classes)
+            train_mask, test_mask = np.asarray(info["train_mask"], bool), np.asarray(info["test_mask"], bool)
+            n_labeled, n_labeled_test = int(train_mask.sum()), int(test_mask.sum())
+            _check_nonempty(range(n_labeled), range(n_labeled_test), context)
+            train, val = holdout(list(range(n_labeled)), cfg.val_fraction, num_classes, cfg.label_owner,
+                                 _labeled(context, n_labeled, n_labeled_test))
+            keep["train_mask"] = None if n_labeled == n_train else train_mask
+            keep["test_mask"] = None if n_labeled_test == n_test else test_mask
+            counts = {"aligned_train": len(train), "val": len(val), "test": n_labeled_test}
+        aligned = net.exchange("align", {s: {"psi": keep} for s in net.sites})
+        for site in net.sites:
+            got = {k: int(v) for k, v in aligned[site]["counts"].items()}
+            if got != counts:
+                raise AlignmentError(f"site '{site}' aligned {got} rows, the label party {counts}")
+    return label, counts
+
+
+def _check_same_intersection(views: dict[str, dict]) -> tuple[int, int]:
+    sizes = ", ".join(f"{s}: {int(v['train'])} train + {int(v['test'])} test IDs" for s, v in views.items())
+    if len({(int(v["train"]), int(v["test"]), v["fingerprint"]) for v in views.values()}) != 1:
+        raise AlignmentError(
+            f"the sites' PSI outputs differ ({sizes}); they come from different PSI runs or data: rerun the PSI job"
+        )
+    view = next(iter(views.values()))
+    n_train, n_test = int(view["train"]), int(view["test"])
+    if n_train == 0 and n_test == 0:
+        raise AlignmentError(f"the PSI intersection is empty: the sites share no IDs ({sizes})")
+    return n_train, n_test
+
+
+def _check_nonempty(train, test, context: str) -> None:
+    if not len(train):
+        raise AlignmentError(f"the parties share no labeled training rows ({context})")
+    if not len(test):
+        raise AlignmentError(f"the parties share no labeled test rows; every party's test file must hold the same IDs ({context})")
+
+
+def _labeled(context: str, n_train: int, n_test: int) -> str:
+    return f"{context}; the label party has labels for {n_train} train and {n_test} test IDs of it"

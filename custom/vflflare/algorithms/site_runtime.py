@@ -7,7 +7,18 @@ from typing import Any, Callable
 
 import torch
 
-from vflflare.algorithms.alignment import hash_ids
+from vflflare.algorithms.alignment import (
+    AlignmentError,
+    PSIView,
+    answer_label_match,
+    hash_ids,
+    holdout,
+    intersection_fingerprint,
+    positions_in,
+    psi_file,
+    psi_root,
+    read_psi_file,
+)
 from vflflare.algorithms.feature_party import FeatureParty
 from vflflare.algorithms.label_party import LabelParty
 from vflflare.algorithms.payload import Payload
@@ -19,9 +30,20 @@ LABEL_PREFIX = "label."
 
 
 class SiteRuntime:
-    def __init__(self, site: str, data_root: str | None, tracker: Tracker | None = None) -> None:
+    def __init__(
+        self,
+        site: str,
+        data_root: str | None,
+        tracker: Tracker | None = None,
+        psi_source: Callable[[], list[str]] | None = None,
+    ) -> None:
+        """psi_source: returns this site's PSI intersection (tagged items) for alignment "psi"; default:
+        read <psi root>/<site>/psi_intersection.csv (psi root: VFLFLARE_PSI_ROOT, else data_root)."""
         self.site = site
         self.data_root = data_root
+        self.psi_source = psi_source or self._psi_from_file
+        self._psi: PSIView | None = None
+        self._cfg: VFLConfig | None = None
         self.tracker = tracker or LogTracker(f"vflflare.{site}")
         self.party: FeatureParty | None = None
         self.label: LabelParty | None = None
@@ -30,6 +52,7 @@ class SiteRuntime:
         self._tasks: dict[str, Callable[[Payload], Payload]] = {
             "setup": self._setup,
             "align": self._align,
+            "psi_labels": self._psi_labels,
             "represent": self._represent,
             "oneshot_update": self._oneshot_update,
             "fewshot_update": self._fewshot_update,
@@ -57,9 +80,15 @@ class SiteRuntime:
         cfg = VFLConfig.from_dict(payload["config"])
         self.fp16 = cfg.fp16
         torch.set_num_threads(cfg.num_threads)
-        sites, salt = list(payload["sites"]), payload["salt"]
-        tables = load_site_tables(self.site, sites, self.data_root, cfg.seed)
+        sites, salt = list(payload["sites"]), payload.get("salt")
+        tables = load_site_tables(self.site, sites, self.data_root, cfg.seed, cfg.numeric_transform)
+        if tables.numeric_transform != "standard":
+            self.tracker.info(f"site '{self.site}': numeric_transform {tables.numeric_transform}, signed log on "
+                              f"{len(tables.log_columns)} column(s) {tables.log_columns}")
         self.party = FeatureParty(self.site, tables, cfg, self.tracker)
+        self._cfg = cfg
+        if cfg.alignment == "psi":
+            return self._setup_psi(cfg, sites, tables)
         reply: Payload = {"train_ids": hash_ids(tables.train_ids, salt), "test_ids": hash_ids(tables.test_ids, salt)}
         if cfg.label_owner == self.site:
             labels = load_label_tables(self.site, sites, self.data_root, cfg.seed)
@@ -71,7 +100,59 @@ class SiteRuntime:
             }
         return reply
 
+    def _psi_from_file(self) -> list[str]:
+        root = psi_root(self.data_root)
+        if root is None:
+            raise AlignmentError(
+                f"site '{self.site}': alignment 'psi' needs a place for PSI outputs: set VFLFLARE_PSI_ROOT or the "
+                f"site's data root, or generate the VFL job with `vflflare jobs --psi`"
+            )
+        return read_psi_file(psi_file(root, self.site), f"site '{self.site}'")
+
+    def _setup_psi(self, cfg: VFLConfig, sites: list[str], tables) -> Payload:
+        """Order the site's PSI intersection canonically, check it against the site's own tables; a
+        label-owning site also says which aligned rows it has labels for (masks, no IDs)."""
+        owner = f"site '{self.site}'"
+        self._psi = PSIView.of(self.psi_source(), cfg.seed, f"{owner} PSI output")
+        positions_in(tables.train_ids, self._psi.train, owner, "train")
+        positions_in(tables.test_ids, self._psi.test, owner, "test")
+        reply: Payload = {"psi": {"train": len(self._psi.train), "test": len(self._psi.test),
+                                  "fingerprint": intersection_fingerprint(cfg.seed, self._psi.train, self._psi.test)}}
+        if cfg.label_owner == self.site:
+            labels = load_label_tables(self.site, sites, self.data_root, cfg.seed)
+            self.label = LabelParty(labels, sites, cfg, self.tracker)
+            train_mask, test_mask = self._psi.masks_for(labels.train_ids, labels.test_ids)
+            reply["label"] = {"num_classes": labels.num_classes, "train_mask": train_mask, "test_mask": test_mask}
+        return reply
+
+    def _psi_labels(self, payload: Payload) -> Payload:
+        """Answer a coordinator-hosted label party's PSI request against this site's intersection."""
+        if self._psi is None:
+            raise RuntimeError(f"site '{self.site}': label match requested without alignment 'psi'")
+        return answer_label_match(self._psi.items(), payload)
+
+    def _align_psi(self, keep: Payload) -> Payload:
+        cfg, owner = self._cfg, f"site '{self.site}'"
+        train_mask, test_mask = keep.get("train_mask"), keep.get("test_mask")
+        if keep.get("train_keys") is not None or keep.get("test_keys") is not None:
+            train_mask, test_mask = self._psi.masks_from_keys(cfg.seed, keep.get("train_keys"), keep.get("test_keys"))
+        view = self._psi.labeled(train_mask, test_mask)
+        # the label party checked the class count already; only the split is repeated here
+        train, val = holdout(view.train, cfg.val_fraction, 0, cfg.label_owner, "")
+        tables = self.party.tables
+        self.party.align(positions_in(tables.train_ids, train, owner, "train"),
+                         positions_in(tables.train_ids, val, owner, "train"),
+                         positions_in(tables.test_ids, view.test, owner, "test"))
+        if self.label is not None:
+            labels, who = self.label.tables, f"label party '{self.site}'"
+            self.label.align(positions_in(labels.train_ids, train, who, "train labels"),
+                             positions_in(labels.train_ids, val, who, "train labels"),
+                             positions_in(labels.test_ids, view.test, who, "test labels"))
+        return {"counts": {"aligned_train": len(train), "val": len(val), "test": len(view.test)}}
+
     def _align(self, payload: Payload) -> Payload:
+        if "psi" in payload:
+            return self._align_psi(payload["psi"])
         self.party.align(payload["train"], payload["val"], payload["test"])
         if "label" in payload:
             rows = payload["label"]

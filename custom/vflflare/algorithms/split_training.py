@@ -30,6 +30,19 @@ def _train_epoch(net: Transport, label: Any, order: np.ndarray, batch_size: int)
     return float(np.mean(losses))
 
 
+def _validate(net: Transport, label: Any) -> tuple[str, float]:
+    """Validation metric of the current weights, which every party keeps as its candidate best."""
+    label.keep_candidate()
+    val_reps = net.step("represent", {s: {"parts": ["val"], "keep_candidate": True} for s in net.sites})
+    (metric, score), = label.evaluate("val", reps_of(val_reps, "val")).items()
+    return metric, score
+
+
+def _commit(net: Transport, label: Any) -> None:
+    label.commit_candidate()
+    net.step("commit", {s: {} for s in net.sites})
+
+
 def train_split_nn(
     net: Transport, label: Any, cfg: VFLConfig, n_rows: int, epochs: int, keep_classifier: bool, tracker: Tracker
 ) -> tuple[dict[str, float], int]:
@@ -39,17 +52,19 @@ def train_split_nn(
     best, since_best = -np.inf, 0
     label.split_begin(keep_classifier)
     with net.ledger.phase("split_training"):
+        if keep_classifier:
+            # finetuning must beat the model it starts from: on credit default its first epoch at lr 0.01
+            # can be worse on validation than the few-shot model, and would otherwise be kept
+            _, best = _validate(net, label)
+            _commit(net, label)
         for epoch in range(epochs):
             loss = _train_epoch(net, label, rng.permutation(n_rows), cfg.batch_size)
-            label.keep_candidate()
-            val_reps = net.step("represent", {s: {"parts": ["val"], "keep_candidate": True} for s in net.sites})
-            (metric, score), = label.evaluate("val", reps_of(val_reps, "val")).items()
+            metric, score = _validate(net, label)
             tracker.scalar("split/train_loss", loss, epoch)
             tracker.scalar(f"split/{metric}", score, epoch)
             if score > best:
                 best, since_best = score, 0
-                label.commit_candidate()
-                net.step("commit", {s: {} for s in net.sites})
+                _commit(net, label)
             else:
                 since_best += 1
                 if since_best >= cfg.split_patience:

@@ -58,9 +58,13 @@ def _embedded_csv(owner: str, name: str, frame, id_column: str):
     return parse_csv(owner, name, io.StringIO(frame_to_csv(frame)), id_column)
 
 
-def load_site_tables(site: str, sites: list[str], data_root: str | None, seed: int) -> SiteTables:
+def load_site_tables(
+    site: str, sites: list[str], data_root: str | None, seed: int, numeric_transform: str = "standard"
+) -> SiteTables:
     """Read, validate and locally preprocess feature party `site`'s train and test tables.
 
+    numeric_transform: how to transform numeric columns before standardising them (preprocess.py),
+    unless the site's schema.json says otherwise: the site's own setting wins over the job's.
     `sites` and `seed` only matter for the embedded default (data_root None)."""
     owner = site_owner(site)
     if data_root is None:
@@ -78,7 +82,8 @@ def load_site_tables(site: str, sites: list[str], data_root: str | None, seed: i
     check_same_columns(train_csv, test_csv)
     test = parse_features(test_csv, schema)
     check_disjoint(train_csv, test_csv)
-    preprocessor = Preprocessor.fit(train)
+    transform = schema.numeric_transform or numeric_transform
+    preprocessor = Preprocessor.fit(train, numeric_transform=transform)
     return SiteTables(
         site=site,
         train_ids=train.ids,
@@ -86,6 +91,8 @@ def load_site_tables(site: str, sites: list[str], data_root: str | None, seed: i
         test_ids=test.ids,
         test=preprocessor.transform(test),
         feature_names=preprocessor.feature_names,
+        numeric_transform=transform,
+        log_columns=list(preprocessor.log_columns),
     )
 
 

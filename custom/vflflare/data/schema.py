@@ -19,6 +19,10 @@ SCHEMA_FILE = "schema.json"
 LABELS_FILE = "labels.json"
 DEFAULT_ID_COLUMN = "id"
 DEFAULT_LABEL_COLUMN = "label"
+# Per-column transform of numeric columns before standardisation (see preprocess.py):
+# standard = standardise only; signed_log = sign(x) * log1p(|x|), then standardise;
+# auto = signed_log for the columns whose training values look heavy-tailed, standard for the rest.
+NUMERIC_TRANSFORMS = ("standard", "signed_log", "auto")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class TableSchema:
     categorical_columns: tuple[str, ...] = ()
     label_column: str | None = None
     num_classes: int | None = None
+    numeric_transform: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         values: dict[str, Any] = {"id_column": self.id_column, "categorical_columns": list(self.categorical_columns)}
@@ -56,6 +61,8 @@ class TableSchema:
             values["label_column"] = self.label_column
         if self.num_classes is not None:
             values["num_classes"] = self.num_classes
+        if self.numeric_transform is not None:
+            values["numeric_transform"] = self.numeric_transform
         return values
 
     def label_spec(self) -> LabelSpec:
@@ -66,7 +73,9 @@ class TableSchema:
 
 def read_table_schema(owner: str, path: Path) -> TableSchema:
     """``schema.json`` of a site folder, or the defaults when the file is absent."""
-    values = _read_json_object(owner, path, {"id_column", "categorical_columns", "label_column", "num_classes"})
+    values = _read_json_object(
+        owner, path, {"id_column", "categorical_columns", "label_column", "num_classes", "numeric_transform"}
+    )
     if values is None:
         return TableSchema()
     id_column = values.get("id_column", DEFAULT_ID_COLUMN)
@@ -92,7 +101,12 @@ def read_table_schema(owner: str, path: Path) -> TableSchema:
     if num_classes is not None and label_column is None:
         # C without a label column would be read by nobody: refuse rather than ignore it.
         raise DataError.at(owner, path, "'num_classes' needs 'label_column' (it describes that column's labels)")
-    return TableSchema(id_column, tuple(categorical), label_column, num_classes)
+    numeric_transform = values.get("numeric_transform")
+    if numeric_transform is not None and numeric_transform not in NUMERIC_TRANSFORMS:
+        raise DataError.at(
+            owner, path, f"'numeric_transform' must be one of {list(NUMERIC_TRANSFORMS)}, got {numeric_transform!r}"
+        )
+    return TableSchema(id_column, tuple(categorical), label_column, num_classes, numeric_transform)
 
 
 def read_label_spec(owner: str, path: Path) -> LabelSpec:

@@ -1,7 +1,7 @@
 """In-memory shapes of a party's data after loading and local preprocessing."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,7 +28,10 @@ class FeatureBlock:
 
 @dataclass
 class SiteTables:
-    """What one feature party holds: its train table (aligned and unaligned rows) and its test table."""
+    """What one feature party holds: its train table (aligned and unaligned rows) and its test table.
+
+    numeric_transform / log_columns: the numeric transform the site applied (preprocess.py) and the
+    columns it signed-logged, for the site's own log."""
 
     site: str
     train_ids: list[str]
@@ -36,6 +39,8 @@ class SiteTables:
     test_ids: list[str]
     test: FeatureBlock
     feature_names: list[str]
+    numeric_transform: str = "standard"
+    log_columns: list[str] = field(default_factory=list)
 
 
 @dataclass

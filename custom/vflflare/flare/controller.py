@@ -13,8 +13,11 @@ from nvflare.apis.shareable import Shareable
 from nvflare.apis.client import Client
 
 from vflflare.algorithms.runner import run_algorithm
+from vflflare.algorithms.secure_aggregation import SecureSumCheck
 from vflflare.config import VFLConfig
-from vflflare.data.loading import load_label_tables, resolve_data_root
+from vflflare.data.loading import load_label_tables
+from vflflare.flare.site_config import resolve_party_data_root
+from vflflare.flare.he_filters import workspace_context
 from vflflare.flare.tracking import FlareTracker
 from vflflare.flare.transport import FlareTransport
 from vflflare.results import RESULTS_FILE, format_table
@@ -32,7 +35,8 @@ class VFLController(Controller):
         data_root: str | None = None,
     ) -> None:
         """config: VFLConfig fields. data_root: where a server-hosted label party finds its files
-        (default: VFLFLARE_DATA_ROOT, else the embedded default)."""
+        (default: the server's local/vflflare.json, then VFLFLARE_DATA_ROOT, else the embedded
+        default; see vflflare.flare.site_config)."""
         super().__init__()
         self.cfg = VFLConfig.from_dict(config or {})
         self.min_sites = min_sites
@@ -54,15 +58,23 @@ class VFLController(Controller):
         engine = fl_ctx.get_engine()
         sites = sorted(c.name for c in engine.get_clients())
         run_dir = engine.get_workspace().get_run_dir(fl_ctx.get_job_id())
-        net = FlareTransport(self, fl_ctx, abort_signal, sites, self.cfg.fp16, self.task_timeout, self.step_timeout)
+        net = FlareTransport(
+            self, fl_ctx, abort_signal, sites, self.cfg.fp16, self.task_timeout, self.step_timeout, he=self.cfg.he
+        )
         tracker = FlareTracker(self, fl_ctx, on_site=False)
-        data_root = self.data_root or resolve_data_root()
         try:
+            data_root = resolve_party_data_root(self.data_root, fl_ctx, SERVER)
+            self.log_info(fl_ctx, f"label data root: {data_root or '<embedded default>'}")
             if len(sites) < self.min_sites:
                 raise ValueError(f"vertical FL needs at least {self.min_sites} sites, the job has {sites}")
-            results = run_algorithm(
-                net, self.cfg, lambda: load_label_tables(SERVER, sites, data_root, self.cfg.seed), tracker
-            )
+            # HE: the coordinator's public context (no secret key); a missing or wrong one fails the job here
+            server_he = workspace_context(fl_ctx, "server") if self.cfg.he else None
+            if self.cfg.algorithm == "secure_sum":
+                results = SecureSumCheck(self.cfg).run(net, server_he)
+            else:
+                results = run_algorithm(
+                    net, self.cfg, lambda: load_label_tables(SERVER, sites, data_root, self.cfg.seed), tracker
+                )
         except Exception as error:  # any failure ends the job with the reason in the result file
             tracker.close()
             message = f"{type(error).__name__}: {error}"

@@ -3,6 +3,7 @@ handing them to the site's SiteRuntime. Raw features never leave SiteRuntime."""
 from __future__ import annotations
 
 import traceback
+from pathlib import Path
 
 from vflflare.torch_runtime import prepare_torch
 from nvflare.apis.event_type import EventType
@@ -12,42 +13,76 @@ from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
 
 from vflflare import wire
-from vflflare.algorithms.payload import Payload, encode
+from vflflare.algorithms import secure_aggregation
+from vflflare.algorithms.payload import Payload, encode, tensor_kinds
 from vflflare.algorithms.site_runtime import SiteRuntime
-from vflflare.data.loading import resolve_data_root
-from vflflare.flare.messages import AUX_TOPIC, TASK_HEADER, error_reply, from_shareable, to_shareable
+from vflflare.flare.he_filters import workspace_context
+from vflflare.flare.psi import psi_source
+from vflflare.flare.site_config import resolve_party_data_root
+from vflflare.flare.messages import AUX_TOPIC, ERROR_HEADER, TASK_HEADER, error_reply, from_shareable, to_shareable
 from vflflare.flare.tracking import FlareTracker
+from vflflare.privacy import ckks
 
 
 class VFLExecutor(Executor):
     def __init__(self, data_root: str | None = None, num_threads: int = 1) -> None:
-        """data_root overrides VFLFLARE_DATA_ROOT for this site; unset both for the embedded default."""
+        """data_root overrides the site's local/vflflare.json and VFLFLARE_DATA_ROOT (see
+        vflflare.flare.site_config); with none of them the site uses the embedded default."""
         super().__init__()
         self.data_root = data_root
         self.num_threads = num_threads
         self.runtime: SiteRuntime | None = None
+        self.config_error: str | None = None
         self.tracker: FlareTracker | None = None
+        # he: true in the job's config (learnt from the setup task). Task data and results are then
+        # decrypted / encrypted by the job's HE filters; aux steps, which filters never see, here.
+        self.he = False
 
     def handle_event(self, event_type: str, fl_ctx: FLContext) -> None:
         if event_type == EventType.START_RUN:
             prepare_torch(self.num_threads)
             site = fl_ctx.get_identity_name()
             self.tracker = FlareTracker(self, fl_ctx, on_site=True)
-            self.runtime = SiteRuntime(site, self.data_root or resolve_data_root(), self.tracker)
+            try:
+                data_root = resolve_party_data_root(self.data_root, fl_ctx, site)
+            except ValueError as error:  # a malformed local/vflflare.json: reported by the first task
+                self.config_error, data_root = f"{type(error).__name__}: {error}", None
+            self.log_info(fl_ctx, f"data root: {data_root or '<embedded default>'}; vflflare code: {Path(__file__).parents[1]}")
+            # alignment "psi": the intersection from this job's PSI workflow or an earlier PSI job
+            self.runtime = SiteRuntime(site, data_root, self.tracker, psi_source(fl_ctx, site, data_root))
             fl_ctx.get_engine().register_aux_message_handler(AUX_TOPIC, self._on_step)
         elif event_type == EventType.END_RUN and self.tracker is not None:
             self.tracker.close()
 
-    def _run(self, task: str, payload: Payload, fl_ctx: FLContext) -> Shareable:
+    def _run(self, task: str, payload: Payload, fl_ctx: FLContext, aux: bool = False) -> Shareable:
+        if self.config_error:
+            self.log_error(fl_ctx, f"task '{task}' refused: {self.config_error}")
+            return error_reply(self.config_error)
         try:
-            return to_shareable(wire.dumps(encode(self.runtime.handle(task, payload), self.runtime.fp16)))
+            if task == "setup":
+                self.he = bool(payload.get("config", {}).get("he", False))
+                if self.he:
+                    workspace_context(fl_ctx, "client")  # a missing or wrong key fails the job here
+            if aux and tensor_kinds(payload)["encrypted"]:
+                payload = ckks.decrypt_payload(payload, workspace_context(fl_ctx, "client"))
+            if task.startswith(secure_aggregation.PREFIX):
+                reply = secure_aggregation.site_handle(self.runtime.site, task, payload)
+            else:
+                reply = self.runtime.handle(task, payload)
+            reply = encode(reply, self.runtime.fp16)
+            if aux and self.he:
+                reply = ckks.encrypt_payload(reply, workspace_context(fl_ctx, "client"))
+            return to_shareable(wire.dumps(reply))
         except Exception as error:
             message = f"{type(error).__name__}: {error}"
             self.log_error(fl_ctx, f"task '{task}' failed: {message}\n{traceback.format_exc()}")
             return error_reply(message)
 
     def execute(self, task_name: str, shareable: Shareable, fl_ctx: FLContext, abort_signal: Signal) -> Shareable:
+        problem = shareable.get_header(ERROR_HEADER)  # a task data filter (HE decryption) failed: say why
+        if problem:
+            return error_reply(problem)
         return self._run(task_name, from_shareable(shareable), fl_ctx)
 
     def _on_step(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
-        return self._run(request.get_header(TASK_HEADER), from_shareable(request), fl_ctx)
+        return self._run(request.get_header(TASK_HEADER), from_shareable(request), fl_ctx, aux=True)

@@ -14,9 +14,10 @@ from nvflare.apis.signal import Signal
 
 from vflflare import wire
 from vflflare.algorithms.ledger import CommLedger
-from vflflare.algorithms.payload import Payload, decode, encode
+from vflflare.algorithms.payload import Payload, decode, encode, tensor_kinds
 from vflflare.algorithms.transport import TransportError
 from vflflare.flare.messages import AUX_TOPIC, error_of, from_shareable, payload_bytes_of, to_shareable
+from vflflare.privacy.ckks import key_ids
 
 
 class FlareTransport:
@@ -29,15 +30,38 @@ class FlareTransport:
         fp16: bool,
         task_timeout: float,
         step_timeout: float,
+        he: bool = False,
     ) -> None:
+        """he: the sites encrypt every float tensor (vflflare.privacy.ckks); the coordinator then refuses
+        any plaintext float tensor in either direction, and ciphertexts of differing keys."""
         self.controller, self.fl_ctx, self.abort_signal = controller, fl_ctx, abort_signal
+        self.he = he
+        self._key_ids: dict[str, str] = {}  # HE key fingerprint -> first site that used it
         self.sites = sites
         self.fp16 = fp16
         self.task_timeout, self.step_timeout = task_timeout, step_timeout
         self.ledger = CommLedger()
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(sites)), thread_name_prefix="vflflare-step")
 
-    def _outgoing(self, site: str, payload: Payload) -> bytes:
+    def _check_he(self, site: str, task: str, payload: Payload, direction: str) -> None:
+        plaintext = tensor_kinds(payload)["plaintext"]
+        if plaintext:
+            what = f"site '{site}' sent" if direction == "up" else f"the coordinator was about to send site '{site}'"
+            raise TransportError(
+                f"HE is on but {what} {plaintext} plaintext float tensor(s) in task '{task}': with he: true every "
+                f"float tensor must cross the coordinator as a CKKS ciphertext (are the job's HE filters configured?)"
+            )
+        for key in key_ids(payload):
+            first = self._key_ids.setdefault(key, site)
+            if len(self._key_ids) > 1:
+                raise TransportError(
+                    f"HE is on but site '{site}' encrypted task '{task}' with key {key}, site '{first}' with "
+                    f"{next(k for k in self._key_ids if k != key)}: all sites must share one client_context.tenseal"
+                )
+
+    def _outgoing(self, site: str, payload: Payload, task: str = "") -> bytes:
+        if self.he:
+            self._check_he(site, task, payload, "down")
         sent = encode(payload, self.fp16)
         data = wire.dumps(sent)
         self.ledger.record(site, "down", sent, len(data))
@@ -50,6 +74,8 @@ class FlareTransport:
         data = payload_bytes_of(reply)
         received = wire.loads(data) if data else {}
         self.ledger.record(site, "up", received, len(data))
+        if self.he:
+            self._check_he(site, task, received, "up")
         return decode(received)
 
     def exchange(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
@@ -64,7 +90,7 @@ class FlareTransport:
         for site, payload in payloads.items():
             tasks[site] = Task(
                 name=task,
-                data=to_shareable(self._outgoing(site, payload)),
+                data=to_shareable(self._outgoing(site, payload, task)),
                 timeout=int(self.task_timeout),
                 result_received_cb=on_result,
             )
@@ -89,7 +115,7 @@ class FlareTransport:
     def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
         # One aux request per site, in parallel. (nvflare 2.9.0's multicast_aux_requests passes an
         # abort_signal argument CoreCell.broadcast_multi_requests does not take, so it always fails.)
-        requests = {site: to_shareable(self._outgoing(site, p), task) for site, p in payloads.items()}
+        requests = {site: to_shareable(self._outgoing(site, p, task), task) for site, p in payloads.items()}
         futures = {site: self._pool.submit(self._send_aux, site, request) for site, request in requests.items()}
         replies = {site: future.result() for site, future in futures.items()}
         if self.abort_signal.triggered:

@@ -1,0 +1,207 @@
+"""What CKKS homomorphic encryption (`he: true`) costs: NVFlare simulator, 2 sites, labels on site-1.
+
+(a) One-shot VFL and (b) a per-batch split-NN job (vanilla VFL, a fixed number of epochs so both modes
+    do the same steps), each with HE off and on, alternated, --reps times each. Reported: medians of
+    - the simulator command's wall time and the job's own wall time (result record), with and without
+      the 'setup' phase (simulator start-up, data loading; HE only adds loading the key there),
+    - the split-NN per-batch step latency (ledger 'step_latency'),
+    - bytes on the wire (serialised message bodies, what the ledger calls wire_bytes) and payload bytes.
+(c) The codec alone, in-process: encrypt / decrypt / add per 4096-slot chunk and its ciphertext size.
+
+    python benchmarks/he_overhead.py --reps 3                  # embedded default (breast cancer)
+    python benchmarks/he_overhead.py --dataset credit --reps 1 # credit default, N_o = 1000
+    python benchmarks/he_overhead.py --table
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from common import DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, SITES, append_jsonl, environment, limit_threads, read_jsonl
+from vflflare import cli
+from vflflare.cli import simulate
+from vflflare.jobs import write_job
+from vflflare.privacy import ckks
+
+RESULTS = RUNS / "he_overhead.jsonl"
+SEED, OVERLAP = 0, 1000
+LABEL_OWNER = "site-1"
+SPLIT_EPOCHS = 10
+JOBS = {
+    "oneshot": {"algorithm": "oneshot"},
+    # patience = epochs: no early stop, so HE on and off run exactly the same steps
+    "vanilla": {"algorithm": "vanilla", "split_epochs": SPLIT_EPOCHS, "split_patience": SPLIT_EPOCHS},
+}
+
+
+def credit_split(data_dir: Path, splits_dir: Path) -> Path:
+    """Credit default, N_o = 1000, seed 0, with the label files on site-1 (HE needs a label-owning site)."""
+    out = splits_dir / f"credit_default_n{OVERLAP}_s{SEED}_labels_{LABEL_OWNER}"
+    if not (out / "manifest.json").exists():
+        code = cli.main([
+            "split", "--dataset", "credit_default", "--data-dir", str(data_dir), "--sites", str(len(SITES)),
+            "--overlap", str(OVERLAP), "--seed", str(SEED), "--label-owner", LABEL_OWNER, "--out", str(out),
+        ])  # fmt: skip
+        if code != 0:
+            raise RuntimeError("vflflare split failed")
+    return out
+
+
+def run_simulator(dataset: str, job_name: str, he: bool, root: Path | None, work: Path, rep: int) -> dict:
+    overrides = {**JOBS[job_name], "seed": SEED, "label_owner": LABEL_OWNER, "he": he}
+    name = f"{job_name}_{'he' if he else 'plain'}"
+    job = write_job(work / "jobs", name, overrides)
+    workspace = work / f"ws_{name}_{rep}"
+    shutil.rmtree(workspace, ignore_errors=True)
+    if he:
+        ckks.write_contexts(workspace / "startup")  # = vflflare he-keys -w workspace
+    start = time.perf_counter()
+    result = simulate(str(job), str(workspace), len(SITES), len(SITES), str(root) if root else None, timeout=1800)
+    command_s = time.perf_counter() - start
+    if "error" in result:
+        raise RuntimeError(f"{name} failed: {result['error']}")
+    shutil.rmtree(workspace, ignore_errors=True)
+    phases = result["phases"]
+    return {
+        "kind": "job",
+        "dataset": dataset,
+        "job": job_name,
+        "he": he,
+        "rep": rep,
+        "command_s": round(command_s, 3),
+        "job_s": result["wall_s"],
+        "job_without_setup_s": round(sum(p["wall_s"] for p in phases if p["name"] != "setup"), 4),
+        "phases": phases,
+        "step_latency": result.get("step_latency", {}),
+        "metrics": result["metrics"],
+        "rows": result["rows"],
+        "communication": result["communication"]["total"],
+        "tensor_kinds": result["communication"].get("tensor_kinds"),
+    }
+
+
+def codec_timings(repeats: int = 20) -> dict:
+    server_bytes, client_bytes = ckks.make_contexts()
+    server, client = ckks.load_context(server_bytes, "server"), ckks.load_context(client_bytes, "client")
+    x = np.random.default_rng(0).standard_normal(client.slot_count).astype(np.float32)
+    enc_s, dec_s, add_s = [], [], []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        enc = ckks.encrypt(x, client)
+        enc_s.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        ckks.decrypt(enc, client)
+        dec_s.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        ckks.add([enc, enc], server)
+        add_s.append(time.perf_counter() - t)
+    small = ckks.encrypt(x[:32], client)
+    return {
+        "kind": "codec",
+        "slots": client.slot_count,
+        "encrypt_ms": round(1000 * statistics.median(enc_s), 3),
+        "decrypt_ms": round(1000 * statistics.median(dec_s), 3),
+        "add2_ms": round(1000 * statistics.median(add_s), 3),
+        "ciphertext_bytes_full_chunk": len(enc["chunks"][0]),
+        "ciphertext_bytes_32_values": len(small["chunks"][0]),
+        "float32_bytes_full_chunk": int(x.nbytes),
+        "server_context_bytes": len(server_bytes),
+        "client_context_bytes": len(client_bytes),
+    }
+
+
+def _med(rows: list[dict], get) -> float:
+    return statistics.median(get(r) for r in rows)
+
+
+def tables(records: list[dict]) -> str:
+    out = []
+    codec = [r for r in records if r["kind"] == "codec"]
+    if codec:
+        c = codec[-1]
+        out += [
+            f"CKKS codec, one chunk of {c['slots']} float32 values (median of 20, in-process)\n",
+            "| encrypt | decrypt | add 2 (server context) | ciphertext | float32 | ratio | ciphertext of 32 values |",
+            "|---|---|---|---|---|---|---|",
+            f"| {c['encrypt_ms']:.1f} ms | {c['decrypt_ms']:.1f} ms | {c['add2_ms']:.1f} ms | "
+            f"{c['ciphertext_bytes_full_chunk'] / 1e3:.0f} kB | {c['float32_bytes_full_chunk'] / 1e3:.0f} kB | "
+            f"{c['ciphertext_bytes_full_chunk'] / c['float32_bytes_full_chunk']:.1f}x | "
+            f"{c['ciphertext_bytes_32_values'] / 1e3:.0f} kB |",
+            f"\nContexts: server {c['server_context_bytes'] / 1e3:.0f} kB, client {c['client_context_bytes'] / 1e3:.0f} kB.\n",
+        ]
+    jobs = [r for r in records if r["kind"] == "job"]
+    for dataset in sorted({r["dataset"] for r in jobs}):
+        for job in ("oneshot", "vanilla"):
+            plain = [r for r in jobs if r["dataset"] == dataset and r["job"] == job and not r["he"]]
+            he = [r for r in jobs if r["dataset"] == dataset and r["job"] == job and r["he"]]
+            if not plain or not he:
+                continue
+            title = "one-shot VFL" if job == "oneshot" else f"split-NN (vanilla VFL, {SPLIT_EPOCHS} epochs)"
+            out += [
+                f"\n{title}, {dataset}, labels on {LABEL_OWNER}, seed {SEED}: median of {len(plain)} runs HE off, "
+                f"{len(he)} HE on\n",
+                "| measure | HE off | HE on | ratio on/off |",
+                "|---|---|---|---|",
+            ]
+            measures = [
+                ("simulator command (s)", lambda r: r["command_s"]),
+                ("job wall_s (s)", lambda r: r["job_s"]),
+                ("job without setup (s)", lambda r: r["job_without_setup_s"]),
+            ]
+            if job == "vanilla":
+                measures.append(("median split-NN step (ms)", lambda r: r["step_latency"]["median_ms"]))
+                measures.append(("p90 split-NN step (ms)", lambda r: r["step_latency"]["p90_ms"]))
+            measures += [
+                ("wire MB", lambda r: r["communication"]["wire_bytes"] / 1e6),
+                ("payload MB", lambda r: r["communication"]["payload_bytes"] / 1e6),
+                ("uploads + downloads", lambda r: r["communication"]["uploads"] + r["communication"]["downloads"]),
+            ]
+            for name, get in measures:
+                a, b = _med(plain, get), _med(he, get)
+                out.append(f"| {name} | {a:.3f} | {b:.3f} | {b / a:.2f}x |")
+            metric = next(k for k in plain[0]["metrics"] if k.startswith("test_"))
+            out.append(
+                f"\n{metric}: HE off {sorted({round(r['metrics'][metric], 4) for r in plain})}, "
+                f"HE on {sorted({round(r['metrics'][metric], 4) for r in he})}; "
+                f"plaintext float tensors the coordinator received with HE on: "
+                f"{sorted({r['tensor_kinds']['up']['plaintext'] for r in he})}"
+            )
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--dataset", choices=["default", "credit"], default="default",
+                        help="default: the embedded breast-cancer split; credit: credit default, N_o = 1000")
+    parser.add_argument("--jobs", default="oneshot,vanilla")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/vflflare-bench/he_overhead"))
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--table", action="store_true", help="only print the tables of --out")
+    args = parser.parse_args()
+    if not args.table:
+        limit_threads()
+        env = environment()
+        append_jsonl(args.out, {**codec_timings(), "env": env})
+        root = credit_split(args.data_dir, args.splits) if args.dataset == "credit" else None
+        # alternate HE off / on so drifting machine load hits both alike
+        for rep in range(args.reps):
+            for job in args.jobs.split(","):
+                for he in (False, True):
+                    record = run_simulator(args.dataset, job, he, root, args.work, rep)
+                    append_jsonl(args.out, {**record, "env": env})
+                    print(f"{job:8s} he={he!s:5s} rep {rep}: command {record['command_s']:.1f} s, job {record['job_s']:.1f} s,"
+                          f" without setup {record['job_without_setup_s']:.2f} s, wire "
+                          f"{record['communication']['wire_bytes'] / 1e6:.2f} MB, step {record['step_latency']}", flush=True)
+    print(tables(read_jsonl(args.out)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,368 @@
+"""Alignment by private set intersection: NVFlare's DH-PSI (nvflare.app_common.psi +
+nvflare.app_opt.psi.dh_psi, OpenMined PSI underneath) over the sites' ID columns, K >= 2 sites.
+
+NVFlare provides the protocol: the server workflow `DhPSIController` / `DhPSIWorkFlow`, the site
+executor `PSIExecutor` and the task handler `DhPSITaskHandler`. vflflare adds:
+
+- `VFLSitePSI`, the site's `PSI` component: its items are the site's train and test IDs, tagged
+  ``train:<id>`` / ``test:<id>`` so one PSI run aligns both tables; read with vflflare's own loader,
+  so bad data fails here with the usual message.
+- `VFLPSIWriter`, which stores the intersection as ``<psi root>/<site>/psi_intersection.csv``
+  (psi root: the writer's ``output_root`` argument, else ``"psi_root"`` in the site's
+  local/vflflare.json, else VFLFLARE_PSI_ROOT, else the site's data root, i.e. next to its
+  train.csv; with none of these, the embedded default, it goes to the site's job folder and only a
+  VFL phase in the same job can use it). Later jobs with ``alignment: psi`` read it from there.
+- `VFLPSIController` / `CheckedDhPSIWorkflow`: NVFlare's DH-PSI workflow with the checks a VFL job
+  needs. Every site must answer (a site that fails reports its own error message, via
+  `VFLPSIExecutor`); an empty intersection stops the job with an error naming the sites and their
+  set sizes (NVFlare's workflow would go on with a site's full set in place of an empty
+  intermediate result); the whole run has a timeout. It writes vflflare_results.json like every
+  vflflare job.
+
+The coordinator sees only what DH-PSI shows it: set sizes and the intersection's size; it never
+sees an ID. Sites learn the intersection, which is what alignment is for.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Callable, List
+
+from nvflare.apis.client import Client
+from nvflare.apis.controller_spec import ClientTask
+from nvflare.apis.dxo import DXO
+from nvflare.apis.fl_constant import ReturnCode
+from nvflare.apis.fl_context import FLContext
+from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.apis.signal import Signal
+from nvflare.app_common.app_constant import PSIConst
+from nvflare.app_common.psi.dh_psi.dh_psi_controller import DhPSIController
+from nvflare.app_common.psi.dh_psi.dh_psi_workflow import DhPSIWorkFlow
+from nvflare.app_common.psi.psi_executor import PSIExecutor
+from nvflare.app_common.psi.psi_spec import PSI
+from nvflare.app_common.psi.psi_workflow_spec import PSIWorkflow
+from nvflare.app_common.psi.psi_writer_spec import PSIWriter
+from nvflare.app_common.workflows.broadcast_operator import BroadcastAndWait
+
+from vflflare.algorithms.alignment import PSI_FILE, psi_file, psi_root, read_psi_file, tag_items, write_psi_file
+from vflflare.data.errors import site_owner
+from vflflare.data.loading import load_site_tables
+from vflflare.flare.messages import ERROR_HEADER
+from vflflare.flare.site_config import read_site_config, resolve_party_data_root, site_config_path
+from vflflare.results import RESULTS_FILE
+
+# component ids shared by the server and client configs of jobs/psi and of `vflflare jobs --psi`
+PSI_TASK = PSIConst.TASK  # "PSI"
+PSI_ALGO_ID = "dh_psi"
+LOCAL_PSI_ID = "local_psi"
+PSI_WRITER_ID = "psi_writer"
+PSI_ROOT_KEY = "psi_root"  # optional key of the site's local/vflflare.json
+SITES_KEY = "vflflare_psi_sites"
+PSI_RESULTS_FILE = "psi_results.json"  # the participants, sent with the prepare task (the embedded default needs them)
+
+
+class PSIError(RuntimeError):
+    """The PSI phase cannot give a usable intersection."""
+
+
+# ------------------------------------------------------------------------------------------- sites
+def resolve_psi_root(fl_ctx: FLContext, site: str, data_root: str | None, argument: str | None = None) -> str | None:
+    """Where this site's PSI outputs live: argument, then "psi_root" in local/vflflare.json, then
+    VFLFLARE_PSI_ROOT, then the data root; None when there is none (embedded default)."""
+    path = site_config_path(fl_ctx)
+    configured = read_site_config(path, site_owner(site)).get(PSI_ROOT_KEY) if path is not None else None
+    if configured and not Path(configured).is_absolute() and path is not None:
+        configured = str((path.parent / configured).resolve())
+    return psi_root(data_root, argument or configured)
+
+
+class VFLPSIWriter(PSIWriter):
+    def __init__(self, output_root: str | None = None) -> None:
+        """output_root: the psi root for this site (see the module docstring for the default)."""
+        super().__init__()
+        self.output_root = output_root
+        self.data_root: str | None = None  # the PSI component's data_root argument, if any
+
+    def output_path(self, fl_ctx: FLContext) -> Path:
+        site = fl_ctx.get_identity_name()
+        data_root = resolve_party_data_root(self.data_root, fl_ctx, site)
+        root = resolve_psi_root(fl_ctx, site, data_root, self.output_root)
+        if root is None:  # embedded default: the site's own job folder
+            engine = fl_ctx.get_engine()
+            return Path(engine.get_workspace().get_run_dir(fl_ctx.get_job_id())) / PSI_FILE
+        return psi_file(root, site)
+
+    def clear(self, fl_ctx: FLContext) -> None:
+        """Remove a previous run's output, so a failed run leaves no stale intersection behind."""
+        path = self.output_path(fl_ctx)
+        if path.is_file():
+            path.unlink()
+
+    def save(self, intersection: List[str], overwrite_existing: bool, fl_ctx: FLContext) -> None:
+        path = self.output_path(fl_ctx)
+        if path.exists() and not overwrite_existing:
+            raise FileExistsError(f"{path} exists and overwrite_existing is False")
+        write_psi_file(path, intersection)
+        self.log_info(fl_ctx, f"PSI intersection of {len(intersection)} items written to {path}")
+
+
+class VFLSitePSI(PSI):
+    """The site's PSI items: its train and test IDs, tagged. The intersection goes to the writer (and
+    stays in memory for a VFL phase that runs in the same job)."""
+
+    def __init__(self, psi_writer_id: str = PSI_WRITER_ID, data_root: str | None = None, seed: int = 0) -> None:
+        """data_root: overrides the site's configured data root. seed: only for the embedded default
+        table, whose split depends on the seed and the site names."""
+        super().__init__(psi_writer_id)
+        self.data_root = data_root
+        self.seed = seed
+        self.sites: list[str] | None = None
+        self.site: str | None = None
+
+    def initialize(self, fl_ctx: FLContext) -> None:
+        super().initialize(fl_ctx)
+        self.site = fl_ctx.get_identity_name()
+        if isinstance(self.psi_writer, VFLPSIWriter) and self.data_root:
+            self.psi_writer.data_root = self.data_root
+
+    def load_items(self) -> List[str]:
+        site = self.site or self.fl_ctx.get_identity_name()
+        data_root = resolve_party_data_root(self.data_root, self.fl_ctx, site)
+        tables = load_site_tables(site, self.sites or [site], data_root, self.seed)
+        if isinstance(self.psi_writer, VFLPSIWriter):
+            self.psi_writer.clear(self.fl_ctx)
+        self.intersection = None
+        return tag_items(tables.train_ids, tables.test_ids)
+
+
+class VFLPSIExecutor(PSIExecutor):
+    """NVFlare's PSIExecutor, except that a failing site says why: its error message rides back in
+    the reply (NVFlare's only returns a code), and the participant list reaches the PSI component."""
+
+    def __init__(self, psi_algo_id: str = PSI_ALGO_ID) -> None:
+        super().__init__(psi_algo_id)
+
+    def execute(self, task_name: str, shareable: Shareable, fl_ctx: FLContext, abort_signal: Signal) -> Shareable:
+        init_rc = self._check_init_status(fl_ctx)
+        if init_rc:
+            return make_reply(init_rc)
+        if abort_signal.triggered:
+            return make_reply(ReturnCode.TASK_ABORTED)
+        try:
+            local = getattr(self.task_handler, "local_psi_handler", None)
+            if shareable.get(SITES_KEY) is not None and isinstance(local, VFLSitePSI):
+                local.sites = [str(s) for s in shareable[SITES_KEY]]
+            result = self.task_handler.execute_task(task_name, shareable, fl_ctx, abort_signal)
+            if result is None:
+                raise PSIError(f"PSI task {shareable.get(PSIConst.TASK_KEY)} gave no result")
+            return DXO(data_kind=self.get_data_kind(), data=result).to_shareable()
+        except Exception as error:
+            message = f"{type(error).__name__}: {error}"
+            self.log_error(fl_ctx, f"PSI task {shareable.get(PSIConst.TASK_KEY)} failed: {message}\n{traceback.format_exc()}")
+            reply = make_reply(ReturnCode.EXECUTION_RESULT_ERROR)
+            reply.set_header(ERROR_HEADER, message)
+            return reply
+
+
+def psi_source(fl_ctx: FLContext, site: str, data_root: str | None) -> Callable[[], list[str]]:
+    """How a VFL executor gets its site's PSI intersection: from the PSI component when the PSI
+    workflow ran earlier in the same job (`vflflare jobs --psi`), else from the PSI output file of an
+    earlier PSI job (jobs/psi)."""
+
+    def load() -> list[str]:
+        component = fl_ctx.get_engine().get_component(LOCAL_PSI_ID)
+        if isinstance(component, PSI):
+            items = component.get_intersection()
+            if items is None:
+                raise PSIError(f"site '{site}': the PSI workflow of this job left no intersection on this site")
+            return list(items)
+        root = resolve_psi_root(fl_ctx, site, data_root)
+        if root is None:
+            raise PSIError(
+                f"site '{site}': alignment 'psi' needs the output of a PSI job, but this site has no data root and "
+                f"no psi root (set VFLFLARE_PSI_ROOT, or generate the VFL job with `vflflare jobs --psi`)"
+            )
+        return read_psi_file(psi_file(root, site), site_owner(site))
+
+    return load
+
+
+# ------------------------------------------------------------------------------------------ server
+class CheckedDhPSIWorkflow(DhPSIWorkFlow):
+    """NVFlare's DH-PSI workflow, with every site required and an empty intersection an error."""
+
+    def __init__(self, bloom_filter_fpr: float = 1e-11) -> None:
+        super().__init__(bloom_filter_fpr)
+        self.items_per_site: dict[str, int] = {}
+        self.final_size: int | None = None
+
+    def _sites(self) -> list[str]:
+        return sorted(c.name for c in self.fl_ctx.get_engine().get_clients())
+
+    def prepare_sites(self, abort_signal: Signal) -> None:
+        """NVFlare's prepare step (every site loads its items and reports their number), with the
+        participant list attached and a check that every site answered with a non-empty set."""
+        sites = self._sites()
+        inputs = Shareable()
+        inputs[PSIConst.TASK_KEY] = PSIConst.TASK_PREPARE
+        inputs[PSIConst.BLOOM_FILTER_FPR] = self.bloom_filter_fpr
+        inputs[SITES_KEY] = sites
+        results = BroadcastAndWait(self.fl_ctx, self.controller).broadcast_and_wait(
+            task_name=self.task_name, task_input=inputs, fl_ctx=self.fl_ctx, targets=None,
+            min_responses=len(sites), abort_signal=abort_signal,
+        ) or {}
+        if abort_signal.triggered:
+            raise PSIError("aborted while the sites loaded their IDs")
+        self.items_per_site = {s: int(results[s].data.get(PSIConst.ITEMS_SIZE, 0)) for s in sites if s in results}
+        missing = [s for s in sites if s not in results]
+        if missing:
+            raise PSIError(f"sites {missing} did not report their IDs (see their logs)")
+        empty = [s for s, n in self.items_per_site.items() if n == 0]
+        if empty:
+            raise PSIError(f"sites {empty} have no IDs ({self._sizes()})")
+        self.ordered_sites = self.get_ordered_sites(results)
+
+    def pairwise_intersect(self, ordered_sites, response_msg):
+        sizes = super().pairwise_intersect(ordered_sites, response_msg)
+        if sizes is None:
+            raise PSIError("aborted during the PSI forward pass")
+        if any(int(n) == 0 for n in sizes.values()):
+            raise PSIError(f"the PSI intersection is empty: the sites share no IDs ({self._sizes()})")
+        return sizes
+
+    def run(self, abort_signal: Signal) -> bool:
+        super().run(abort_signal)  # NVFlare checks that every site ends with the same intersection size
+        if abort_signal.triggered:
+            raise PSIError("aborted during the PSI")
+        final = {int(n) for n in self.backward_processed.values()}
+        if len(final) != 1:
+            raise PSIError(f"the sites ended with different intersection sizes {self.backward_processed}")
+        self.final_size = final.pop()
+        return True
+
+    def _sizes(self) -> str:
+        items = ", ".join(f"{s}: {n}" for s, n in sorted(self.items_per_site.items()))
+        return f"train + test IDs per site: {items}"
+
+
+class VFLPSIController(DhPSIController):
+    """Server side of the PSI phase: NVFlare's DH-PSI controller with vflflare's checks, a timeout
+    and a result record. In a VFL job generated with --psi it is the first workflow; when it fails,
+    the job ends with its error and the VFL workflow never starts."""
+
+    def __init__(self, min_sites: int = 2, timeout: float = 1800.0, bloom_filter_fpr: float = 1e-11) -> None:
+        super().__init__()
+        self.min_sites = min_sites
+        self.timeout = timeout
+        self.bloom_filter_fpr = bloom_filter_fpr
+        self.site_errors: dict[str, str] = {}
+        self._abort: Signal | None = None
+        self._timed_out = False
+
+    def load_psi_workflow(self, fl_ctx: FLContext) -> PSIWorkflow:
+        workflow = CheckedDhPSIWorkflow(self.bloom_filter_fpr)
+        workflow.initialize(fl_ctx, controller=self)
+        return workflow
+
+    def handle_client_errors(self, rc: str, client_task: ClientTask, fl_ctx: FLContext) -> None:
+        """A site failed a PSI step: keep its message and stop waiting for the others."""
+        result = client_task.result
+        message = (result.get_header(ERROR_HEADER) if result is not None else None) or f"return code {rc}"
+        self.site_errors[client_task.client.name] = message
+        self.log_error(fl_ctx, f"site {client_task.client.name} failed PSI task: {message}")
+        if self._abort is not None:
+            self._abort.trigger(True)
+
+    def process_result_of_unknown_task(
+        self, client: Client, task_name: str, client_task_id: str, result: Shareable, fl_ctx: FLContext
+    ) -> None:
+        self.log_warning(fl_ctx, f"ignoring late result of task '{task_name}' from {client.name}")
+
+    def control_flow(self, abort_signal: Signal, fl_ctx: FLContext) -> None:
+        start = time.monotonic()
+        engine = fl_ctx.get_engine()
+        sites = sorted(c.name for c in engine.get_clients())
+        run_dir = engine.get_workspace().get_run_dir(fl_ctx.get_job_id())
+        self._abort = abort_signal
+        timer = threading.Timer(self.timeout, self._on_timeout)
+        timer.daemon = True
+        timer.start()
+        workflow: CheckedDhPSIWorkflow = self.psi_workflow  # type: ignore[assignment]
+        try:
+            if len(sites) < self.min_sites:
+                raise PSIError(f"PSI for vertical FL needs at least {self.min_sites} sites, the job has {sites}")
+            workflow.pre_process(abort_signal)
+            workflow.run(abort_signal)
+        except Exception as error:
+            message = self._reason(error)
+            self.log_error(fl_ctx, f"vflflare PSI failed: {message}\n{traceback.format_exc()}")
+            self._write(run_dir, {"algorithm": "psi", "sites": sites, "error": message,
+                                  "psi": {"items_per_site": workflow.items_per_site},
+                                  "wall_s": time.monotonic() - start})
+            self.system_panic(f"vflflare PSI: {message}", fl_ctx)
+            return
+        finally:
+            timer.cancel()
+        wall = time.monotonic() - start
+        record = {
+            "algorithm": "psi", "sites": sites,
+            "psi": {"items_per_site": workflow.items_per_site, "intersection": workflow.final_size,
+                    "output": f"each site's <psi root>/<site>/{PSI_FILE} (psi root: VFLFLARE_PSI_ROOT or the data root)"},
+            "phases": [{"name": "psi", "wall_s": wall}], "wall_s": wall,
+        }
+        self._write(run_dir, record)
+        summary = (f"vflflare PSI: {workflow.final_size} shared items (train + test IDs) among {', '.join(sites)}; "
+                   f"items per site {workflow.items_per_site}; {wall:.1f} s")
+        self.log_info(fl_ctx, summary)
+        print(summary, flush=True)
+
+    def _on_timeout(self) -> None:
+        self._timed_out = True
+        if self._abort is not None:
+            self._abort.trigger(True)
+
+    def _reason(self, error: Exception) -> str:
+        if self.site_errors:
+            return "; ".join(f"site '{s}' failed PSI: {m}" for s, m in sorted(self.site_errors.items()))
+        if self._timed_out:
+            return f"PSI did not finish within {self.timeout:.0f} s"
+        if isinstance(error, PSIError):
+            return str(error)
+        return f"{type(error).__name__}: {error}"
+
+    @staticmethod
+    def _write(run_dir: str, results: dict) -> str:
+        """vflflare_results.json (a VFL workflow that runs next in the same job replaces it) and
+        psi_results.json (kept)."""
+        os.makedirs(run_dir, exist_ok=True)
+        for name in (PSI_RESULTS_FILE, RESULTS_FILE):
+            path = os.path.join(run_dir, name)
+            with open(path, "w") as f:
+                json.dump(results, f, indent=2)
+        return path
+
+
+# ------------------------------------------------------------------------------------- job configs
+def psi_server_workflow(min_sites: int = 2) -> dict:
+    return {"id": "psi_controller", "path": "vflflare.flare.psi.VFLPSIController", "args": {"min_sites": min_sites}}
+
+
+def psi_client_executor() -> dict:
+    return {"tasks": [PSI_TASK], "executor": {"path": "vflflare.flare.psi.VFLPSIExecutor",
+                                              "args": {"psi_algo_id": PSI_ALGO_ID}}}
+
+
+def psi_client_components(seed: int = 0) -> list[dict]:
+    local_args: dict = {"psi_writer_id": PSI_WRITER_ID}
+    if seed:
+        local_args["seed"] = seed
+    return [
+        {"id": PSI_ALGO_ID, "path": "nvflare.app_opt.psi.dh_psi.dh_psi_task_handler.DhPSITaskHandler",
+         "args": {"local_psi_id": LOCAL_PSI_ID}},
+        {"id": LOCAL_PSI_ID, "path": "vflflare.flare.psi.VFLSitePSI", "args": local_args},
+        {"id": PSI_WRITER_ID, "path": "vflflare.flare.psi.VFLPSIWriter", "args": {}},
+    ]

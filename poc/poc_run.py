@@ -1,0 +1,291 @@
+"""Run one vflflare job end to end in an NVFlare POC: real server, site and admin processes on
+this machine. Called by poc/run.sh; see poc/README.md.
+
+Steps (each one printed with its wall time):
+ 1. stage: copy the job with the vflflare package in app/custom (jobs/ is never modified)
+ 2. prepare: `nvflare poc prepare -n K [-he]`; with a port other than 8002 the generated project.yml
+    gets that port and is provisioned again with `-i`
+ 3. data: each party gets its own data location: <workspace>/site_data/<party>/ holding only a link
+    to its folder of --data-root, named in <party's POC workspace>/local/vflflare.json
+ 4. start: `nvflare poc start` (server and sites)
+ 5. submit: `nvflare job submit` with the POC project admin's startup kit, `nvflare job wait`
+ 6. collect: `nvflare job download` (the server's job workspace, with vflflare_results.json) and a
+    copy of each site's job folder (logs) under <workspace>/results/<job id>/
+ 7. stop and clean: `nvflare poc stop`, then any process we started that is still alive is
+    stopped, then `nvflare poc clean` (unless --keep)
+
+Exit status: 0 when the job completed and its results have no "error", 1 when the job failed or
+timed out, 2 when the POC could not be set up.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from localproc import become_subreaper, free_port, port_is_free, stop_processes  # noqa: E402
+
+DEFAULT_PORT = 8002  # NVFlare's; 2.9 serves admin and FL on the same port
+SERVER = "server"
+RESULTS_FILE = "vflflare_results.json"
+SITE_CONFIG_FILE = "vflflare.json"
+COMPLETED = "FINISHED:COMPLETED"
+
+
+class SetupError(RuntimeError):
+    """The POC could not be prepared or started (exit status 2)."""
+
+
+class PocRun:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.job = Path(args.job).resolve()
+        self.work = Path(args.workspace).resolve()
+        self.poc = self.work / "poc"
+        self.results_root = self.work / "results"
+        self.env = dict(os.environ)
+        self.env["NVFLARE_POC_WORKSPACE"] = str(self.poc)
+        # the nvflare CLI keeps its state (active startup kit, POC location) in ~/.nvflare: a private
+        # home keeps this run from changing the user's and from seeing another run's
+        self.env["HOME"] = str(self.work / "home")
+        # sites find data through their local/vflflare.json only, never through the caller's env
+        self.env.pop("VFLFLARE_DATA_ROOT", None)
+        self.env.setdefault("PYTHONUNBUFFERED", "1")
+        self.prod: Path | None = None
+        self.started = False
+        self.t0 = time.monotonic()
+
+    # ------------------------------------------------------------------ helpers
+    def log(self, message: str) -> None:
+        print(f"[poc {time.monotonic() - self.t0:6.1f} s] {message}", flush=True)
+
+    def nvflare(self, *args: str, timeout: float, json_out: bool = False, check: bool = True,
+                new_session: bool = False) -> dict | str:
+        """Run the nvflare CLI of this interpreter's environment; return its JSON data or text."""
+        cmd = [sys.executable, "-m", "nvflare.cli"] + (["--format", "json"] if json_out else []) + list(args)
+        try:
+            proc = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout,
+                                  stdin=subprocess.DEVNULL, start_new_session=new_session)
+        except subprocess.TimeoutExpired as error:
+            raise SetupError(f"`nvflare {' '.join(args)}` did not finish in {timeout:.0f} s") from error
+        if not json_out:
+            if check and proc.returncode != 0:
+                raise SetupError(f"`nvflare {' '.join(args)}` failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
+            return proc.stdout + proc.stderr
+        try:
+            reply = json.loads(proc.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            reply = {"status": "error", "detail": (proc.stdout + proc.stderr).strip()[-2000:]}
+        if check and (proc.returncode != 0 or reply.get("status") != "ok"):
+            raise SetupError(f"`nvflare {' '.join(args)}` failed ({proc.returncode}): {json.dumps(reply)[:2000]}\n"
+                             f"{proc.stderr.strip()[-2000:]}")
+        return reply
+
+    # ------------------------------------------------------------------ steps
+    def sites(self) -> list[str]:
+        meta = json.loads((self.job / "meta.json").read_text())
+        needed = int(meta.get("min_clients", 2))
+        k = self.args.sites if self.args.sites is not None else max(2, needed)
+        if k < needed:
+            raise SetupError(f"{self.job.name} needs at least {needed} sites (meta.json min_clients), got --sites {k}")
+        return [f"site-{i + 1}" for i in range(k)]
+
+    def stage(self) -> Path:
+        from vflflare.staging import stage_job
+
+        staged = stage_job(self.job, self.work / "staged")
+        self.log(f"staged {self.job} -> {staged} (vflflare copied into app/custom)")
+        return staged
+
+    def prepare(self, sites: list[str]) -> None:
+        import yaml
+
+        port = self.args.port
+        if port is None:
+            port = DEFAULT_PORT if port_is_free(DEFAULT_PORT) else free_port()
+        elif not port_is_free(port):
+            raise SetupError(f"port {port} is in use on localhost; pick another with --port")
+        args = ["poc", "prepare", "-n", str(len(sites)), "--force"] + (["-he"] if self.args.he else [])
+        self.nvflare(*args, timeout=180)
+        project_file = self.poc / "project.yml"
+        project = yaml.safe_load(project_file.read_text())
+        server = next(p for p in project["participants"] if p["type"] == "server")
+        if int(server.get("fed_learn_port", DEFAULT_PORT)) != port:
+            server["fed_learn_port"] = server["admin_port"] = port
+            patched = self.work / "project.yml"  # outside the POC workspace, which prepare re-creates
+            patched.write_text(yaml.safe_dump(project, sort_keys=False))
+            self.nvflare("poc", "prepare", "-i", str(patched), "--force", timeout=180)
+        self.prod = self.poc / project["name"] / "prod_00"
+        he = "with HE contexts " if self.args.he else ""
+        self.log(f"POC workspace {he}for {', '.join(sites)} at {self.poc} (port {port})")
+
+    def configure_data(self, parties: list[str]) -> None:
+        root = self.args.data_root
+        if not root:
+            self.log("no --data-root: every party uses the embedded default table")
+            return
+        root = Path(root).resolve()
+        if not root.is_dir():
+            raise SetupError(f"--data-root {root} is not a folder")
+        for party in parties:
+            own = root / party
+            if own.is_dir():  # a location holding this party's folder and nothing else
+                data_root = self.work / "site_data" / party
+                data_root.mkdir(parents=True, exist_ok=True)
+                link = data_root / party
+                if link.is_symlink() or link.exists():
+                    link.unlink()
+                link.symlink_to(own, target_is_directory=True)
+            else:  # the job reports the missing folder, listing what --data-root has
+                data_root = root
+            config = self.prod / party / "local" / SITE_CONFIG_FILE
+            config.write_text(json.dumps({"data_root": str(data_root)}, indent=2) + "\n")
+        self.log(f"data: each party's local/{SITE_CONFIG_FILE} names its own folder of {root}")
+
+    def start(self, sites: list[str]) -> None:
+        self.started = True
+        self.nvflare("poc", "start", "--timeout", str(self.args.start_timeout), timeout=self.args.start_timeout + 60,
+                     new_session=True)
+        self.log(f"POC started: server and {len(sites)} sites connected")
+
+    def admin_kit(self) -> Path:
+        import yaml
+
+        project = yaml.safe_load((self.poc / "project.yml").read_text())
+        admin = next(p["name"] for p in project["participants"] if p["type"] == "admin" and p.get("role") == "project_admin")
+        return self.prod / admin
+
+    def submit_and_wait(self, staged: Path) -> tuple[str, str]:
+        kit = str(self.admin_kit())
+        reply = self.nvflare("job", "submit", "-j", str(staged), "--startup-kit", kit, timeout=180, json_out=True)
+        job_id = reply["data"]["job_id"]
+        self.log(f"submitted {staged.name} as job {job_id}")
+        reply = self.nvflare("job", "wait", job_id, "--timeout", str(self.args.timeout), "--interval", "2",
+                             "--startup-kit", kit, timeout=self.args.timeout + 60, json_out=True, check=False)
+        status = (reply.get("data") or {}).get("status") or f"not finished ({reply.get('detail') or reply.get('message') or reply})"
+        self.log(f"job {job_id}: {status}")
+        if status.startswith("not finished"):
+            self.nvflare("job", "abort", job_id, "--startup-kit", kit, timeout=120, json_out=True, check=False)
+        return job_id, status
+
+    def collect(self, job_id: str) -> Path | None:
+        """The server's job workspace (downloaded) and each site's job folder, under results/<job id>/."""
+        out = self.results_root / job_id
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        download = self.work / "download"
+        shutil.rmtree(download, ignore_errors=True)
+        reply = self.nvflare("job", "download", job_id, "-o", str(download), "--force",
+                             "--startup-kit", str(self.admin_kit()), timeout=300, json_out=True, check=False)
+        path = (reply.get("data") or {}).get("path")
+        if path and (Path(path) / "workspace").is_dir():
+            shutil.move(str(Path(path) / "workspace"), str(out / SERVER))
+        else:
+            self.log(f"could not download the server's job workspace: {json.dumps(reply)[:1000]}")
+        shutil.rmtree(download, ignore_errors=True)
+        for site_dir in sorted(p for p in self.prod.iterdir() if (p / job_id).is_dir()):
+            shutil.copytree(site_dir / job_id, out / site_dir.name,
+                            ignore=shutil.ignore_patterns("custom", "__pycache__"), dirs_exist_ok=True)
+        results = out / SERVER / RESULTS_FILE
+        self.log(f"results collected under {out}")
+        return results if results.is_file() else None
+
+    def stop(self) -> None:
+        if self.started:
+            try:
+                self.nvflare("poc", "stop", timeout=self.args.stop_timeout)
+                self.log("POC stopped")
+            except SetupError as error:
+                self.log(f"`nvflare poc stop` did not finish cleanly: {error}")
+        left = stop_processes(marker=f"{self.poc}{os.sep}", descendants=True)
+        if left:
+            self.log(f"stopped {len(left)} leftover process(es): {left}")
+        if self.started and not self.args.keep and self.poc.exists():
+            try:
+                self.nvflare("poc", "clean", timeout=60)
+            except SetupError:
+                shutil.rmtree(self.poc, ignore_errors=True)
+            self.log(f"POC workspace {self.poc} removed (results stay in {self.results_root})")
+
+    def run(self) -> int:
+        sites = self.sites()
+        staged = self.stage()
+        self.prepare(sites)
+        self.configure_data([SERVER] + sites)
+        self.start(sites)
+        job_id, status = self.submit_and_wait(staged)
+        results_path = self.collect(job_id)
+        if results_path is None:
+            print(f"FAILED: job {job_id} ({status}) left no {RESULTS_FILE}; logs: {self.results_root / job_id}",
+                  file=sys.stderr)
+            return 1
+        results = json.loads(results_path.read_text())
+        try:
+            from vflflare.results import format_table
+
+            print(format_table(results))
+        except Exception:  # the table is a convenience; the file is the result
+            pass
+        print(f"job {job_id}: {status}")
+        print(f"results: {results_path}")
+        if "error" in results:
+            print(f"FAILED: {results['error']}", file=sys.stderr)
+            return 1
+        return 0 if status == COMPLETED else 1
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="poc/run.sh", description=__doc__.split("\n\n")[0])
+    parser.add_argument("job", help="job folder, e.g. jobs/oneshot_vfl")
+    parser.add_argument("--sites", type=int, help="number of sites K, named site-1..site-K (default: the job's min_clients, at least 2)")
+    parser.add_argument("--he", action="store_true", help="provision HE (TenSEAL CKKS) contexts: nvflare poc prepare -he")
+    parser.add_argument("--data-root", default=os.environ.get("VFLFLARE_DATA_ROOT"),
+                        help="folder with <site>/ and server/ subfolders (vflflare split --out); default: $VFLFLARE_DATA_ROOT, else the embedded default")
+    parser.add_argument("--workspace", default="/tmp/vflflare_poc", help="everything this run writes (default /tmp/vflflare_poc)")
+    parser.add_argument("--port", type=int, help="server port (FL and admin); default 8002, or a free one if 8002 is taken")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds to wait for the job (default 1800)")
+    parser.add_argument("--start-timeout", type=int, default=120, help="seconds to wait for the sites to connect")
+    parser.add_argument("--stop-timeout", type=int, default=90, help="seconds to wait for `nvflare poc stop`")
+    parser.add_argument("--keep", action="store_true", help="keep the POC workspace (startup kits, logs) after the run")
+    return parser.parse_args(argv)
+
+
+def _terminate(signum, frame):  # SIGTERM/SIGHUP: unwind through the finally that stops the POC
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not (Path(args.job) / "meta.json").is_file():
+        print(f"poc/run.sh: {args.job} is not a job folder (no meta.json)", file=sys.stderr)
+        return 2
+    become_subreaper()
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
+    run = PocRun(args)
+    run.work.mkdir(parents=True, exist_ok=True)
+    try:
+        return run.run()
+    except SetupError as error:
+        print(f"poc/run.sh: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("poc/run.sh: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # finish cleaning up even if asked twice
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        run.stop()
+        run.log("done")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

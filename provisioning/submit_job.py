@@ -1,0 +1,107 @@
+"""Submit a vflflare job to a provisioned NVFlare system with an admin startup kit, wait for it,
+download the server's job workspace and print the results.
+
+    .venv/bin/python provisioning/submit_job.py --kit ~/kits/analyst@bank.example.com jobs/oneshot_vfl
+
+Before submitting, the job is staged: a copy with the vflflare package in app/custom, so sites need
+only NVFlare and vflflare's dependencies (torch, scikit-learn, ...), not vflflare itself. The
+submitter's role needs the submit_job and byoc rights (provisioning/project.yml grants both to
+`lead`).
+
+Exit status: 0 when the job completed and its results have no "error", 1 when it failed or timed
+out, 2 when it could not be submitted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RESULTS_FILE = "vflflare_results.json"
+COMPLETED = "FINISHED:COMPLETED"
+
+
+def kit_username(kit: str | Path) -> str:
+    """The user an admin startup kit belongs to (fed_admin.json, else the certificate's CN)."""
+    kit = Path(kit)
+    admin = json.loads((kit / "startup" / "fed_admin.json").read_text()).get("admin", {})
+    if admin.get("username"):
+        return admin["username"]
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    cert = x509.load_pem_x509_certificate((kit / "startup" / "client.crt").read_bytes())
+    return cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value
+
+
+def submit_and_collect(kit: str | Path, job: str | Path, out: str | Path, user: str | None = None,
+                       timeout: float = 1800, connect_timeout: float = 60, stage: bool = True,
+                       log=print) -> dict:
+    """Submit `job` with the admin kit, wait up to `timeout` s, download the server's job workspace
+    into `out`. Returns {"job_id", "status", "results_path" (or None), "results" (or None)}."""
+    from nvflare.fuel.flare_api.flare_api import new_secure_session
+    from nvflare.fuel.flare_api.api_spec import JobTimeout
+
+    kit, job, out = Path(kit).resolve(), Path(job).resolve(), Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    user = user or kit_username(kit)
+    with tempfile.TemporaryDirectory(prefix="vflflare_stage_") as tmp:
+        if stage:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "custom"))  # a checkout without install
+            from vflflare.staging import stage_job
+
+            job = stage_job(job, tmp)
+        session = new_secure_session(user, str(kit), timeout=connect_timeout)
+        try:
+            job_id = session.submit_job(str(job))
+            log(f"submitted {job.name} as {user}: job {job_id}")
+            try:
+                meta = session.wait_for_job(job_id, timeout=timeout, poll_interval=2.0)
+                status = str(meta.get("status"))
+            except JobTimeout:
+                status = f"TIMEOUT after {timeout:.0f} s"
+                session.abort_job(job_id)
+            log(f"job {job_id}: {status}")
+            location = session.download_job_result(job_id, str(out))
+        finally:
+            session.close()
+    results_path = Path(location) / "workspace" / RESULTS_FILE if location else None
+    results = json.loads(results_path.read_text()) if results_path and results_path.is_file() else None
+    return {"job_id": job_id, "status": status, "results_path": results_path if results else None, "results": results}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("job", help="job folder, e.g. jobs/oneshot_vfl")
+    parser.add_argument("--kit", required=True, help="the submitter's admin startup kit (folder holding startup/)")
+    parser.add_argument("--user", help="admin user name (default: the kit's)")
+    parser.add_argument("--out", default="vflflare_results", help="where downloaded job results go")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for the job")
+    parser.add_argument("--no-stage", action="store_true", help="submit the job folder as it is")
+    args = parser.parse_args(argv)
+    t0 = time.monotonic()
+    try:
+        outcome = submit_and_collect(args.kit, args.job, args.out, args.user, args.timeout, stage=not args.no_stage)
+    except Exception as error:  # connection, authorization or submission failure
+        print(f"submit_job: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
+    results = outcome["results"]
+    if results is None:
+        print(f"FAILED: job {outcome['job_id']} ({outcome['status']}) left no {RESULTS_FILE}", file=sys.stderr)
+        return 1
+    from vflflare.results import format_table
+
+    print(format_table(results))
+    print(f"job {outcome['job_id']}: {outcome['status']} in {time.monotonic() - t0:.0f} s")
+    print(f"results: {outcome['results_path']}")
+    if "error" in results:
+        print(f"FAILED: {results['error']}", file=sys.stderr)
+        return 1
+    return 0 if outcome["status"] == COMPLETED else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

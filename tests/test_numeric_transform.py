@@ -1,0 +1,105 @@
+"""Per-site numeric transform before standardisation: standard | signed_log | auto (data/preprocess.py),
+chosen by the site's schema.json or, when that does not say, by the job's VFLConfig."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from vflflare.algorithms.site_runtime import SiteRuntime
+from vflflare.config import VFLConfig
+from vflflare.data.errors import DataError
+from vflflare.data.loading import load_site_tables
+from vflflare.data.preprocess import Preprocessor, is_heavy_tailed, signed_log, tail_statistics
+from vflflare.data.schema import TableSchema, read_table_schema
+
+
+def test_signed_log_values():
+    x = np.array([-1e6, -np.e + 1, -1.0, 0.0, 0.5, np.e - 1, 1e6])
+    expected = [-np.log1p(1e6), -1.0, -np.log(2.0), 0.0, np.log(1.5), 1.0, np.log1p(1e6)]
+    np.testing.assert_allclose(signed_log(x), expected)
+    assert np.all(np.diff(signed_log(np.linspace(-50, 50, 101))) > 0)  # monotone: keeps every order
+
+
+def test_auto_rule_skewed_vs_normal_columns():
+    rng = np.random.default_rng(0)
+    normal = rng.normal(50_000.0, 10_000.0, 5_000)  # large values but symmetric: no log
+    lognormal = rng.lognormal(8.0, 1.5, 5_000)  # amounts: a long right tail
+    heavy_symmetric = rng.standard_t(3, 5_000)  # skew ~0 but fat tails (excess kurtosis >> 7)
+    binary = (rng.random(5_000) < 0.3).astype(float)
+    skew, kurt = tail_statistics(normal)
+    assert abs(skew) < 0.2 and abs(kurt) < 0.3
+    assert not is_heavy_tailed(normal) and not is_heavy_tailed(binary)
+    assert is_heavy_tailed(lognormal) and is_heavy_tailed(heavy_symmetric)
+    assert tail_statistics(np.full(10, 3.0)) == (0.0, 0.0) and not is_heavy_tailed(np.full(10, 3.0))
+
+
+def _write_site(tmp_path, write_csv, schema: dict | None = None):
+    rng = np.random.default_rng(1)
+    amount, normal = rng.lognormal(8.0, 1.5, 400), rng.normal(0.0, 1.0, 400)
+    folder = tmp_path / "site-1"
+    write_csv(folder / "train.csv", ["id", "amount", "normal"],
+              [[f"r{i}", amount[i], normal[i]] for i in range(400)])  # fmt: skip
+    write_csv(folder / "test.csv", ["id", "amount", "normal"], [["t0", 1e7, 5.0], ["t1", -3.0, 0.0]])
+    if schema is not None:
+        (folder / "schema.json").write_text(json.dumps(schema))
+    return amount, normal
+
+
+@pytest.mark.parametrize("transform, logged", [("standard", []), ("signed_log", ["amount", "normal"]),
+                                               ("auto", ["amount"])])  # fmt: skip
+def test_transforms_use_training_statistics_only(tmp_path, write_csv, transform, logged):
+    """Test rows are transformed with the training rows' choice of columns, mean and std: a test value
+    far outside the training range (1e7) or negative (-3) changes nothing that was fitted."""
+    amount, normal = _write_site(tmp_path, write_csv)
+    tables = load_site_tables("site-1", [], str(tmp_path), 0, numeric_transform=transform)
+    assert tables.numeric_transform == transform and tables.log_columns == logged
+    for column, (train_values, test_values) in enumerate([(amount, [1e7, -3.0]), (normal, [5.0, 0.0])]):
+        name = ["amount", "normal"][column]
+        f = signed_log if name in logged else (lambda v: np.asarray(v, dtype=np.float64))
+        fitted = f(train_values)
+        np.testing.assert_allclose(tables.train.numeric[:, column], (fitted - fitted.mean()) / fitted.std(),
+                                   rtol=1e-5, atol=1e-5)  # fmt: skip
+        np.testing.assert_allclose(tables.test.numeric[:, column], (f(test_values) - fitted.mean()) / fitted.std(),
+                                   rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+def test_schema_key_wins_over_the_job_setting(tmp_path, write_csv):
+    _write_site(tmp_path, write_csv, {"numeric_transform": "auto"})
+    assert load_site_tables("site-1", [], str(tmp_path), 0).log_columns == ["amount"]
+    assert load_site_tables("site-1", [], str(tmp_path), 0, numeric_transform="signed_log").log_columns == ["amount"]
+    (tmp_path / "site-1" / "schema.json").write_text(json.dumps({"numeric_transform": "standard"}))
+    assert load_site_tables("site-1", [], str(tmp_path), 0, numeric_transform="signed_log").log_columns == []
+
+
+def test_schema_key_round_trip_and_bad_values(tmp_path):
+    path = tmp_path / "schema.json"
+    assert TableSchema().to_dict() == {"id_column": "id", "categorical_columns": []}  # unset: not written
+    path.write_text(json.dumps(TableSchema(numeric_transform="signed_log").to_dict()))
+    assert read_table_schema("site 'a'", path).numeric_transform == "signed_log"
+    for bad in ("log", "", 1, ["auto"], None):
+        path.write_text(json.dumps({"numeric_transform": bad}))
+        if bad is None:  # null = not said, like an absent key
+            assert read_table_schema("site 'a'", path).numeric_transform is None
+            continue
+        with pytest.raises(DataError, match="'numeric_transform' must be one of"):
+            read_table_schema("site 'a'", path)
+    path.write_text(json.dumps({"numeric_transfrom": "auto"}))  # misspelt: an error, not the default
+    with pytest.raises(DataError, match="unknown keys"):
+        read_table_schema("site 'a'", path)
+
+
+def test_config_field_validated_and_honoured_by_the_site_setup():
+    with pytest.raises(ValueError, match="numeric_transform must be one of"):
+        VFLConfig(numeric_transform="log")
+    with pytest.raises(ValueError, match="numeric_transform"):
+        Preprocessor.fit(None, numeric_transform="log")  # type: ignore[arg-type]
+    runtime = SiteRuntime("site-1", None)  # the embedded breast cancer split: no schema.json to override
+    runtime.handle("setup", {"config": VFLConfig(numeric_transform="auto").to_dict(), "sites": ["site-1", "site-2"],
+                             "salt": "s"})  # fmt: skip
+    tables = runtime.party.tables
+    assert tables.numeric_transform == "auto" and 0 < len(tables.log_columns) < len(tables.feature_names)
+    default = SiteRuntime("site-1", None)
+    default.handle("setup", {"config": VFLConfig().to_dict(), "sites": ["site-1", "site-2"], "salt": "s"})
+    assert default.party.tables.numeric_transform == "standard" and default.party.tables.log_columns == []

@@ -1,0 +1,123 @@
+"""POC: a job runs end to end through poc/run.sh with real server, site and admin processes on
+localhost, and gives the simulator's numbers. Also site-local data configuration and job staging."""
+from __future__ import annotations
+
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from deployment_helpers import (
+    POC_RUN,
+    REPO,
+    env_with,
+    find_results,
+    free_port,
+    results_path_from,
+    run_bounded,
+    simulator_cmd,
+)
+from vflflare.data.errors import DataError
+from vflflare.flare.site_config import SITE_CONFIG_FILE, resolve_party_data_root, write_site_config
+from vflflare.staging import stage_job
+
+JOB = REPO / "jobs" / "oneshot_vfl"
+COUNTS = ("uploads", "downloads", "payload_bytes")
+
+
+def _fl_ctx(workspace: Path):
+    """The part of an FLContext site_config uses: engine.get_workspace().get_site_config_dir()."""
+    ws = SimpleNamespace(get_site_config_dir=lambda: str(workspace / "local"))
+    engine = SimpleNamespace(get_workspace=lambda: ws)
+    return SimpleNamespace(get_engine=lambda: engine, get_prop=lambda key, default=None: default)
+
+
+def test_site_data_root_precedence(tmp_path, monkeypatch):
+    ctx = _fl_ctx(tmp_path / "site-1")
+    monkeypatch.delenv("VFLFLARE_DATA_ROOT", raising=False)
+    assert resolve_party_data_root(None, ctx, "site-1") is None  # embedded default
+    monkeypatch.setenv("VFLFLARE_DATA_ROOT", "/env/root")
+    assert resolve_party_data_root(None, ctx, "site-1") == "/env/root"
+    write_site_config(tmp_path / "site-1", tmp_path / "own")
+    assert resolve_party_data_root(None, ctx, "site-1") == str((tmp_path / "own").resolve())
+    assert resolve_party_data_root("/job/arg", ctx, "site-1") == "/job/arg"
+    # relative to the file's folder
+    (tmp_path / "site-1" / "local" / SITE_CONFIG_FILE).write_text('{"data_root": "../data"}')
+    assert resolve_party_data_root(None, ctx, "site-1") == str((tmp_path / "site-1" / "data").resolve())
+    # a file without data_root leaves the choice to the environment
+    (tmp_path / "site-1" / "local" / SITE_CONFIG_FILE).write_text("{}")
+    assert resolve_party_data_root(None, ctx, "site-1") == "/env/root"
+
+
+def test_malformed_site_config_names_site_and_file(tmp_path):
+    config = tmp_path / "site-2" / "local" / SITE_CONFIG_FILE
+    config.parent.mkdir(parents=True)
+    config.write_text('{"data_root": 3}')
+    with pytest.raises(DataError, match=r"site 'site-2'.*vflflare\.json.*must be a path"):
+        resolve_party_data_root(None, _fl_ctx(tmp_path / "site-2"), "site-2")
+    config.write_text("{not json")
+    with pytest.raises(DataError, match=r"site 'site-2'.*vflflare\.json.*not a valid JSON"):
+        resolve_party_data_root(None, _fl_ctx(tmp_path / "site-2"), "site-2")
+
+
+def test_stage_job_is_self_contained_and_leaves_jobs_alone(tmp_path):
+    before = sorted(p.relative_to(JOB).as_posix() for p in JOB.rglob("*"))
+    staged = stage_job(JOB, tmp_path)
+    assert staged == tmp_path / JOB.name
+    assert sorted(p.relative_to(JOB).as_posix() for p in JOB.rglob("*")) == before
+    package = staged / "app" / "custom" / "vflflare"
+    assert (package / "__init__.py").is_file() and (package / "flare" / "executor.py").is_file()
+    assert not list(package.rglob("__pycache__"))
+    for name in ["meta.json", "app/config/config_fed_server.json", "app/config/config_fed_client.json"]:
+        assert (staged / name).read_text() == (JOB / name).read_text()
+    assert stage_job(JOB, tmp_path) == staged  # staging again replaces the copy
+
+
+def _site_counts(results: dict) -> dict:
+    return {site: {key: row[key] for key in COUNTS} for site, row in results["communication"]["per_site"].items()}
+
+
+@pytest.mark.simulator
+def test_poc_run_matches_simulator(tmp_path):
+    """poc/run.sh on a split (server, 2 sites, admin: real processes, each site reading its own
+    folder through local/vflflare.json) gives the simulator's metric and communication counts."""
+    data = tmp_path / "data"
+    split = run_bounded([sys.executable, "-m", "vflflare.cli", "split", "--dataset", "breast_cancer", "--sites", "2",
+                         "--overlap", "100", "--seed", "1", "--out", str(data)], 120, tmp_path / "none", tmp_path / "split.log")
+    assert split.returncode == 0, split.output
+
+    sim_ws, poc_ws = tmp_path / "sim", tmp_path / "poc_ws"
+    sim_env = env_with(VFLFLARE_DATA_ROOT=str(data))
+    poc_cmd = ["bash", str(POC_RUN), str(JOB), "--sites", "2", "--data-root", str(data), "--workspace", str(poc_ws),
+               "--port", str(free_port()), "--timeout", "240", "--start-timeout", "90", "--stop-timeout", "60"]
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the simulator runs while the POC waits on its processes
+        sim_future = pool.submit(run_bounded, simulator_cmd(JOB, sim_ws, 2), 300, sim_ws, tmp_path / "sim.log", sim_env)
+        poc = run_bounded(poc_cmd, 420, poc_ws / "poc", tmp_path / "poc.log", env_with(VFLFLARE_DATA_ROOT=None))
+        sim = sim_future.result()
+
+    print(f"POC {poc.wall_s:.0f} s, simulator {sim.wall_s:.0f} s (concurrently)")
+    assert poc.returncode == 0, poc.output[-6000:]
+    path = results_path_from(poc.output)
+    assert path is not None and path.is_file(), poc.output[-3000:]
+    assert path.parent.name == "server" and str(path).startswith(str(poc_ws / "results"))
+    poc_results = json.loads(path.read_text())
+    sim_results = find_results(sim_ws)
+    assert sim.returncode == 0 and sim_results is not None, sim.output[-4000:]
+    assert "error" not in poc_results and "error" not in sim_results
+
+    # each party read its own folder of the split, not the embedded default
+    job_dir = path.parents[1]
+    for site in ["site-1", "site-2"]:
+        log = (job_dir / site / "log.txt").read_text()
+        assert f"data root: {poc_ws / 'site_data' / site}" in log
+    assert poc_results["rows"] == sim_results["rows"]
+
+    metric = next(k for k in sim_results["metrics"] if k.startswith("test_"))
+    assert poc_results["metrics"][metric] == pytest.approx(sim_results["metrics"][metric], abs=1e-6)
+    assert _site_counts(poc_results) == _site_counts(sim_results)
+    assert {s: (c["uploads"], c["downloads"]) for s, c in _site_counts(poc_results).items()} == {
+        "site-1": (2, 1), "site-2": (2, 1)}
+    assert not (poc_ws / "poc").exists()  # stopped and cleaned

@@ -1,0 +1,125 @@
+"""Provisioned deployment on localhost: provision/project.yml is provisioned into a temporary folder,
+the server and the sites start from their own startup kits (mutual TLS, signed kits), each
+organisation's site reads its own data location, and the job submitter (role lead) submits a job
+that brings its own code with the admin API, waits for it and downloads the results."""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import pytest
+from nvflare.fuel.flare_api.api_spec import AuthorizationError
+
+from deployment_helpers import (
+    PROVISIONING,
+    REPO,
+    env_without_vflflare,
+    free_port,
+    localhost_project,
+    provision,
+    run_bounded,
+    running_kits,
+    wait_for_clients,
+)
+from submit_job import submit_and_collect
+from vflflare.algorithms.inprocess import run_inprocess
+from vflflare.config import VFLConfig
+from vflflare.flare.site_config import write_site_config
+
+JOB = REPO / "jobs" / "oneshot_vfl"
+
+
+def _participants(project: dict, kind: str) -> list[dict]:
+    return [p for p in project["participants"] if p["type"] == kind]
+
+
+def test_project_yml_is_a_realistic_multi_org_project():
+    import yaml
+
+    project = yaml.safe_load((PROVISIONING / "project.yml").read_text())
+    server, = _participants(project, "server")
+    sites = _participants(project, "client")
+    admins = _participants(project, "admin")
+    assert len(sites) >= 2 and len({s["org"] for s in sites}) == len(sites)
+    assert server["org"] not in {s["org"] for s in sites}
+    assert {a["role"] for a in admins} >= {"project_admin", "lead", "org_admin"}
+    builders = [b["path"] for b in project["builders"]]
+    assert builders.index("nvflare.lighter.impl.he.HEBuilder") < builders.index(
+        "nvflare.lighter.impl.signature.SignatureBuilder")
+    authz = next(b for b in project["builders"] if b["path"].endswith("AuthorizationPolicyBuilder"))
+    lead = authz["args"]["permissions"]["lead"]
+    assert lead["submit_job"] == "any" and lead["byoc"] == "any"
+
+
+@pytest.mark.simulator
+def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
+    fl_port = free_port()
+    admin_port = free_port()
+    while admin_port == fl_port:
+        admin_port = free_port()
+    project = localhost_project(PROVISIONING / "project.yml", tmp_path / "project.yml", fl_port, admin_port)
+    prov = tmp_path / "prov"
+    prod = provision(tmp_path / "project.yml", prov, tmp_path / "provision.log")
+
+    server, = _participants(project, "server")
+    sites = sorted(p["name"] for p in _participants(project, "client"))
+    submitter = next(p["name"] for p in _participants(project, "admin") if p["role"] == "lead")
+    server_kit, site_kits, admin_kit = prod / server["name"], [prod / s for s in sites], prod / submitter
+
+    # what each organisation receives: TLS on, HE contexts, a policy letting the lead run custom code
+    assert json.loads((server_kit / "startup" / "fed_server.json").read_text())["servers"][0][
+        "connection_security"] == "mtls"
+    assert (server_kit / "startup" / "server_context.tenseal").is_file()
+    for kit in [server_kit, *site_kits]:
+        policy = json.loads((kit / "local" / "authorization.json.default").read_text())["permissions"]
+        assert policy["lead"]["byoc"] == "any" and policy["lead"]["submit_job"] == "any"
+        assert policy["org_admin"]["byoc"] == "none"
+    for kit in site_kits:
+        assert (kit / "startup" / "client_context.tenseal").is_file()
+        assert not (kit / "startup" / "server_context.tenseal").exists()
+
+    # each organisation keeps its own table in its own place, named in its kit's local/vflflare.json
+    data = tmp_path / "split"
+    split = run_bounded([sys.executable, "-m", "vflflare.cli", "split", "--dataset", "breast_cancer",
+                         "--sites", ",".join(sites), "--overlap", "100", "--seed", "2", "--out", str(data)],
+                        120, tmp_path / "none", tmp_path / "split.log")
+    assert split.returncode == 0, split.output
+    for kit, party in [(server_kit, "server")] + list(zip(site_kits, sites)):
+        own_root = tmp_path / "orgs" / kit.name / "data"
+        shutil.copytree(data / party, own_root / party)
+        write_site_config(kit, own_root)
+
+    # services run as on machines without vflflare installed: the job brings it in app/custom
+    env = env_without_vflflare(tmp_path / "no_vflflare")
+    with running_kits([server_kit, *site_kits], prov, tmp_path, env=env) as procs:
+        wait_for_clients(admin_kit, submitter, sites, 180, procs).close()
+        # the policy is enforced: an org admin may not submit (nor bring code)
+        org_admin = next(p["name"] for p in _participants(project, "admin") if p["role"] == "org_admin")
+        with pytest.raises(AuthorizationError, match="not authorized for 'submit_job'"):
+            submit_and_collect(prod / org_admin, JOB, tmp_path / "refused", org_admin, timeout=60, connect_timeout=30)
+        outcome = submit_and_collect(admin_kit, JOB, tmp_path / "results", submitter, timeout=300,
+                                     connect_timeout=30, log=print)
+        job_id = outcome["job_id"]
+        site_logs = {s: (kit / job_id / "log.txt").read_text() for s, kit in zip(sites, site_kits)}
+
+    assert outcome["status"] == "FINISHED:COMPLETED", outcome
+    results = outcome["results"]
+    assert results is not None and "error" not in results, results
+    assert results["sites"] == sites and results["label_owner"] == "server"
+    for site, log in site_logs.items():
+        assert f"data root: {tmp_path / 'orgs' / site / 'data'}" in log
+        assert f"vflflare code: {site_kits[sites.index(site)] / job_id / f'app_{site}' / 'custom' / 'vflflare'}" in log
+
+    # the same numbers as the reference run of the same phases without NVFlare
+    workflows = json.loads((JOB / "app" / "config" / "config_fed_server.json").read_text())["workflows"]
+    config = next(w for w in workflows if w["path"].endswith("VFLController"))["args"]["config"]
+    reference = run_inprocess(VFLConfig.from_dict(config), sites, str(data))
+    metric = next(k for k in reference["metrics"] if k.startswith("test_"))
+    assert results["metrics"][metric] == pytest.approx(reference["metrics"][metric], abs=1e-6)
+    assert results["metrics"][metric] > 0.9
+    for site in sites:
+        got, want = results["communication"]["per_site"][site], reference["communication"]["per_site"][site]
+        assert (got["uploads"], got["downloads"], got["payload_bytes"]) == (want["uploads"], want["downloads"],
+                                                                            want["payload_bytes"])
+        assert (got["uploads"], got["downloads"]) == (2, 1)
