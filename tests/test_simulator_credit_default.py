@@ -31,3 +31,19 @@ def test_credit_default_vanilla(tmp_path, credit_root):
     assert "error" not in results, results.get("error")
     assert results["metrics"]["test_auc"] >= 0.70, results["metrics"]
     assert per_site(results, "downloads")["site-1"] == results["training"]["split_epochs"] * 25  # 800 rows / 32
+
+
+def test_credit_default_ssvfl_i_one_upload(tmp_path, credit_root):
+    results = run_job(tmp_path, "ssvfl_i", data_root=credit_root)
+    assert "error" not in results, results.get("error")
+    assert results["metrics"]["test_auc"] >= 0.70, results["metrics"]
+    assert per_site(results, "uploads") == {"site-1": 1, "site-2": 1}
+    assert per_site(results, "downloads") == {"site-1": 0, "site-2": 0}
+
+
+def test_credit_default_ssvfl_c(tmp_path, credit_root):
+    results = run_job(tmp_path, "ssvfl_c", data_root=credit_root, split_epochs=8, split_patience=4)
+    assert "error" not in results, results.get("error")
+    assert results["metrics"]["test_auc"] >= 0.70, results["metrics"]
+    epochs = results["training"]["split_epochs"]
+    assert per_site(results, "downloads")["site-1"] == epochs * 25  # one gradient per batch of 32 of 800 rows

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs.add_argument("--out", default="jobs")
     jobs.add_argument("--name", help="write one job with this name instead of the defaults")
     jobs.add_argument("--algorithm", default="oneshot",
-                      choices=["vanilla", "fedbcd", "oneshot", "fewshot", "secure_sum", "psi"],
+                      choices=["vanilla", "fedbcd", "oneshot", "fewshot", "ssvfl_i", "ssvfl_c", "secure_sum", "psi"],
                       help="psi: the PSI job alone (as jobs/psi)")
     jobs.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="VFLConfig field")
     jobs.add_argument("--min-sites", type=int, default=2)
@@ -135,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     sim.set_defaults(func=_cmd_simulate)
 
     inproc = sub.add_parser("inprocess", help="run the same phases without NVFlare (reference, benchmarks)")
-    inproc.add_argument("--algorithm", default="oneshot", choices=["vanilla", "fedbcd", "oneshot", "fewshot"])
+    inproc.add_argument("--algorithm", default="oneshot",
+                        choices=["vanilla", "fedbcd", "oneshot", "fewshot", "ssvfl_i", "ssvfl_c"])
     inproc.add_argument("--sites", type=int, default=2)
     inproc.add_argument("--sites-names", help="comma-separated site names (overrides --sites)")
     inproc.add_argument("--data-root", default=os.environ.get("VFLFLARE_DATA_ROOT"))

@@ -18,7 +18,7 @@ HE_WITH_SERVER_LABELS = ("secure_sum",)
 
 @dataclass
 class VFLConfig:
-    algorithm: str = "oneshot"  # vanilla | oneshot | fewshot
+    algorithm: str = "oneshot"  # vanilla | fedbcd | oneshot | fewshot | ssvfl_i | ssvfl_c
     seed: int = 0
     label_owner: str = "server"  # "server" or a site name
     # hash: salted ID digests intersected by the coordinator; psi: the intersection from NVFlare's DH-PSI
@@ -35,6 +35,11 @@ class VFLConfig:
     batch_size: int = 32
     lr: float = 0.01
     val_fraction: float = 0.2  # share of aligned labeled rows held out for model selection
+    # share of the remaining aligned labeled training rows the label party trains on: the first
+    # ceil(labeled_fraction * n) in canonical order (validation rows unchanged); the rest count as
+    # unlabeled rows at the sites (local SSL / contrastive pretraining still use their features).
+    # For labeled-fraction benchmarks (SS-VFL paper Fig. 3: 1 %, 5 %, 10 %, 25 %)
+    labeled_fraction: float = 1.0
     # server classifier (step 6 of Alg. 1)
     classifier_epochs: int = 100
     classifier_patience: int = 10
@@ -60,6 +65,18 @@ class VFLConfig:
     # global: one t for every class (the paper); prior_relative: t_c scaled to each class's base rate,
     # see representation_estimation.class_thresholds (our option, for imbalanced tables)
     fewshot_threshold_mode: str = "global"
+    # SS-VFL (Castiglia, Wang, Patterson, "Self-Supervised Vertical Federated Learning"): local contrastive
+    # pretraining (LocalCL, Alg. 4) of each f_k, SCARF-style corruption views, NT-Xent loss (Eq. 2).
+    # The paper runs LocalCL for 200 epochs on images and gives no temperature, batch size or
+    # projection head; T_un here is pretrain_epochs passes over the site's training rows (our choice,
+    # small so the embedded default runs in seconds; raise it for real tables)
+    pretrain_epochs: int = 20
+    pretrain_batch_size: int = 128  # SCARF's batch size; in-batch negatives need more than B = 32
+    pretrain_lr: float = 0.001  # Adam, SCARF's learning rate (our choice; the paper gives eta only symbolically)
+    # tau of sim(z1, z2) = exp(z1.z2 / tau) in Eq. 1-2; the paper gives no value (our choice)
+    cl_temperature: float = 0.5
+    scarf_rate: float = 0.6  # SCARF corruption rate (Bahri et al. 2022)
+    projection_dim: int = 32  # output width of the projection head g(.) used only during pretraining
     # transport
     fp16: bool = False
     num_threads: int = 1
@@ -70,6 +87,12 @@ class VFLConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not 0.0 < self.labeled_fraction <= 1.0:
+            raise ValueError(f"labeled_fraction must be in (0, 1], got {self.labeled_fraction}")
+        if not 0.0 <= self.scarf_rate <= 1.0:
+            raise ValueError(f"scarf_rate must be in [0, 1], got {self.scarf_rate}")
+        if self.cl_temperature <= 0:
+            raise ValueError(f"cl_temperature must be > 0, got {self.cl_temperature}")
         if self.numeric_transform not in NUMERIC_TRANSFORMS:
             raise ValueError(
                 f"numeric_transform must be one of {list(NUMERIC_TRANSFORMS)}, got {self.numeric_transform!r}"

@@ -12,7 +12,9 @@ from vflflare.flare import he_filters
 from vflflare.flare.tracking import TRACKING_EVENTS
 
 # Tasks a site executes (aux-only steps such as 'split' never arrive as tasks).
-SITE_TASKS = ["setup", "align", "psi_labels", "represent", "oneshot_update", "fewshot_update"] + [
+SITE_TASKS = [
+    "setup", "align", "psi_labels", "represent", "oneshot_update", "fewshot_update", "contrastive_pretrain"
+] + [
     LABEL_PREFIX + m for m, channel in LABEL_METHODS.items() if channel == "exchange"
 ]
 
@@ -31,6 +33,8 @@ DEFAULT_JOBS: dict[str, dict[str, Any]] = {
     "vanilla_vfl": {"algorithm": "vanilla"},
     "oneshot_vfl": {"algorithm": "oneshot"},
     "fewshot_vfl": {"algorithm": "fewshot"},
+    "ssvfl_i": {"algorithm": "ssvfl_i"},
+    "ssvfl_c": {"algorithm": "ssvfl_c"},
 }
 # jobs/psi: NVFlare's DH-PSI over the sites' IDs, output for later jobs with alignment "psi"
 PSI_JOB = "psi"

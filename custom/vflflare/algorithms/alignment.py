@@ -56,6 +56,7 @@ def align(
     val_fraction: float,
     seed: int,
     label_party: str,
+    labeled_fraction: float = 1.0,
 ) -> dict[str, PartyRows]:
     """Intersect every party's digests (the label party's train digests are its labeled rows).
 
@@ -73,7 +74,8 @@ def align(
     rng = np.random.default_rng(seed)
     order = sorted(common_train)
     rng.shuffle(order)
-    train, val = holdout(order, val_fraction, num_classes, label_party, f"train rows per party: {sizes}")
+    train, val = holdout(order, val_fraction, num_classes, label_party, f"train rows per party: {sizes}",
+                         labeled_fraction)
     test = sorted(common_test)
     return {
         p: PartyRows(
@@ -85,15 +87,22 @@ def align(
     }
 
 
-def holdout(order: list, val_fraction: float, num_classes: int, label_party: str, context: str) -> tuple[list, list]:
+def holdout(
+    order: list, val_fraction: float, num_classes: int, label_party: str, context: str, labeled_fraction: float = 1.0
+) -> tuple[list, list]:
     """(train, val): the first ceil(val_fraction * n) rows of the canonical order are the validation
-    split. Fails when fewer training rows than classes remain."""
+    split; of the rest, the first ceil(labeled_fraction * n_rest) are the labeled training rows (the
+    others are left to the sites as unlabeled rows). Fails when fewer training rows than classes remain."""
     n_val = int(np.ceil(val_fraction * len(order))) if val_fraction > 0 else 0
     val, train = order[:n_val], order[n_val:]
+    n_kept = len(train)
+    if labeled_fraction < 1.0:
+        train = train[: int(np.ceil(labeled_fraction * len(train)))]
     if len(train) < num_classes:
+        kept = f", labeled_fraction {labeled_fraction} keeps {len(train)} of {n_kept}" if labeled_fraction < 1.0 else ""
         raise AlignmentError(
             f"only {len(train)} aligned labeled rows for training ({len(order)} shared, {n_val} held out for "
-            f"validation) but the task has {num_classes} classes; party '{label_party}' needs at least one "
+            f"validation{kept}) but the task has {num_classes} classes; party '{label_party}' needs at least one "
             f"labeled row per class ({context})"
         )
     return train, val
@@ -245,13 +254,14 @@ class PSIView:
         return mask("train", self.train, train_keys), mask("test", self.test, test_keys)
 
 
-def psi_split(view: PSIView, val_fraction: float, num_classes: int, label_party: str, context: str):
+def psi_split(view: PSIView, val_fraction: float, num_classes: int, label_party: str, context: str,
+              labeled_fraction: float = 1.0):
     """(train, val, test) ID lists of the labeled aligned rows, each in canonical order."""
     if not view.train:
         raise AlignmentError(f"the parties share no labeled training rows ({context})")
     if not view.test:
         raise AlignmentError(f"the parties share no test rows; every party's test file must hold the same IDs ({context})")
-    train, val = holdout(view.train, val_fraction, num_classes, label_party, context)
+    train, val = holdout(view.train, val_fraction, num_classes, label_party, context, labeled_fraction)
     return train, val, view.test
 
 

@@ -1,7 +1,7 @@
 """Site-side party: owns its rows, its bottom model f_k and everything computed from raw features.
 
 Only representations (and nothing derived from the temporary labels) leave this object.
-The flows in vanilla.py/oneshot.py/fewshot.py call it.
+The flows in vanilla.py/oneshot.py/fewshot.py/ssvfl.py call it.
 """
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ import torch
 from vflflare.algorithms.kmeans import kmeans_on_gradients
 from vflflare.config import VFLConfig
 from vflflare.data.types import SiteTables
-from vflflare.models.tabular import MLPHead, TabularEncoder, seeded_init
+from vflflare.models.tabular import MLPHead, ProjectionHead, TabularEncoder, seeded_init
 from vflflare.seeding import derive_seed
-from vflflare.ssl.augment import TabularBatch, WeakStrongViews, fixmatch_tab_views
+from vflflare.ssl.augment import ScarfCorruption, TabularBatch, TwoViews, WeakStrongViews, fixmatch_tab_views
 from vflflare.ssl.fixmatch import FixMatchLoss
+from vflflare.ssl.losses import NTXentLoss
 from vflflare.tracking import LogTracker, Tracker
 
 PARTS = ("aligned", "val", "test", "unaligned")
@@ -214,6 +215,56 @@ class FeatureParty:
             f"last loss {epoch_loss:.4f}"
         )
         return {"labeled": n_l, "unlabeled": n_u, "ssl_loss": epoch_loss, "pseudo_label_rate": mask_rate}
+
+    # ------------------------------------------------------------------ contrastive pretraining (SS-VFL)
+    def contrastive_pretrain(self) -> dict[str, Any]:
+        """LocalCL of the SS-VFL paper (Alg. 4, Eq. 2): train f_k with a projection head g and the
+        in-batch NT-Xent loss on two SCARF-corrupted views of each row, without labels or communication.
+
+        Rows: every local training row (aligned or not, labeled or not) except the validation rows;
+        test rows never. The corruption's replacement values are drawn from the same rows. The paper
+        leaves the view generator, head and schedule open (it works on images); our choices: SCARF
+        (rate cfg.scarf_rate, two independently corrupted views), g = ProjectionHead(rep_dim ->
+        projection_dim), Adam at cfg.pretrain_lr, cfg.pretrain_epochs passes of batches of
+        cfg.pretrain_batch_size (T_un = epochs x batches per epoch). g is discarded afterwards.
+        Returns small stats for the log."""
+        cfg = self.cfg
+        rows = torch.cat([self._rows_of("aligned"), self._rows_of("unaligned")])
+        n = len(rows)
+        if n < 2:
+            raise ValueError(f"{self.site}: contrastive pretraining needs at least 2 training rows, got {n}")
+        local = self._train.take(rows)
+        generator = torch.Generator().manual_seed(derive_seed(self.seed, "contrastive"))
+        views = TwoViews(ScarfCorruption(local, rate=cfg.scarf_rate, generator=generator))
+        loss_fn = NTXentLoss(temperature=cfg.cl_temperature)
+        with seeded_init(derive_seed(self.seed, "projection_head")):
+            projection = ProjectionHead(cfg.rep_dim, cfg.projection_dim)
+        optimizer = torch.optim.Adam([*self.encoder.parameters(), *projection.parameters()], lr=cfg.pretrain_lr)
+        batch = min(cfg.pretrain_batch_size, n)
+        # full batches only: a trailing batch of 1 row has no negatives
+        steps_per_epoch = n // batch
+        self.encoder.train()
+        epoch_loss, steps = float("nan"), 0
+        for epoch in range(cfg.pretrain_epochs):
+            order = torch.randperm(n, generator=generator)
+            total = 0.0
+            for step in range(steps_per_epoch):
+                view1, view2 = views(local.take(order[step * batch : (step + 1) * batch]))
+                z1 = projection(self._encode(view1))
+                z2 = projection(self._encode(view2))
+                loss = loss_fn(z1, z2)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                total += loss.item()
+                steps += 1
+            epoch_loss = total / steps_per_epoch
+            self.tracker.scalar("pretrain/contrastive_loss", epoch_loss, epoch)
+        self.tracker.info(
+            f"{self.site}: contrastive pretraining done, {cfg.pretrain_epochs} epochs ({steps} steps of {batch}) "
+            f"on {n} local training rows, last loss {epoch_loss:.4f}"
+        )
+        return {"rows": n, "epochs": cfg.pretrain_epochs, "steps": steps, "contrastive_loss": epoch_loss}
 
     # ------------------------------------------------------------------ split-NN
     def split_forward(self, part: str, rows: np.ndarray) -> np.ndarray:

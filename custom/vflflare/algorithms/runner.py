@@ -6,6 +6,7 @@ from typing import Callable
 from vflflare.algorithms.fewshot import FewShotVFL
 from vflflare.algorithms.oneshot import OneShotVFL
 from vflflare.algorithms.setup_phase import setup_parties
+from vflflare.algorithms.ssvfl import SSVFLC, SSVFLI
 from vflflare.algorithms.transport import Transport
 from vflflare.algorithms.vanilla import VanillaVFL
 from vflflare.config import VFLConfig
@@ -13,7 +14,14 @@ from vflflare.data.types import LabelTables
 from vflflare.tracking import Tracker
 
 # FedBCD is vanilla VFL with cfg.local_steps = Q > 1
-ALGORITHMS = {"vanilla": VanillaVFL, "fedbcd": VanillaVFL, "oneshot": OneShotVFL, "fewshot": FewShotVFL}
+ALGORITHMS = {
+    "vanilla": VanillaVFL,
+    "fedbcd": VanillaVFL,
+    "oneshot": OneShotVFL,
+    "fewshot": FewShotVFL,
+    "ssvfl_i": SSVFLI,  # self-supervised VFL (Castiglia et al.), Alg. 1
+    "ssvfl_c": SSVFLC,  # Alg. 2
+}
 
 
 def run_algorithm(

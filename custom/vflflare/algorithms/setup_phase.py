@@ -76,6 +76,7 @@ def setup_parties(
             val_fraction=cfg.val_fraction,
             seed=cfg.seed,
             label_party=cfg.label_owner,
+            labeled_fraction=cfg.labeled_fraction,
         )
         payloads = {s: {"train": rows[s].train, "val": rows[s].val, "test": rows[s].test} for s in net.sites}
         label_rows = rows[label_key]
@@ -116,7 +117,8 @@ def _setup_with_psi(
                 keep["test_keys"] = [order_key(cfg.seed, "test", i) for i in test_ids]
             _check_nonempty(train_ids, test_ids, context)
             train, val = holdout(canonical_order(train_ids, cfg.seed, "train"), cfg.val_fraction, num_classes,
-                                 cfg.label_owner, _labeled(context, len(train_ids), len(test_ids)))
+                                 cfg.label_owner, _labeled(context, len(train_ids), len(test_ids)),
+                                 cfg.labeled_fraction)
             test = canonical_order(test_ids, cfg.seed, "test")
             label.align(positions_in(tables.train_ids, train, "label party 'server'", "train labels"),
                         positions_in(tables.train_ids, val, "label party 'server'", "train labels"),
@@ -130,7 +132,7 @@ def _setup_with_psi(
             n_labeled, n_labeled_test = int(train_mask.sum()), int(test_mask.sum())
             _check_nonempty(range(n_labeled), range(n_labeled_test), context)
             train, val = holdout(list(range(n_labeled)), cfg.val_fraction, num_classes, cfg.label_owner,
-                                 _labeled(context, n_labeled, n_labeled_test))
+                                 _labeled(context, n_labeled, n_labeled_test), cfg.labeled_fraction)
             keep["train_mask"] = None if n_labeled == n_train else train_mask
             keep["test_mask"] = None if n_labeled_test == n_test else test_mask
             counts = {"aligned_train": len(train), "val": len(val), "test": n_labeled_test}

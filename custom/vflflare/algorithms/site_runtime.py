@@ -56,6 +56,7 @@ class SiteRuntime:
             "represent": self._represent,
             "oneshot_update": self._oneshot_update,
             "fewshot_update": self._fewshot_update,
+            "contrastive_pretrain": self._contrastive_pretrain,
             "split": self._split,
             "commit": lambda p: self._call(self.party.commit_candidate),
             "restore": lambda p: self._call(self.party.restore_best),
@@ -138,7 +139,7 @@ class SiteRuntime:
             train_mask, test_mask = self._psi.masks_from_keys(cfg.seed, keep.get("train_keys"), keep.get("test_keys"))
         view = self._psi.labeled(train_mask, test_mask)
         # the label party checked the class count already; only the split is repeated here
-        train, val = holdout(view.train, cfg.val_fraction, 0, cfg.label_owner, "")
+        train, val = holdout(view.train, cfg.val_fraction, 0, cfg.label_owner, "", cfg.labeled_fraction)
         tables = self.party.tables
         self.party.align(positions_in(tables.train_ids, train, owner, "train"),
                          positions_in(tables.train_ids, val, owner, "train"),
@@ -171,6 +172,13 @@ class SiteRuntime:
     def _fewshot_update(self, payload: Payload) -> Payload:
         self.party.fewshot_update(payload["probs"])
         return self.party.represent(list(payload["represent"]))
+
+    def _contrastive_pretrain(self, payload: Payload) -> Payload:
+        """SS-VFL: local contrastive pretraining (no communication while it runs), then the
+        representations of the requested parts, if any, and the pretraining stats (numbers: control,
+        not payload)."""
+        stats = self.party.contrastive_pretrain()
+        return {**self.party.represent(list(payload.get("represent", []))), "pretrain": stats}
 
     def _split(self, payload: Payload) -> Payload:
         """One pipelined split-NN step: apply the previous batch's gradient, then forward the next batch."""

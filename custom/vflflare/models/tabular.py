@@ -68,3 +68,19 @@ class MLPHead(nn.Module):
 
     def forward(self, reps: torch.Tensor) -> torch.Tensor:
         return self.net(reps)
+
+
+class ProjectionHead(nn.Module):
+    """g(.) of contrastive pretraining (SimCLR/SCARF): a one-hidden-layer MLP from the representation
+    to the space where the NT-Xent loss is taken. Used only during a site's local pretraining and then
+    discarded; what leaves the site is f_k's output, never g's."""
+
+    def __init__(self, in_dim: int, out_dim: int, hidden: int | None = None) -> None:
+        super().__init__()
+        if out_dim < 1:
+            raise ValueError(f"projection out_dim must be >= 1, got {out_dim}")
+        hidden = hidden or in_dim
+        self.net = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, out_dim))
+
+    def forward(self, reps: torch.Tensor) -> torch.Tensor:
+        return self.net(reps)

@@ -95,3 +95,101 @@ def fixmatch_tab_views(
     """FixMatch-tab's augmentation pair with statistics taken from the site's local rows `block`."""
     weak = MaskToLocalMean.from_block(block, mask_rate, generator)
     return WeakStrongViews(weak, AddGaussianNoise(noise_std, generator))
+
+
+# --- Views for contrastive / non-contrastive SSL (SS-VFL's LocalCL, FedHSSL) --------------------------------
+
+
+def _check_rate(rate: float) -> None:
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"corruption rate must be in [0, 1], got {rate}")
+
+
+def _check_reference(reference: TabularBatch) -> None:
+    if len(reference.numeric) < 1 or len(reference.numeric) != len(reference.categorical):
+        raise ValueError("the reference batch needs at least one row, with as many numeric as categorical rows")
+
+
+class ScarfCorruption:
+    """SCARF (Bahri et al., ICLR 2022): each entry is corrupted with probability `rate` and replaced by a draw
+    from its column's empirical marginal, i.e. the same column of a uniformly random row of `reference`
+    (one row drawn per entry), numeric and categorical alike. `reference` is the site's local rows."""
+
+    def __init__(self, reference: TabularBatch, rate: float = 0.6, generator: torch.Generator | None = None) -> None:
+        _check_rate(rate)
+        _check_reference(reference)
+        self.reference = reference
+        self.rate = rate
+        self.generator = generator
+
+    @classmethod
+    def from_block(
+        cls, block: FeatureBlock, rate: float = 0.6, generator: torch.Generator | None = None
+    ) -> "ScarfCorruption":
+        return cls(TabularBatch.from_block(block), rate, generator)
+
+    def _corrupt(self, values: torch.Tensor, marginal: torch.Tensor) -> torch.Tensor:
+        mask = torch.rand(values.shape, generator=self.generator) < self.rate
+        rows = torch.randint(len(marginal), values.shape, generator=self.generator)
+        return torch.where(mask, marginal.gather(0, rows), values)
+
+    def __call__(self, batch: TabularBatch) -> TabularBatch:
+        return TabularBatch(
+            self._corrupt(batch.numeric, self.reference.numeric),
+            self._corrupt(batch.categorical, self.reference.categorical),
+        )
+
+
+class RandomFeatureReplacement:
+    """FedHSSL's tabular augmentation (after Zou et al.): each entry is replaced with probability `rate`
+    (FedHSSL: 30 %) by a random value: numeric entries by a uniform draw within the column's local
+    [min, max], categorical ones by a uniform draw over the indices observed locally in that column.
+    Statistics come from `reference`, the site's local rows."""
+
+    def __init__(self, reference: TabularBatch, rate: float = 0.3, generator: torch.Generator | None = None) -> None:
+        _check_rate(rate)
+        _check_reference(reference)
+        self.rate = rate
+        self.generator = generator
+        numeric = reference.numeric.float()
+        self.low = numeric.min(dim=0).values if numeric.shape[1] else torch.zeros(0)
+        self.high = numeric.max(dim=0).values if numeric.shape[1] else torch.zeros(0)
+        observed = [torch.unique(col) for col in reference.categorical.T]
+        self.counts = torch.tensor([len(u) for u in observed], dtype=torch.int64)
+        width = max((len(u) for u in observed), default=0)
+        self.observed = torch.zeros(len(observed), width, dtype=torch.int64)  # row j: column j's indices, padded
+        for j, u in enumerate(observed):
+            self.observed[j, : len(u)] = u
+
+    @classmethod
+    def from_block(
+        cls, block: FeatureBlock, rate: float = 0.3, generator: torch.Generator | None = None
+    ) -> "RandomFeatureReplacement":
+        return cls(TabularBatch.from_block(block), rate, generator)
+
+    def _mask(self, like: torch.Tensor) -> torch.Tensor:
+        return torch.rand(like.shape, generator=self.generator) < self.rate
+
+    def __call__(self, batch: TabularBatch) -> TabularBatch:
+        num_mask = self._mask(batch.numeric)
+        uniform = torch.rand(batch.numeric.shape, generator=self.generator)
+        numeric = torch.where(num_mask, self.low + (self.high - self.low) * uniform, batch.numeric)
+        cat_mask = self._mask(batch.categorical)
+        slot = (torch.rand(batch.categorical.shape, generator=self.generator) * self.counts).long()
+        slot = torch.minimum(slot, self.counts - 1)  # guards the float edge u * c == c
+        drawn = self.observed.T.gather(0, slot) if len(batch.categorical) else slot
+        categorical = torch.where(cat_mask, drawn, batch.categorical)
+        return TabularBatch(numeric, categorical)
+
+
+class TwoViews:
+    """The generic view interface: batch -> (transform_a(batch), transform_b(batch)); transform_b defaults
+    to transform_a (two independent draws of one stochastic augmentation, as SimCLR/SCARF do). Works for
+    any batch type, not only TabularBatch."""
+
+    def __init__(self, transform_a: Callable, transform_b: Callable | None = None) -> None:
+        self.transform_a = transform_a
+        self.transform_b = transform_a if transform_b is None else transform_b
+
+    def __call__(self, batch):  # noqa: ANN001, ANN204 - generic over batch types
+        return self.transform_a(batch), self.transform_b(batch)

@@ -1,0 +1,59 @@
+"""SS-VFL-I and SS-VFL-C run by the NVFlare simulator on the embedded default (breast cancer): metric
+floors and exact communication counts (SS-VFL-I: one upload per site, nothing down; SS-VFL-C:
+supervised VFL's per-batch counts after a pretraining phase without communication)."""
+import math
+
+import pytest
+
+from simulator_helpers import per_site, run_job
+from vflflare.algorithms.inprocess import run_inprocess
+from vflflare.config import VFLConfig
+
+pytestmark = pytest.mark.simulator
+REP_DIM, FLOAT32 = 32, 4
+
+
+def _assert_ok(results, floor):
+    assert "error" not in results, results.get("error")
+    assert results["metrics"]["test_auc"] >= floor, results["metrics"]
+    assert results["metrics"]["val_auc"] >= floor, results["metrics"]
+
+
+def _assert_no_pretraining_traffic(results):
+    phase = results["communication"]["per_phase"]["local_pretraining"]
+    assert phase["uploads"] == phase["downloads"] == phase["payload_bytes"] == 0
+
+
+def test_ssvfl_i_one_upload_per_site(tmp_path):
+    results = run_job(tmp_path, "ssvfl_i", timeout=120)
+    _assert_ok(results, 0.90)
+    assert per_site(results, "uploads") == {"site-1": 1, "site-2": 1}
+    assert per_site(results, "downloads") == {"site-1": 0, "site-2": 0}
+    rows = results["rows"]
+    final = (rows["aligned_train"] + rows["val"] + rows["test"]) * REP_DIM * FLOAT32
+    assert per_site(results, "payload_bytes") == {"site-1": final, "site-2": final}
+    _assert_no_pretraining_traffic(results)
+    # NVFlare moves the numbers, it does not change them
+    reference = run_inprocess(VFLConfig(algorithm="ssvfl_i"), ["site-1", "site-2"], None)
+    assert reference["metrics"] == results["metrics"]
+    assert reference["communication"]["per_site"] == results["communication"]["per_site"]
+
+
+def test_ssvfl_c_split_nn_counts(tmp_path):
+    results = run_job(tmp_path, "ssvfl_c", timeout=120, split_epochs=8, split_patience=4)
+    _assert_ok(results, 0.90)
+    _assert_no_pretraining_traffic(results)
+    epochs = results["training"]["split_epochs"]
+    assert 1 <= epochs <= 8
+    batches = math.ceil(results["rows"]["aligned_train"] / 32)
+    phase = results["communication"]["per_phase"]["split_training"]
+    assert phase["downloads"] == 2 * epochs * batches
+    assert phase["uploads"] == 2 * (epochs * batches + epochs)
+    assert per_site(results, "uploads") == dict.fromkeys(["site-1", "site-2"], epochs * batches + epochs + 1)
+
+
+def test_ssvfl_i_four_sites(tmp_path):
+    results = run_job(tmp_path, "ssvfl_i", n_sites=4, timeout=120)
+    _assert_ok(results, 0.85)
+    assert per_site(results, "uploads") == dict.fromkeys(["site-1", "site-2", "site-3", "site-4"], 1)
+    assert set(per_site(results, "downloads").values()) == {0}
