@@ -21,3 +21,12 @@ def run_job(tmp_path: Path, algorithm: str, n_sites: int = 2, data_root: Path | 
 
 def per_site(results: dict, key: str) -> dict[str, int]:
     return {site: row[key] for site, row in results["communication"]["per_site"].items()}
+
+
+REP_DIM, FLOAT32 = 32, 4  # representation width of the default bottom model, bytes per float32
+
+
+def assert_ok(results: dict, floor: float) -> None:
+    assert "error" not in results, results.get("error")
+    assert results["metrics"]["test_auc"] >= floor, results["metrics"]
+    assert results["metrics"]["val_auc"] >= floor, results["metrics"]

@@ -6,23 +6,16 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from simulator_helpers import per_site, run_job
+from simulator_helpers import FLOAT32, REP_DIM, assert_ok, per_site, run_job
 from vflflare.algorithms.inprocess import run_inprocess
 from vflflare.config import VFLConfig
 
 pytestmark = pytest.mark.simulator
-REP_DIM, FLOAT32 = 32, 4
-
-
-def _assert_ok(results, floor):
-    assert "error" not in results, results.get("error")
-    assert results["metrics"]["test_auc"] >= floor, results["metrics"]
-    assert results["metrics"]["val_auc"] >= floor, results["metrics"]
 
 
 def test_oneshot_server_label_owner_three_communications_per_site(tmp_path):
     results = run_job(tmp_path, "oneshot")
-    _assert_ok(results, 0.90)
+    assert_ok(results, 0.90)
     assert per_site(results, "uploads") == {"site-1": 2, "site-2": 2}
     assert per_site(results, "downloads") == {"site-1": 1, "site-2": 1}
     rows = results["rows"]
@@ -49,7 +42,7 @@ def test_oneshot_server_label_owner_three_communications_per_site(tmp_path):
 
 def test_oneshot_site_label_owner_server_only_relays(tmp_path):
     results = run_job(tmp_path, "oneshot", label_owner="site-1")
-    _assert_ok(results, 0.90)
+    assert_ok(results, 0.90)
     assert results["label_owner"] == "site-1"
     # site-2: the paper's 2 up + 1 down. site-1 also hosts the label party, so the coordinator relays
     # all representations to it and gradients back (+1 up, +2 down: reps for gradients, reps for classifier).
@@ -59,14 +52,14 @@ def test_oneshot_site_label_owner_server_only_relays(tmp_path):
 
 def test_fewshot_five_communications_per_site(tmp_path):
     results = run_job(tmp_path, "fewshot")
-    _assert_ok(results, 0.90)
+    assert_ok(results, 0.90)
     assert per_site(results, "uploads") == {"site-1": 3, "site-2": 3}
     assert per_site(results, "downloads") == {"site-1": 2, "site-2": 2}
 
 
 def test_fewshot_finetune_with_site_label_owner(tmp_path):
     results = run_job(tmp_path, "fewshot", label_owner="site-2", finetune_epochs=5, split_patience=5)
-    _assert_ok(results, 0.90)
+    assert_ok(results, 0.90)
     assert "pre_finetune_test_auc" in results["metrics"]
     assert 1 <= results["training"]["split_epochs"] <= 5
 
@@ -74,7 +67,7 @@ def test_fewshot_finetune_with_site_label_owner(tmp_path):
 @pytest.mark.parametrize("algorithm,local_steps", [("vanilla", 1), ("fedbcd", 5)])
 def test_split_nn_counts_one_upload_and_download_per_batch(tmp_path, algorithm, local_steps):
     results = run_job(tmp_path, algorithm, local_steps=local_steps, split_epochs=30, split_patience=5)
-    _assert_ok(results, 0.90)
+    assert_ok(results, 0.90)
     epochs = results["training"]["split_epochs"]
     batches = math.ceil(results["rows"]["aligned_train"] / 32)
     phase = results["communication"]["per_phase"]["split_training"]
@@ -86,6 +79,6 @@ def test_split_nn_counts_one_upload_and_download_per_batch(tmp_path, algorithm, 
 
 def test_four_sites(tmp_path):
     results = run_job(tmp_path, "oneshot", n_sites=4)
-    _assert_ok(results, 0.85)
+    assert_ok(results, 0.85)
     assert set(per_site(results, "uploads")) == {"site-1", "site-2", "site-3", "site-4"}
     assert set(per_site(results, "uploads").values()) == {2}

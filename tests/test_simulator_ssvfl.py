@@ -5,18 +5,11 @@ import math
 
 import pytest
 
-from simulator_helpers import per_site, run_job
+from simulator_helpers import FLOAT32, REP_DIM, assert_ok, per_site, run_job
 from vflflare.algorithms.inprocess import run_inprocess
 from vflflare.config import VFLConfig
 
 pytestmark = pytest.mark.simulator
-REP_DIM, FLOAT32 = 32, 4
-
-
-def _assert_ok(results, floor):
-    assert "error" not in results, results.get("error")
-    assert results["metrics"]["test_auc"] >= floor, results["metrics"]
-    assert results["metrics"]["val_auc"] >= floor, results["metrics"]
 
 
 def _assert_no_pretraining_traffic(results):
@@ -26,7 +19,7 @@ def _assert_no_pretraining_traffic(results):
 
 def test_ssvfl_i_one_upload_per_site(tmp_path):
     results = run_job(tmp_path, "ssvfl_i", timeout=120)
-    _assert_ok(results, 0.90)
+    assert_ok(results, 0.90)
     assert per_site(results, "uploads") == {"site-1": 1, "site-2": 1}
     assert per_site(results, "downloads") == {"site-1": 0, "site-2": 0}
     rows = results["rows"]
@@ -41,7 +34,7 @@ def test_ssvfl_i_one_upload_per_site(tmp_path):
 
 def test_ssvfl_c_split_nn_counts(tmp_path):
     results = run_job(tmp_path, "ssvfl_c", timeout=120, split_epochs=8, split_patience=4)
-    _assert_ok(results, 0.90)
+    assert_ok(results, 0.90)
     _assert_no_pretraining_traffic(results)
     epochs = results["training"]["split_epochs"]
     assert 1 <= epochs <= 8
@@ -54,6 +47,6 @@ def test_ssvfl_c_split_nn_counts(tmp_path):
 
 def test_ssvfl_i_four_sites(tmp_path):
     results = run_job(tmp_path, "ssvfl_i", n_sites=4, timeout=120)
-    _assert_ok(results, 0.85)
+    assert_ok(results, 0.85)
     assert per_site(results, "uploads") == dict.fromkeys(["site-1", "site-2", "site-3", "site-4"], 1)
     assert set(per_site(results, "downloads").values()) == {0}

@@ -16,7 +16,7 @@ from vflflare import wire
 from vflflare.algorithms.ledger import CommLedger
 from vflflare.algorithms.payload import Payload, decode, encode, tensor_kinds
 from vflflare.algorithms.transport import TransportError
-from vflflare.flare.messages import AUX_TOPIC, error_of, from_shareable, payload_bytes_of, to_shareable
+from vflflare.flare.messages import AUX_TOPIC, error_of, payload_bytes_of, to_shareable
 from vflflare.privacy.ckks import key_ids
 
 
