@@ -99,6 +99,12 @@ def _oneshot(records: list[dict], mode: str, scenario: str) -> list[dict]:
             and r.get("scenario", SHORT) == scenario]  # fmt: skip
 
 
+def _phase_medians(rows: list[dict]) -> dict[str, float]:
+    """Median wall time of each phase over runs, in the phases' order."""
+    names = [p["name"] for p in rows[0]["phases"]]
+    return {n: statistics.median(p["wall_s"] for r in rows for p in r["phases"] if p["name"] == n) for n in names}
+
+
 def tables(records: list[dict]) -> str:
     out = []
     sim, inproc = _oneshot(records, "simulator", SHORT), _oneshot(records, "inprocess", SHORT)
@@ -115,9 +121,7 @@ def tables(records: list[dict]) -> str:
         same = all(r["metrics"] == inproc[0]["metrics"] for r in sim + inproc)
         out.append(f"\nSame metrics in every run: {same} ({inproc[0]['metrics']})")
         for mode, rows in (("simulator", sim), ("in-process", inproc)):
-            names = [p["name"] for p in rows[0]["phases"]]
-            per_phase = {n: statistics.median(p["wall_s"] for r in rows for p in r["phases"] if p["name"] == n)
-                         for n in names}
+            per_phase = _phase_medians(rows)
             out.append(f"- {mode} phase medians (s): " + ", ".join(f"{n} {v:.2f}" for n, v in per_phase.items()))
     long_sim, long_inproc = _oneshot(records, "simulator", LONG), _oneshot(records, "inprocess", LONG)
     if long_sim and long_inproc:
@@ -147,9 +151,7 @@ def tables(records: list[dict]) -> str:
         same = all(r["metrics"] == long_inproc[0]["metrics"] for r in long_sim + long_inproc)
         out.append(f"Same metrics in every long run: {same} ({long_inproc[0]['metrics']})")
         for mode, rows in (("simulator", long_sim), ("in-process", long_inproc)):
-            names = [p["name"] for p in rows[0]["phases"]]
-            per_phase = {n: statistics.median(p["wall_s"] for r in rows for p in r["phases"] if p["name"] == n)
-                         for n in names}
+            per_phase = _phase_medians(rows)
             out.append(f"- long, {mode} phase medians (s): " + ", ".join(f"{n} {v:.2f}" for n, v in per_phase.items()))
     split = [r for r in records if r["algorithm"] == "vanilla"]
     if split:
