@@ -135,12 +135,14 @@ class InspectableRuntime(SiteRuntime):
         return self.party._temporary_labels.numpy()
 
 
-def run_vfl(cfg: VFLConfig, root: Path, runtime: type[SiteRuntime] = SiteRuntime) -> tuple[dict, dict[str, SiteRuntime]]:
+def run_vfl(
+    cfg: VFLConfig, root: Path, runtime: type[SiteRuntime] = SiteRuntime, sites: list[str] = SITES
+) -> tuple[dict, dict[str, SiteRuntime]]:
     """run_inprocess, keeping the site runtimes for inspection."""
-    runtimes = {s: runtime(s, str(root)) for s in SITES}
+    runtimes = {s: runtime(s, str(root)) for s in sites}
     net = InProcessTransport(runtimes, fp16=cfg.fp16)
     result = run_algorithm(
-        net, cfg, lambda: load_label_tables(SERVER, SITES, str(root), cfg.seed), LogTracker("vflflare.server")
+        net, cfg, lambda: load_label_tables(SERVER, sites, str(root), cfg.seed), LogTracker("vflflare.server")
     )
     return result, runtimes
 

@@ -55,3 +55,25 @@ def test_finetune_keeps_the_fewshot_model_unless_validation_improves():
     latency = results["step_latency"]  # every per-batch round trip is timed: 120 training rows = 4 batches
     assert latency["steps"] == 4 * results["training"]["split_epochs"]
     assert 0 < latency["median_ms"] <= latency["p90_ms"]
+
+
+@pytest.mark.parametrize("label_owner", ["server", "site-2"])
+def test_test_curve_scores_every_epoch_without_touching_training_traffic(label_owner):
+    cfg = dict(algorithm="vanilla", label_owner=label_owner, split_epochs=4, split_patience=4)
+    plain = run_inprocess(VFLConfig(**cfg), SITES, None)
+    traced = run_inprocess(VFLConfig(test_curve=True, **cfg), SITES, None)
+    assert traced["metrics"] == plain["metrics"]
+    phases = traced["communication"]["per_phase_site"]
+    assert phases["split_training"] == plain["communication"]["per_phase_site"]["split_training"]
+    curve = traced["training"]["test_curve"]
+    assert [p["epoch"] for p in curve] == [1, 2, 3, 4]
+    # one upload of the test representations per epoch and site; a label-owning site also gets the
+    # other site's relayed per epoch
+    relayed = {s: 4 if s == label_owner else 0 for s in SITES}
+    assert {s: (phases["test_curve"][s]["uploads"], phases["test_curve"][s]["downloads"]) for s in SITES} == {
+        s: (4, relayed[s]) for s in SITES
+    }
+    spent = [p["training_payload_bytes"] for p in curve]
+    assert spent[0] > 0 and all(b - a == spent[0] for a, b in zip(spent, spent[1:]))  # equal epochs, equal traffic
+    assert spent[-1] == plain["communication"]["per_phase"]["split_training"]["payload_bytes"]
+    assert all(0.5 < p["test_auc"] <= 1.0 for p in curve)

@@ -73,8 +73,9 @@ def test_pretraining_never_sees_validation_or_test_features():
 def test_labeled_fraction_keeps_the_first_rows_of_the_canonical_order():
     order = list(range(100))
     train, val = holdout(order, 0.2, 2, "server", "", labeled_fraction=0.1)
-    assert val == order[:20] and train == order[20:28]
-    with pytest.raises(AlignmentError, match="labeled_fraction 0.01 keeps 1 of 80"):
+    # validation is carved out of the 10 labeled rows, not out of all 100
+    assert val == order[:2] and train == order[2:10]
+    with pytest.raises(AlignmentError, match="labeled_fraction 0.01 keeps 1 of 100"):
         holdout(order, 0.2, 2, "server", "", labeled_fraction=0.01)
     with pytest.raises(ValueError, match="labeled_fraction"):
         VFLConfig(labeled_fraction=0.0)
@@ -146,9 +147,12 @@ def test_ssvfl_c_four_sites():
 def test_labeled_fraction_shrinks_the_labeled_rows_not_the_pretraining_rows(label_owner):
     full = run_inprocess(VFLConfig(algorithm="ssvfl_i", label_owner=label_owner), SITES, None)
     part = run_inprocess(VFLConfig(algorithm="ssvfl_i", label_owner=label_owner, labeled_fraction=0.25), SITES, None)
-    assert part["rows"]["aligned_train"] == math.ceil(0.25 * full["rows"]["aligned_train"])
-    assert part["rows"]["val"] == full["rows"]["val"] and part["rows"]["test"] == full["rows"]["test"]
-    assert part["training"]["pretrain_rows"] == full["training"]["pretrain_rows"]
+    labeled = math.ceil(0.25 * (full["rows"]["aligned_train"] + full["rows"]["val"]))
+    assert part["rows"]["val"] == math.ceil(0.2 * labeled) and part["rows"]["aligned_train"] == labeled - part["rows"]["val"]
+    assert part["rows"]["test"] == full["rows"]["test"]
+    # every local row but the validation rows is pretrained on, labeled or not
+    fewer_val = full["rows"]["val"] - part["rows"]["val"]
+    assert part["training"]["pretrain_rows"] == {s: n + fewer_val for s, n in full["training"]["pretrain_rows"].items()}
     assert part["metrics"]["test_auc"] >= 0.85, part["metrics"]
 
 
@@ -162,4 +166,4 @@ def test_labeled_fraction_with_psi_alignment(tmp_path, label_owner):
     hashed = run_inprocess(VFLConfig(**cfg), PSI_SITES, str(root))
     psi = run_inprocess(VFLConfig(alignment="psi", **cfg), PSI_SITES, str(root))
     # the sites and the label party cut the same rows (setup fails on a count mismatch)
-    assert psi["rows"] == hashed["rows"] == {"aligned_train": 30, "val": 30, "test": 114}
+    assert psi["rows"] == hashed["rows"] == {"aligned_train": 30, "val": 8, "test": 114}

@@ -77,6 +77,10 @@ class VFLConfig:
     cl_temperature: float = 0.5
     scarf_rate: float = 0.6  # SCARF corruption rate (Bahri et al. 2022)
     projection_dim: int = 32  # output width of the projection head g(.) used only during pretraining
+    # after every split-NN epoch also score the test rows, for learning curves (TensorBoard split/test_*)
+    # and communication-to-target tables; their representations are counted in ledger phase
+    # "test_curve", never as training traffic. Off by default: it costs one extra upload per epoch.
+    test_curve: bool = False
     # transport
     fp16: bool = False
     num_threads: int = 1

@@ -90,19 +90,19 @@ def align(
 def holdout(
     order: list, val_fraction: float, num_classes: int, label_party: str, context: str, labeled_fraction: float = 1.0
 ) -> tuple[list, list]:
-    """(train, val): the first ceil(val_fraction * n) rows of the canonical order are the validation
-    split; of the rest, the first ceil(labeled_fraction * n_rest) are the labeled training rows (the
-    others are left to the sites as unlabeled rows). Fails when fewer training rows than classes remain."""
-    n_val = int(np.ceil(val_fraction * len(order))) if val_fraction > 0 else 0
-    val, train = order[:n_val], order[n_val:]
-    n_kept = len(train)
-    if labeled_fraction < 1.0:
-        train = train[: int(np.ceil(labeled_fraction * len(train)))]
+    """(train, val): the first ceil(labeled_fraction * n) rows of the canonical order are the labeled
+    ones (the others are left to the sites as unlabeled rows); of those, the first
+    ceil(val_fraction * n_labeled) are the validation split and the rest the labeled training rows.
+    Validation comes out of the labeled rows so that a scarce-label run does not select its model on
+    more labels than it trains on. Fails when fewer training rows than classes remain."""
+    labeled = order[: int(np.ceil(labeled_fraction * len(order)))] if labeled_fraction < 1.0 else order
+    n_val = int(np.ceil(val_fraction * len(labeled))) if val_fraction > 0 else 0
+    val, train = labeled[:n_val], labeled[n_val:]
     if len(train) < num_classes:
-        kept = f", labeled_fraction {labeled_fraction} keeps {len(train)} of {n_kept}" if labeled_fraction < 1.0 else ""
+        kept = f", labeled_fraction {labeled_fraction} keeps {len(labeled)} of {len(order)}" if labeled_fraction < 1.0 else ""
         raise AlignmentError(
-            f"only {len(train)} aligned labeled rows for training ({len(order)} shared, {n_val} held out for "
-            f"validation{kept}) but the task has {num_classes} classes; party '{label_party}' needs at least one "
+            f"only {len(train)} aligned labeled rows for training ({len(order)} shared{kept}, {n_val} held out for "
+            f"validation) but the task has {num_classes} classes; party '{label_party}' needs at least one "
             f"labeled row per class ({context})"
         )
     return train, val

@@ -14,7 +14,7 @@ from vflflare.tracking import Tracker
 class FewShotVFL:
     def __init__(self, cfg: VFLConfig, tracker: Tracker) -> None:
         self.cfg, self.tracker = cfg, tracker
-        self.info: dict[str, int] = {}
+        self.info: dict[str, Any] = {}
 
     def run(self, net: Transport, label: Any, n_aligned: int) -> dict[str, float]:
         reps = upload_aligned_representations(net)
@@ -25,8 +25,6 @@ class FewShotVFL:
             reps = net.exchange("fewshot_update", {s: {"probs": probs[s], "represent": FINAL_PARTS} for s in net.sites})
         metrics = train_classifier(net, label, reps)
         if self.cfg.finetune_epochs > 0:
-            tuned, self.info["split_epochs"] = train_split_nn(
-                net, label, self.cfg, n_aligned, self.cfg.finetune_epochs, True, self.tracker
-            )
+            tuned = train_split_nn(net, label, self.cfg, n_aligned, self.cfg.finetune_epochs, True, self.tracker, self.info)
             metrics = {**{f"pre_finetune_{k}": v for k, v in metrics.items()}, **tuned}
         return metrics

@@ -43,11 +43,23 @@ def _commit(net: Transport, label: Any) -> None:
     net.step("commit", {s: {} for s in net.sites})
 
 
+def _test_curve_point(net: Transport, label: Any, epoch: int) -> dict[str, float]:
+    """Test metric of the current weights and the training payload spent so far. The test
+    representations travel in their own ledger phase, so they never count as training traffic."""
+    spent = net.ledger.per_phase["split_training"]["payload_bytes"]
+    with net.ledger.phase("test_curve"):
+        replies = net.step("represent", {s: {"parts": ["test"]} for s in net.sites})
+        scored = label.evaluate("test", reps_of(replies, "test"))  # a relay to a label-owning site counts here too
+    return {"epoch": epoch + 1, "training_payload_bytes": spent, **scored}
+
+
 def train_split_nn(
-    net: Transport, label: Any, cfg: VFLConfig, n_rows: int, epochs: int, keep_classifier: bool, tracker: Tracker
-) -> tuple[dict[str, float], int]:
-    """Early stopping on the validation metric; returns 'val_*' and 'test_*' of the best state and the
-    number of epochs run."""
+    net: Transport, label: Any, cfg: VFLConfig, n_rows: int, epochs: int, keep_classifier: bool, tracker: Tracker,
+    info: dict[str, Any],
+) -> dict[str, float]:
+    """Early stopping on the validation metric; returns 'val_*' and 'test_*' of the best state. Writes
+    the number of epochs run to info['split_epochs'] and, with cfg.test_curve, the per-epoch test
+    metric against training payload to info['test_curve']."""
     rng = np.random.default_rng(derive_seed(cfg.seed, "split-order"))
     best, since_best = -np.inf, 0
     label.split_begin(keep_classifier)
@@ -62,6 +74,11 @@ def train_split_nn(
             metric, score = _validate(net, label)
             tracker.scalar("split/train_loss", loss, epoch)
             tracker.scalar(f"split/{metric}", score, epoch)
+            if cfg.test_curve:
+                point = _test_curve_point(net, label, epoch)
+                info.setdefault("test_curve", []).append(point)
+                test_metric = "test_" + metric.removeprefix("val_")
+                tracker.scalar(f"split/{test_metric}", point[test_metric], epoch)
             if score > best:
                 best, since_best = score, 0
                 _commit(net, label)
@@ -75,4 +92,5 @@ def train_split_nn(
         net.step("restore", {s: {} for s in net.sites})
         replies = net.exchange("represent", {s: {"parts": ["val", "test"]} for s in net.sites})
         metrics = {**label.evaluate("val", reps_of(replies, "val")), **label.evaluate("test", reps_of(replies, "test"))}
-    return metrics, epoch + 1
+    info["split_epochs"] = epoch + 1
+    return metrics

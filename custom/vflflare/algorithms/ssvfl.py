@@ -53,7 +53,4 @@ class SSVFLC:
     def run(self, net: Transport, label: Any, n_aligned: int) -> dict[str, float]:
         local_pretraining(net, self.info)
         # Alg. 2 lines 5-17: supervised VFL from the pretrained f_k with a fresh head (split_begin(False))
-        metrics, self.info["split_epochs"] = train_split_nn(
-            net, label, self.cfg, n_aligned, self.cfg.split_epochs, False, self.tracker
-        )
-        return metrics
+        return train_split_nn(net, label, self.cfg, n_aligned, self.cfg.split_epochs, False, self.tracker, self.info)

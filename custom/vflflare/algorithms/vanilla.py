@@ -13,10 +13,7 @@ from vflflare.tracking import Tracker
 class VanillaVFL:
     def __init__(self, cfg: VFLConfig, tracker: Tracker) -> None:
         self.cfg, self.tracker = cfg, tracker
-        self.info: dict[str, int] = {}
+        self.info: dict[str, Any] = {}
 
     def run(self, net: Transport, label: Any, n_aligned: int) -> dict[str, float]:
-        metrics, self.info["split_epochs"] = train_split_nn(
-            net, label, self.cfg, n_aligned, self.cfg.split_epochs, False, self.tracker
-        )
-        return metrics
+        return train_split_nn(net, label, self.cfg, n_aligned, self.cfg.split_epochs, False, self.tracker, self.info)
