@@ -1,0 +1,228 @@
+"""Self-supervised VFL on real tables: supervised VFL (vanilla split NN), SS-VFL-I and SS-VFL-C at
+1 / 5 / 10 / 25 % labeled training rows, laid out like Table 1 and Fig. 3 of the SS-VFL paper.
+
+Settings: credit default (2 parties: 10 attributes vs 13) and its 4-party split, Adult (2 parties: 7
+columns each). Every training row is shared (`vflflare split --overlap <all training rows>`), so
+"labeled fraction" is a fraction of all training rows, as in the paper. The labeled rows are the first
+ceil(fraction * n) rows of the job's canonical order; validation is the first 20 % of those; every
+other training row is unlabeled and used only by the SS-VFL pretraining. Test = the split's 20 %.
+
+Every method runs through the in-process driver (the NVFlare jobs' phases and ledger) with package
+defaults and `test_curve: true`, so the split-NN methods score the test rows after each epoch; the
+test representations are counted apart from training traffic.
+
+Communication to reach a target, as in Table 1: payload MB of all sites, training traffic only.
+- vanilla / SS-VFL-C: split-NN payload (per-batch representations and gradients, per-epoch
+  validation representations) up to the first epoch whose test metric reaches the target;
+- SS-VFL-I: its single upload of the labeled and validation rows' representations, if its final test
+  metric reaches the target.
+The target of a (setting, fraction) row is the lowest of the three methods' mean final test AUC,
+rounded down to 0.005: a level every method reaches on average, so the columns compare what each
+pays for it ('-' = not reached by any seed; 'k/3' = reached by k seeds, mean over those).
+
+The two SS-VFL variants pretrain identically (same seed, rows and settings): the pretrained encoders
+are computed once per (setting, seed, fraction) and reused (`PretrainOnce`); a check run compares
+against an uncached run.
+
+    python benchmarks/ssvfl.py                       # everything (resumes: finished runs are skipped)
+    python benchmarks/ssvfl.py --settings credit_default:2 --fractions 0.01 --seeds 0
+    python benchmarks/ssvfl.py --table               # print the tables of the results file
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import multiprocessing
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common import (
+    DEFAULT_DATA_DIR, RUNS, append_jsonl, environment, limit_threads, mean_std, read_jsonl, run_vfl,
+    test_inference_bytes,
+)  # fmt: skip
+from vflflare import cli
+from vflflare.algorithms.site_runtime import SiteRuntime
+from vflflare.cli import parse_overrides
+from vflflare.config import VFLConfig
+from vflflare.data.sources import load_source
+
+RESULTS = RUNS / "ssvfl.jsonl"
+SPLITS = Path("/tmp/vflflare-bench/ssvfl-splits")
+SETTINGS = ["credit_default:2", "credit_default:4", "adult:2"]
+FRACTIONS = [0.01, 0.05, 0.10, 0.25]
+METHODS = ["vanilla", "ssvfl_i", "ssvfl_c"]
+LABELS = {"vanilla": "VFL", "ssvfl_i": "SS-VFL-I", "ssvfl_c": "SS-VFL-C"}
+TEST_FRACTION = 0.2  # vflflare split's default
+
+
+def parse_setting(text: str) -> tuple[str, int]:
+    dataset, _, parties = text.partition(":")
+    return dataset, int(parties or 2)
+
+
+def prepare_split(data_dir: Path, dataset: str, parties: int, seed: int, splits: Path) -> Path:
+    """Every training row aligned: the overlap is all rows but the test share."""
+    out = splits / f"{dataset}_k{parties}_s{seed}"
+    if not (out / "manifest.json").exists():
+        n_rows = len(load_source(dataset, data_dir)[2])
+        overlap = n_rows - int(round(TEST_FRACTION * n_rows))
+        code = cli.main([
+            "split", "--dataset", dataset, "--data-dir", str(data_dir), "--sites", str(parties),
+            "--overlap", str(overlap), "--seed", str(seed), "--out", str(out),
+        ])  # fmt: skip
+        if code != 0:
+            raise RuntimeError(f"vflflare split failed for {dataset}, {parties} parties, seed {seed}")
+    return out
+
+
+class PretrainOnce(SiteRuntime):
+    """A site runtime that keeps its encoder after contrastive pretraining and, for the next run with
+    the same key, loads it instead of pretraining again. The key is everything pretraining depends on."""
+
+    cache: dict[tuple, tuple[dict, dict]] = {}
+    key: tuple = ()
+
+    def _contrastive_pretrain(self, payload: dict[str, Any]) -> dict[str, Any]:
+        key = (self.site, *self.key)
+        if key in self.cache:
+            state, stats = self.cache[key]
+            self.party.encoder.load_state_dict(state)
+        else:
+            stats = self.party.contrastive_pretrain()
+            self.cache[key] = (copy.deepcopy(self.party.encoder.state_dict()), stats)
+        return {**self.party.represent(list(payload.get("represent", []))), "pretrain": stats}
+
+
+def pretrain_key(cfg: VFLConfig, root: Path) -> tuple:
+    pretraining = {k: v for k, v in cfg.to_dict().items() if k.startswith("pretrain_")}
+    return (str(root), cfg.seed, cfg.labeled_fraction, cfg.val_fraction, cfg.cl_temperature, cfg.scarf_rate,
+            cfg.projection_dim, cfg.hidden_dim, cfg.rep_dim, cfg.numeric_transform, tuple(sorted(pretraining.items())))
+
+
+def training_bytes(result: dict) -> int:
+    """Training traffic of a finished run (see the module doc)."""
+    phases = result["communication"]["per_phase"]
+    if result["algorithm"] == "ssvfl_i":
+        return phases["representations"]["payload_bytes"] - test_inference_bytes(result)
+    return phases["split_training"]["payload_bytes"]
+
+
+def run_one(method: str, setting: str, fraction: float, seed: int, overrides: dict[str, Any], root: Path,
+            cached: bool = True) -> dict[str, Any]:
+    dataset, parties = parse_setting(setting)
+    cfg = VFLConfig.from_dict({**overrides, "algorithm": method, "seed": seed, "labeled_fraction": fraction,
+                               "test_curve": method != "ssvfl_i"})
+    PretrainOnce.key = pretrain_key(cfg, root)
+    start = time.perf_counter()
+    result, _ = run_vfl(cfg, root, PretrainOnce if cached else SiteRuntime, [f"site-{i + 1}" for i in range(parties)])
+    curve = result["training"].get("test_curve", [])
+    return {
+        "setting": setting, "fraction": fraction, "seed": seed, "method": method,
+        "metrics": result["metrics"], "rows": result["rows"],
+        "training_mb": training_bytes(result) / 1e6,
+        "curve": [[p["training_payload_bytes"] / 1e6, p["test_auc"]] for p in curve],
+        "split_epochs": result["training"].get("split_epochs"),
+        "pretrain_steps": result["training"].get("pretrain_steps"),
+        "wall_s": round(time.perf_counter() - start, 1),
+    }  # fmt: skip
+
+
+def run_group(task: tuple) -> list[dict[str, Any]]:
+    """All methods of one (setting, seed, fraction), in one process, so the pretraining is shared."""
+    setting, fraction, seed, methods, overrides, data_dir, splits, variant = task
+    limit_threads()
+    dataset, parties = parse_setting(setting)
+    root = prepare_split(data_dir, dataset, parties, seed, splits)
+    records = []
+    for method in methods:
+        record = {**run_one(method, setting, fraction, seed, overrides, root), "variant": variant, "env": environment()}
+        print(f"{setting} {fraction:.2f} seed {seed} {method}: test AUC {record['metrics']['test_auc']:.4f}, "
+              f"{record['training_mb']:.2f} MB, {record['wall_s']} s", flush=True)
+        records.append(record)
+    return records
+
+
+# ------------------------------------------------------------------------------------------- tables
+def mb_to_reach(record: dict, target: float) -> float | None:
+    if record["method"] == "ssvfl_i":
+        return record["training_mb"] if record["metrics"]["test_auc"] >= target else None
+    return next((mb for mb, auc in record["curve"] if auc >= target), None)
+
+
+def target_of(by_method: dict[str, list[dict]]) -> float:
+    lowest = min(np.mean([r["metrics"]["test_auc"] for r in rows]) for rows in by_method.values())
+    return math.floor(lowest * 200) / 200
+
+
+def _cost_cell(records: list[dict], target: float) -> str:
+    reached = [mb for mb in (mb_to_reach(r, target) for r in records) if mb is not None]
+    if not reached:
+        return "-"
+    cell = mean_std(reached, 2)
+    return cell if len(reached) == len(records) else f"{cell} ({len(reached)}/{len(records)})"
+
+
+def tables(records: list[dict]) -> str:
+    groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        groups[(r["variant"], r["setting"], r["fraction"])][r["method"]].append(r)
+    accuracy = ["| variant | setting | labeled | " + " | ".join(LABELS[m] for m in METHODS) + " | seeds |",
+                "|---|---|---|" + "---|" * (len(METHODS) + 1)]
+    cost = ["| variant | setting | labeled | target AUC | " + " | ".join(f"{LABELS[m]} MB" for m in METHODS)
+            + " | VFL epochs | SS-VFL-C epochs |", "|---|---|---|---|" + "---|" * (len(METHODS) + 2)]
+    for (variant, setting, fraction), by_method in sorted(groups.items()):
+        label = f"{fraction:.0%}"
+        seeds = sorted({r["seed"] for rows in by_method.values() for r in rows})
+        accuracy.append(f"| {variant} | {setting} | {label} | " + " | ".join(
+            mean_std([r["metrics"]["test_auc"] for r in by_method.get(m, [])]) for m in METHODS
+        ) + f" | {','.join(map(str, seeds))} |")
+        if all(by_method.get(m) for m in METHODS):
+            target = target_of(by_method)
+            epochs = [mean_std([float(r["split_epochs"]) for r in by_method[m]], 0) for m in ("vanilla", "ssvfl_c")]
+            cost.append(f"| {variant} | {setting} | {label} | {target:.3f} | " + " | ".join(
+                _cost_cell(by_method[m], target) for m in METHODS) + f" | {epochs[0]} | {epochs[1]} |")
+    return "Test AUC (mean ± std over seeds)\n\n" + "\n".join(accuracy) + \
+        "\n\nTraining payload (MB, all sites) to reach the target test AUC\n\n" + "\n".join(cost)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--settings", nargs="+", default=SETTINGS, help="dataset:parties")
+    parser.add_argument("--fractions", nargs="+", type=float, default=FRACTIONS)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
+    parser.add_argument("--variant", default="default", help="name under which --set overrides are recorded")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="VFLConfig override")
+    parser.add_argument("--workers", type=int, default=1, help="parallel processes (one torch thread each)")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--splits", type=Path, default=SPLITS, help="where the split folders go")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; existing runs are skipped")
+    parser.add_argument("--table", action="store_true", help="only print the tables of --out")
+    args = parser.parse_args()
+    if not args.table:
+        overrides = parse_overrides(args.set)
+        done = {(r["variant"], r["setting"], r["fraction"], r["seed"], r["method"]) for r in read_jsonl(args.out)}
+        tasks = []
+        for setting in args.settings:
+            for seed in args.seeds:
+                for fraction in args.fractions:
+                    todo = [m for m in args.methods if (args.variant, setting, fraction, seed, m) not in done]
+                    if todo:
+                        tasks.append((setting, fraction, seed, todo, overrides, args.data_dir, args.splits, args.variant))
+        # splits first, in this process, so parallel workers never write the same folder
+        for setting, seed in {(t[0], t[2]) for t in tasks}:
+            prepare_split(args.data_dir, *parse_setting(setting), seed, args.splits)
+        with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
+            for records in pool.imap_unordered(run_group, tasks):
+                for record in records:
+                    append_jsonl(args.out, record)
+    print(tables(read_jsonl(args.out)))
+
+
+if __name__ == "__main__":
+    main()
