@@ -43,8 +43,8 @@ from sklearn.metrics import roc_auc_score
 from torch import nn
 
 from common import (
-    DEFAULT_DATA_DIR, DEFAULT_SPLITS, LABEL_LEADER, RUNS, SITES, CreditTable, SplitRows, append_jsonl, environment,
-    job_rows, limit_threads, mean_std, prepare_split, read_jsonl, run_vfl, site_features, test_inference_bytes,
+    DEFAULT_DATA_DIR, DEFAULT_SPLITS, LABEL_LEADER, RUNS, SITES, SourceTable, SplitRows, append_jsonl, environment,
+    job_rows, limit_threads, mean_std, prepare_split, read_jsonl, run_vfl, site_features, test_inference_bytes, trees,
 )  # fmt: skip
 from vflflare.algorithms.classifier import fit_head, predict_proba
 from vflflare.cli import parse_overrides
@@ -70,7 +70,6 @@ TUNABLE = ("oneshot", "fewshot", "fewshot+finetune")
 # ... except preprocessing keys, which every neural method gets (the trees read the raw columns)
 PREPROCESSING_KEYS = ("numeric_transform",)
 PREPROCESSED = ("vanilla", "fedbcd", "local_only", "mlp_aligned")
-TREE_DEPTHS = (2, 4, 6)
 
 
 # ---------------------------------------------------------------------------------------- VFL methods
@@ -106,7 +105,7 @@ class LocalMLP(nn.Module):
 
 
 def mlp(
-    root: Path, rows: SplitRows, table: CreditTable, seed: int, sites: list[str], numeric_transform: str = "standard"
+    root: Path, rows: SplitRows, table: SourceTable, seed: int, sites: list[str], numeric_transform: str = "standard"
 ) -> dict[str, Any]:
     """One MLP on the named sites' preprocessed columns side by side: the very input of their VFL bottom
     models, trained as one network by whoever holds the labels and these columns. Numeric block only:
@@ -138,42 +137,8 @@ def mlp(
     }
 
 
-def _boosted_trees(depth: int, seed: int) -> Any:
-    try:
-        from xgboost import XGBClassifier
-    except ImportError:
-        from sklearn.ensemble import HistGradientBoostingClassifier
-
-        return HistGradientBoostingClassifier(
-            max_depth=depth, learning_rate=0.05, max_iter=1000, early_stopping=True, random_state=seed
-        )
-    return XGBClassifier(
-        n_estimators=1000, learning_rate=0.05, max_depth=depth, subsample=0.8, colsample_bytree=0.8,
-        early_stopping_rounds=50, eval_metric="logloss", n_jobs=1, random_state=seed,
-    )  # fmt: skip
-
-
-def trees(train_ids: list[str], rows: SplitRows, table: CreditTable, seed: int) -> dict[str, Any]:
-    (train_x, train_y), (val_x, val_y), (test_x, test_y) = map(table.xy, (train_ids, rows.val_ids, rows.test_ids))
-    best: tuple[float, int, Any] | None = None
-    for depth in TREE_DEPTHS:
-        model = _boosted_trees(depth, seed)
-        if hasattr(model, "early_stopping_rounds"):
-            model.fit(train_x, train_y, eval_set=[(val_x, val_y)], verbose=False)
-        else:  # sklearn's trees hold out their own share of the training rows for early stopping
-            model.fit(train_x, train_y)
-        val_auc = float(roc_auc_score(val_y, model.predict_proba(val_x)[:, 1]))
-        if best is None or val_auc > best[0]:
-            best = (val_auc, depth, model)
-    val_auc, depth, model = best
-    return {
-        "metrics": {"val_auc": val_auc, "test_auc": float(roc_auc_score(test_y, model.predict_proba(test_x)[:, 1]))},
-        "training": {"depth": depth, "train_rows": len(train_ids), "library": type(model).__module__.split(".")[0]},
-    }
-
-
 def run_baseline(
-    method: str, root: Path, rows: SplitRows, table: CreditTable, seed: int, overrides: dict[str, Any]
+    method: str, root: Path, rows: SplitRows, table: SourceTable, seed: int, overrides: dict[str, Any]
 ) -> dict[str, Any]:
     if method == "local_only":
         return mlp(root, rows, table, seed, [LABEL_LEADER], **overrides)
@@ -245,7 +210,7 @@ def main() -> None:
         return overrides if method in TUNABLE else preprocessing if method in PREPROCESSED else {}
     if not args.table:
         limit_threads()
-        table = CreditTable(args.data_dir)
+        table = SourceTable(args.data_dir)
         env = environment()
         done = {(r["method"], r["variant"], r["overlap"], r["seed"]) for r in read_jsonl(args.out)}
         for overlap in args.overlaps:

@@ -27,7 +27,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import roc_auc_score
 
 from common import (
-    DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, CreditTable, InspectableRuntime, append_jsonl, environment,
+    DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, SourceTable, InspectableRuntime, append_jsonl, environment,
     limit_threads, mean_std, prepare_split, read_jsonl, run_vfl,
 )  # fmt: skip
 from vflflare.config import VFLConfig
@@ -73,7 +73,7 @@ def class_map(clusters: np.ndarray, labels: np.ndarray, num_classes: int) -> np.
     return mapping
 
 
-def site_diagnostics(runtime: InspectableRuntime, table: CreditTable) -> dict[str, float]:
+def site_diagnostics(runtime: InspectableRuntime, table: SourceTable) -> dict[str, float]:
     aligned_truth = table.y(runtime.ids("aligned"))
     mapping = class_map(runtime.temporary_labels(), aligned_truth, 2)
     positive_cluster = int(np.flatnonzero(mapping == 1)[0])
@@ -99,7 +99,7 @@ def site_diagnostics(runtime: InspectableRuntime, table: CreditTable) -> dict[st
 
 
 def run_setting(name: str, overrides: dict[str, Any], overlap: int, seed: int, data_dir: Path, splits: Path,
-                table: CreditTable) -> dict:
+                table: SourceTable) -> dict:
     root = prepare_split(data_dir, overlap, seed, splits)
     record: dict[str, Any] = {"setting": name, "overrides": overrides, "overlap": overlap, "seed": seed}
     for algorithm in ("oneshot", "fewshot"):
@@ -154,7 +154,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.table:
         limit_threads()
-        table_data = CreditTable(args.data_dir)
+        table_data = SourceTable(args.data_dir)
         env = environment()
         done = {(r["setting"], r["overlap"], r["seed"]) for r in read_jsonl(args.out)}
         for overlap in args.overlaps:

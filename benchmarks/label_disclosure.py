@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from common import (
-    DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, SITES, CreditTable, append_jsonl, environment, job_rows, limit_threads,
+    DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, SITES, SourceTable, append_jsonl, environment, job_rows, limit_threads,
     mean_std, prepare_split, read_jsonl,
 )  # fmt: skip
 from vflflare.algorithms.inprocess import InProcessTransport
@@ -32,7 +32,7 @@ from vflflare.tracking import LogTracker
 RESULTS = RUNS / "label_disclosure.jsonl"
 
 
-def measure(root: Path, seed: int, table: CreditTable, overrides: dict) -> dict[str, float]:
+def measure(root: Path, seed: int, table: SourceTable, overrides: dict) -> dict[str, float]:
     cfg = VFLConfig.from_dict({**overrides, "algorithm": "oneshot", "seed": seed})
     net = InProcessTransport({s: SiteRuntime(s, str(root)) for s in SITES})
     label, _ = setup_parties(
@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     limit_threads()
-    table = CreditTable(args.data_dir)
+    table = SourceTable(args.data_dir)
     env = environment()
     for overlap in args.overlaps:
         for seed in args.seeds:
