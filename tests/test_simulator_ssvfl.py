@@ -50,3 +50,22 @@ def test_ssvfl_i_four_sites(tmp_path):
     assert_ok(results, 0.85)
     assert per_site(results, "uploads") == dict.fromkeys(["site-1", "site-2", "site-3", "site-4"], 1)
     assert set(per_site(results, "downloads").values()) == {0}
+
+
+def test_ssvfl_c_four_sites_scarce_labels_with_test_curve(tmp_path):
+    cfg = dict(labeled_fraction=0.5, test_curve=True, split_epochs=6, split_patience=3)
+    results = run_job(tmp_path, "ssvfl_c", n_sites=4, timeout=180, **cfg)
+    assert_ok(results, 0.85)
+    sites = ["site-1", "site-2", "site-3", "site-4"]
+    reference = run_inprocess(VFLConfig(algorithm="ssvfl_c", **cfg), sites, None)
+    assert reference["metrics"] == results["metrics"] and reference["rows"] == results["rows"]
+    epochs = results["training"]["split_epochs"]
+    batches = math.ceil(results["rows"]["aligned_train"] / 32)
+    phases = results["communication"]["per_phase_site"]
+    assert {s: (phases["split_training"][s]["uploads"], phases["split_training"][s]["downloads"]) for s in sites} == \
+        dict.fromkeys(sites, (epochs * batches + epochs, epochs * batches))
+    # one test upload per epoch and site, outside the training traffic
+    assert {s: phases["test_curve"][s]["uploads"] for s in sites} == dict.fromkeys(sites, epochs)
+    curve = results["training"]["test_curve"]
+    assert len(curve) == epochs and curve[-1]["training_payload_bytes"] == \
+        results["communication"]["per_phase"]["split_training"]["payload_bytes"]
