@@ -45,16 +45,21 @@ def limit_threads() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-def prepare_split(data_dir: Path, overlap: int, seed: int, splits_dir: Path = DEFAULT_SPLITS) -> Path:
-    """`vflflare split --dataset credit_default ... --overlap N --seed S` once per (N, S)."""
-    out = splits_dir / f"credit_default_n{overlap}_s{seed}"
+def prepare_split(
+    data_dir: Path, overlap: int, seed: int, splits_dir: Path = DEFAULT_SPLITS, dataset: str = "credit_default",
+    parties: int = len(SITES), label_owner: str | None = None,
+) -> Path:
+    """`vflflare split --dataset D --sites K --overlap N --seed S [--label-owner O]` once per argument set."""
+    name = f"{dataset}{f'_k{parties}' if parties != len(SITES) else ''}_n{overlap}_s{seed}"
+    out = splits_dir / (f"{name}_labels_{label_owner}" if label_owner else name)
     if not (out / "manifest.json").exists():
         code = cli.main([
-            "split", "--dataset", "credit_default", "--data-dir", str(data_dir), "--sites", str(len(SITES)),
+            "split", "--dataset", dataset, "--data-dir", str(data_dir), "--sites", str(parties),
             "--overlap", str(overlap), "--seed", str(seed), "--out", str(out),
+            *(["--label-owner", label_owner] if label_owner else []),
         ])  # fmt: skip
         if code != 0:
-            raise RuntimeError(f"vflflare split failed for overlap {overlap}, seed {seed}")
+            raise RuntimeError(f"vflflare split failed for {dataset}, {parties} parties, overlap {overlap}, seed {seed}")
     return out
 
 

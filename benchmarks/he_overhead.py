@@ -22,8 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from common import DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, SITES, append_jsonl, environment, limit_threads, read_jsonl
-from vflflare import cli
+from common import (
+    DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, SITES, append_jsonl, environment, limit_threads, prepare_split, read_jsonl,
+)  # fmt: skip
 from vflflare.cli import simulate
 from vflflare.jobs import write_job
 from vflflare.privacy import ckks
@@ -41,15 +42,7 @@ JOBS = {
 
 def credit_split(data_dir: Path, splits_dir: Path) -> Path:
     """Credit default, N_o = 1000, seed 0, with the label files on site-1 (HE needs a label-owning site)."""
-    out = splits_dir / f"credit_default_n{OVERLAP}_s{SEED}_labels_{LABEL_OWNER}"
-    if not (out / "manifest.json").exists():
-        code = cli.main([
-            "split", "--dataset", "credit_default", "--data-dir", str(data_dir), "--sites", str(len(SITES)),
-            "--overlap", str(OVERLAP), "--seed", str(SEED), "--label-owner", LABEL_OWNER, "--out", str(out),
-        ])  # fmt: skip
-        if code != 0:
-            raise RuntimeError("vflflare split failed")
-    return out
+    return prepare_split(data_dir, OVERLAP, SEED, splits_dir, label_owner=LABEL_OWNER)
 
 
 def run_simulator(dataset: str, job_name: str, he: bool, root: Path | None, work: Path, rep: int) -> dict:

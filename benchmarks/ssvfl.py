@@ -21,8 +21,8 @@ mean final test AUC (a level every method reaches on average, so the columns com
 for it) and the highest ('-' = reached by no seed; 'k/3' = reached by k seeds, mean over those).
 
 The two SS-VFL variants pretrain identically (same seed, rows and settings): the pretrained encoders
-are computed once per (setting, seed, fraction) and reused (`PretrainOnce`); a check run compares
-against an uncached run.
+are computed once per (setting, seed, fraction) and reused (`PretrainOnce`; `--no-pretrain-cache`
+turns that off, to check that the numbers do not change).
 
     python benchmarks/ssvfl.py                       # everything (resumes: finished runs are skipped)
     python benchmarks/ssvfl.py --settings credit_default:2 --fractions 0.01 --seeds 0
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import math
 import multiprocessing
 import time
@@ -42,10 +43,9 @@ from typing import Any
 import numpy as np
 
 from common import (
-    DEFAULT_DATA_DIR, RUNS, SourceTable, append_jsonl, environment, job_rows, limit_threads, mean_std, read_jsonl,
-    run_vfl, test_inference_bytes, trees,
+    DEFAULT_DATA_DIR, RUNS, SourceTable, append_jsonl, environment, job_rows, limit_threads, mean_std,
+    prepare_split, read_jsonl, run_vfl, test_inference_bytes, trees,
 )  # fmt: skip
-from vflflare import cli
 from vflflare.algorithms.site_runtime import SiteRuntime
 from vflflare.cli import parse_overrides
 from vflflare.config import VFLConfig
@@ -68,19 +68,17 @@ def parse_setting(text: str) -> tuple[str, int]:
     return dataset, int(parties or 2)
 
 
-def prepare_split(data_dir: Path, dataset: str, parties: int, seed: int, splits: Path) -> Path:
+def prepare_all_shared_split(data_dir: Path, dataset: str, parties: int, seed: int, splits: Path) -> Path:
     """Every training row aligned: the overlap is all rows but the test share."""
-    out = splits / f"{dataset}_k{parties}_s{seed}"
-    if not (out / "manifest.json").exists():
-        n_rows = len(load_source(dataset, data_dir)[2])
-        overlap = n_rows - int(round(TEST_FRACTION * n_rows))
-        code = cli.main([
-            "split", "--dataset", dataset, "--data-dir", str(data_dir), "--sites", str(parties),
-            "--overlap", str(overlap), "--seed", str(seed), "--out", str(out),
-        ])  # fmt: skip
-        if code != 0:
-            raise RuntimeError(f"vflflare split failed for {dataset}, {parties} parties, seed {seed}")
-    return out
+    n_rows = len(load_source(dataset, data_dir)[2])
+    overlap = n_rows - int(round(TEST_FRACTION * n_rows))
+    return prepare_split(data_dir, overlap, seed, splits, dataset, parties)
+
+
+@functools.lru_cache(maxsize=None)
+def source_table(data_dir: Path, dataset: str) -> SourceTable:
+    """One load per process: the reference runs of every fraction and seed read the same table."""
+    return SourceTable(data_dir, dataset)
 
 
 class PretrainOnce(SiteRuntime):
@@ -139,21 +137,21 @@ def run_reference(setting: str, fraction: float, seed: int, data_dir: Path, root
     dataset, parties = parse_setting(setting)
     rows = job_rows(root, seed, VFLConfig.val_fraction, [f"site-{i + 1}" for i in range(parties)], fraction)
     start = time.perf_counter()
-    result = trees(rows.train_ids, rows, SourceTable(data_dir, dataset), seed)
+    result = trees(rows.train_ids, rows, source_table(data_dir, dataset), seed)
     return {"setting": setting, "fraction": fraction, "seed": seed, "method": REFERENCE, **result,
             "wall_s": round(time.perf_counter() - start, 1)}
 
 
 def run_group(task: tuple) -> list[dict[str, Any]]:
     """All methods of one (setting, seed, fraction), in one process, so the pretraining is shared."""
-    setting, fraction, seed, methods, overrides, data_dir, splits, variant = task
+    setting, fraction, seed, methods, overrides, data_dir, splits, variant, cached = task
     limit_threads()
     dataset, parties = parse_setting(setting)
-    root = prepare_split(data_dir, dataset, parties, seed, splits)
+    root = prepare_all_shared_split(data_dir, dataset, parties, seed, splits)
     records = []
     for method in methods:
         record = run_reference(setting, fraction, seed, data_dir, root) if method == REFERENCE else \
-            run_one(method, setting, fraction, seed, overrides, root)
+            run_one(method, setting, fraction, seed, overrides, root, cached)
         record.update(variant=variant, env=environment())
         print(f"{setting} {fraction:.2f} seed {seed} {method}: test AUC {record['metrics']['test_auc']:.4f}, "
               f"{record.get('training_mb', 0):.2f} MB, {record['wall_s']} s", flush=True)
@@ -223,6 +221,8 @@ def main() -> None:
     parser.add_argument("--variant", default="default", help="name under which --set overrides are recorded")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="VFLConfig override")
     parser.add_argument("--workers", type=int, default=1, help="parallel processes (one torch thread each)")
+    parser.add_argument("--no-pretrain-cache", action="store_true",
+                        help="pretrain for every SS-VFL run instead of reusing the (setting, seed, fraction) encoders")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--splits", type=Path, default=SPLITS, help="where the split folders go")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; existing runs are skipped")
@@ -237,10 +237,11 @@ def main() -> None:
                 for fraction in args.fractions:
                     todo = [m for m in args.methods if (args.variant, setting, fraction, seed, m) not in done]
                     if todo:
-                        tasks.append((setting, fraction, seed, todo, overrides, args.data_dir, args.splits, args.variant))
+                        tasks.append((setting, fraction, seed, todo, overrides, args.data_dir, args.splits, args.variant,
+                                      not args.no_pretrain_cache))
         # splits first, in this process, so parallel workers never write the same folder
         for setting, seed in {(t[0], t[2]) for t in tasks}:
-            prepare_split(args.data_dir, *parse_setting(setting), seed, args.splits)
+            prepare_all_shared_split(args.data_dir, *parse_setting(setting), seed, args.splits)
         with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
             for records in pool.imap_unordered(run_group, tasks):
                 for record in records:

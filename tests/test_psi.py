@@ -131,13 +131,18 @@ def test_psi_flag_prepends_nvflare_dh_psi_and_sets_alignment():
 
 
 # ------------------------------------------------------------------------------ alignment "psi"
+def hashed_and_psi_runs(tmp_path, **cfg):
+    """The same in-process job on one split, aligned by salted hashes and by the true PSI output."""
+    root = make_root(tmp_path, cfg["label_owner"])
+    write_true_psi(root)
+    hashed = run_inprocess(VFLConfig(**cfg), SITES, str(root))
+    return hashed, run_inprocess(VFLConfig(alignment="psi", **cfg), SITES, str(root))
+
+
 @pytest.mark.parametrize("label_owner", ["server", "site-1"])
 def test_psi_alignment_gives_the_hash_alignment_rows(tmp_path, label_owner):
-    root = make_root(tmp_path, label_owner)
-    write_true_psi(root)
-    cfg = dict(algorithm="oneshot", label_owner=label_owner, ssl_epochs=1, classifier_epochs=5)
-    hashed = run_inprocess(VFLConfig(**cfg), SITES, str(root))
-    psi = run_inprocess(VFLConfig(alignment="psi", **cfg), SITES, str(root))
+    hashed, psi = hashed_and_psi_runs(tmp_path, algorithm="oneshot", label_owner=label_owner, ssl_epochs=1,
+                                      classifier_epochs=5)
     assert psi["rows"] == hashed["rows"] == {"aligned_train": 120, "val": 30, "test": 114}
     # the setup phase sends no payload either way; PSI sends no IDs or digests, so far fewer bytes
     assert psi["communication"]["per_phase"]["setup"]["uploads"] == 0

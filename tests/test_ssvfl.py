@@ -158,12 +158,9 @@ def test_labeled_fraction_shrinks_the_labeled_rows_not_the_pretraining_rows(labe
 
 @pytest.mark.parametrize("label_owner", ["server", "site-1"])
 def test_labeled_fraction_with_psi_alignment(tmp_path, label_owner):
-    from test_psi import SITES as PSI_SITES, make_root, write_true_psi
+    from test_psi import hashed_and_psi_runs
 
-    root = make_root(tmp_path, label_owner)
-    write_true_psi(root)
-    cfg = dict(algorithm="ssvfl_i", label_owner=label_owner, labeled_fraction=0.25, pretrain_epochs=2)
-    hashed = run_inprocess(VFLConfig(**cfg), PSI_SITES, str(root))
-    psi = run_inprocess(VFLConfig(alignment="psi", **cfg), PSI_SITES, str(root))
+    hashed, psi = hashed_and_psi_runs(tmp_path, algorithm="ssvfl_i", label_owner=label_owner, labeled_fraction=0.25,
+                                      pretrain_epochs=2)
     # the sites and the label party cut the same rows (setup fails on a count mismatch)
     assert psi["rows"] == hashed["rows"] == {"aligned_train": 30, "val": 8, "test": 114}

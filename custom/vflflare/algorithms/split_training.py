@@ -46,7 +46,7 @@ def _commit(net: Transport, label: Any) -> None:
 def _test_curve_point(net: Transport, label: Any, epoch: int) -> dict[str, float]:
     """Test metric of the current weights and the training payload spent so far. The test
     representations travel in their own ledger phase, so they never count as training traffic."""
-    spent = net.ledger.per_phase["split_training"]["payload_bytes"]
+    spent = net.ledger.per_phase[net.ledger.current]["payload_bytes"]  # the training phase this runs in
     with net.ledger.phase("test_curve"):
         replies = net.step("represent", {s: {"parts": ["test"]} for s in net.sites})
         scored = label.evaluate("test", reps_of(replies, "test"))  # a relay to a label-owning site counts here too
