@@ -31,11 +31,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from localproc import become_subreaper, free_port, port_is_free, stop_processes  # noqa: E402
+from vflflare.flare.site_config import SITE_CONFIG_FILE, write_site_config  # noqa: E402
+from vflflare.results import RESULTS_FILE  # noqa: E402
 
 DEFAULT_PORT = 8002  # NVFlare's; 2.9 serves admin and FL on the same port
 SERVER = "server"
-RESULTS_FILE = "vflflare_results.json"
-SITE_CONFIG_FILE = "vflflare.json"
 COMPLETED = "FINISHED:COMPLETED"
 
 
@@ -145,8 +145,7 @@ class PocRun:
                 link.symlink_to(own, target_is_directory=True)
             else:  # the job reports the missing folder, listing what --data-root has
                 data_root = root
-            config = self.prod / party / "local" / SITE_CONFIG_FILE
-            config.write_text(json.dumps({"data_root": str(data_root)}, indent=2) + "\n")
+            write_site_config(self.prod / party, data_root)
         self.log(f"data: each party's local/{SITE_CONFIG_FILE} names its own folder of {root}")
 
     def start(self, sites: list[str]) -> None:

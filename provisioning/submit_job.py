@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS_FILE = "vflflare_results.json"
+from vflflare.results import RESULTS_FILE
+
 COMPLETED = "FINISHED:COMPLETED"
 
 

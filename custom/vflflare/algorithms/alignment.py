@@ -254,17 +254,6 @@ class PSIView:
         return mask("train", self.train, train_keys), mask("test", self.test, test_keys)
 
 
-def psi_split(view: PSIView, val_fraction: float, num_classes: int, label_party: str, context: str,
-              labeled_fraction: float = 1.0):
-    """(train, val, test) ID lists of the labeled aligned rows, each in canonical order."""
-    if not view.train:
-        raise AlignmentError(f"the parties share no labeled training rows ({context})")
-    if not view.test:
-        raise AlignmentError(f"the parties share no test rows; every party's test file must hold the same IDs ({context})")
-    train, val = holdout(view.train, val_fraction, num_classes, label_party, context, labeled_fraction)
-    return train, val, view.test
-
-
 # A coordinator-hosted label party is not a participant of NVFlare's DH-PSI (which runs among sites).
 # It learns which of its own label IDs are in the sites' intersection by one more round of the same
 # OpenMined DH-PSI, with itself as PSI client and one site as PSI server. The site learns only the

@@ -61,8 +61,8 @@ PSI_ALGO_ID = "dh_psi"
 LOCAL_PSI_ID = "local_psi"
 PSI_WRITER_ID = "psi_writer"
 PSI_ROOT_KEY = "psi_root"  # optional key of the site's local/vflflare.json
-SITES_KEY = "vflflare_psi_sites"
-PSI_RESULTS_FILE = "psi_results.json"  # the participants, sent with the prepare task (the embedded default needs them)
+SITES_KEY = "vflflare_psi_sites"  # the participants, sent with the prepare task (the embedded default needs them)
+PSI_RESULTS_FILE = "psi_results.json"
 
 
 class PSIError(RuntimeError):
