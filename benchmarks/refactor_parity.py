@@ -1,0 +1,134 @@
+"""Before/after check of a refactor: every algorithm on credit default (2 sites, N_o 1000), seeds 0-2,
+in process and in the NVFlare simulator. It talks to vflflare only through its command line (`split`,
+`inprocess`, `jobs`, `simulate`), so the same script runs against the code before and after a change:
+
+    python benchmarks/refactor_parity.py --out /tmp/parity/before.jsonl     # on the old commit
+    python benchmarks/refactor_parity.py --out /tmp/parity/after.jsonl      # on the new one
+    python benchmarks/refactor_parity.py --compare /tmp/parity/before.jsonl /tmp/parity/after.jsonl
+
+Each record keeps the metrics and, per site, uploads, downloads, payload bytes and wire bytes. The
+comparison prints one row per (method, seed, mode) and flags any number that moved.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA_DIR = REPO.parent / "shared" / "data"
+SPLITS = Path("/tmp/vflflare-bench/splits")
+
+# method -> (algorithm, --set overrides); fedbcd with the paper's Q = 5
+METHODS: dict[str, tuple[str, dict]] = {
+    "vanilla": ("vanilla", {}),
+    "fedbcd": ("fedbcd", {"local_steps": 5}),
+    "oneshot": ("oneshot", {}),
+    "fewshot": ("fewshot", {}),
+    "fewshot+finetune": ("fewshot", {"finetune_epochs": 20}),
+    "ssvfl_i": ("ssvfl_i", {}),
+    "ssvfl_c": ("ssvfl_c", {}),
+}
+MODES = ("inprocess", "simulator")
+
+
+def vflflare(*args: str, env: dict | None = None) -> None:
+    subprocess.run([sys.executable, "-m", "vflflare.cli", *args], check=True, env=env, stdout=subprocess.DEVNULL)
+
+
+def split(seed: int) -> Path:
+    out = SPLITS / f"credit_default_n1000_s{seed}"
+    if not (out / "manifest.json").exists():
+        vflflare("split", "--dataset", "credit_default", "--data-dir", str(DATA_DIR), "--sites", "2",
+                 "--overlap", "1000", "--seed", str(seed), "--out", str(out))
+    return out
+
+
+def sets(overrides: dict) -> list[str]:
+    return [arg for key, value in overrides.items() for arg in ("--set", f"{key}={json.dumps(value)}")]
+
+
+def run(method: str, seed: int, mode: str, work: Path) -> dict:
+    algorithm, overrides = METHODS[method]
+    root = split(seed)
+    overrides = {**overrides, "seed": seed}
+    out = work / f"{method}_{seed}_{mode}"
+    if mode == "inprocess":
+        result = out / "result.json"
+        vflflare("inprocess", "--algorithm", algorithm, "--data-root", str(root), "--json", str(result), *sets(overrides))
+    else:
+        name = method.replace("+", "_")
+        vflflare("jobs", "--out", str(out / "jobs"), "--name", name, "--algorithm", algorithm, *sets(overrides))
+        vflflare("simulate", str(out / "jobs" / name), "-w", str(out / "ws"), "-n", "2", "-t", "2",
+                 "--data-root", str(root))
+        result = next((out / "ws").rglob("vflflare_results.json"))
+    record = json.loads(result.read_text())
+    if "error" in record:
+        raise RuntimeError(f"{method} seed {seed} {mode}: {record['error']}")
+    comm = record["communication"]
+    return {
+        "method": method, "seed": seed, "mode": mode, "metrics": record["metrics"],
+        "per_site": comm["per_site"], "per_phase": {p: row for p, row in comm["per_phase"].items()},
+        "wall_s": record.get("wall_s"),
+    }
+
+
+def key(record: dict) -> tuple:
+    return record["method"], record["seed"], record["mode"]
+
+
+def compare(before_path: Path, after_path: Path) -> int:
+    read = lambda p: {key(r): r for r in map(json.loads, Path(p).read_text().splitlines()) if r}  # noqa: E731
+    before, after = read(before_path), read(after_path)
+    print("| method | seed | mode | test AUC before | test AUC after | uploads/downloads per site | payload bytes per site | wire bytes per site (before → after) | same |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    moved = 0
+    for k in sorted(before, key=lambda k: (list(METHODS).index(k[0]), k[1], k[2])):
+        b, a = before[k], after.get(k)
+        if a is None:
+            print(f"| {' | '.join(map(str, k))} | {b['metrics']['test_auc']:.4f} | missing | | | | no |")
+            moved += 1
+            continue
+        counts = lambda r: {s: (v["uploads"], v["downloads"]) for s, v in r["per_site"].items()}  # noqa: E731
+        payload = lambda r: {s: v["payload_bytes"] for s, v in r["per_site"].items()}  # noqa: E731
+        wire = lambda r: "/".join(str(v["wire_bytes"]) for v in r["per_site"].values())  # noqa: E731
+        same = b["metrics"] == a["metrics"] and counts(b) == counts(a) and payload(b) == payload(a)
+        moved += not same
+        site_counts = "; ".join(f"{u}/{d}" for u, d in counts(a).values())
+        site_payload = "/".join(str(v) for v in payload(a).values())
+        print(f"| {k[0]} | {k[1]} | {k[2]} | {b['metrics']['test_auc']:.4f} | {a['metrics']['test_auc']:.4f} | "
+              f"{site_counts} | {site_payload} | {wire(b)} → {wire(a)} | {'yes' if same else '**no**'} |")
+    print(f"\n{len(before)} runs compared, {moved} differ in metrics, counts or payload bytes")
+    return 1 if moved else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, help="JSON lines; runs already in it are skipped")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    args = parser.parse_args()
+    if args.compare:
+        return compare(*args.compare)
+    done = {key(json.loads(line)) for line in args.out.read_text().splitlines()} if args.out.exists() else set()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="vflflare-parity-") as work:
+        for method in args.methods:
+            for seed in args.seeds:
+                for mode in args.modes:
+                    if (method, seed, mode) in done:
+                        continue
+                    record = run(method, seed, mode, Path(work))
+                    print(f"{method} seed {seed} {mode}: {record['metrics']}", flush=True)
+                    with open(args.out, "a") as handle:
+                        handle.write(json.dumps(record) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
