@@ -20,12 +20,12 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from vflflare import cli
-from vflflare.algorithms.alignment import align, hash_ids
-from vflflare.algorithms.inprocess import InProcessTransport
-from vflflare.algorithms.runner import run_algorithm
-from vflflare.algorithms.setup_phase import SERVER, alignment_salt
-from vflflare.algorithms.site_runtime import SiteRuntime
-from vflflare.config import VFLConfig
+from vflflare.protocol.alignment import align, hash_ids
+from vflflare.protocol.inprocess import InProcessTransport
+from vflflare.protocol.runner import run_algorithm
+from vflflare.protocol.setup import SERVER, alignment_salt
+from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.algorithms.registry import make_config
 from vflflare.data.loading import load_label_tables, load_site_tables
 from vflflare.data.sources import load_source
 from vflflare.data.types import SiteTables

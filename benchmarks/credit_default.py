@@ -46,9 +46,9 @@ from common import (
     DEFAULT_DATA_DIR, DEFAULT_SPLITS, LABEL_LEADER, RUNS, SITES, SourceTable, SplitRows, append_jsonl, environment,
     job_rows, limit_threads, mean_std, prepare_split, read_jsonl, run_vfl, site_features, test_inference_bytes, trees,
 )  # fmt: skip
-from vflflare.algorithms.classifier import fit_head, predict_proba
+from vflflare.algorithms.blocks.classifier import fit_head, predict_proba
 from vflflare.cli import parse_overrides
-from vflflare.config import VFLConfig
+from vflflare.algorithms.registry import make_config
 from vflflare.models.tabular import MLPHead, TabularEncoder, seeded_init
 from vflflare.seeding import derive_seed
 from vflflare.tracking import LogTracker
@@ -74,7 +74,7 @@ PREPROCESSED = ("vanilla", "fedbcd", "local_only", "mlp_aligned")
 
 # ---------------------------------------------------------------------------------------- VFL methods
 def run_vfl_method(method: str, overrides: dict[str, Any], root: Path, seed: int) -> dict[str, Any]:
-    cfg = VFLConfig.from_dict({**VFL_METHODS[method], **overrides, "seed": seed})
+    cfg = make_config({**VFL_METHODS[method], **overrides, "seed": seed})
     result, _ = run_vfl(cfg, root)
     comm = result["communication"]
     per_site = comm["per_site"].values()
@@ -119,7 +119,7 @@ def mlp(
             blocks[part].append(block[[index[i] for i in ids]])
     train_x, val_x, test_x = (torch.as_tensor(np.concatenate(blocks[p], axis=1)) for p in ("train", "val", "test"))
     # the paper stops its baselines after 20 epochs without improvement
-    cfg = VFLConfig(seed=seed, classifier_epochs=100, classifier_patience=20)
+    cfg = make_config(seed=seed, classifier_epochs=100, classifier_patience=20)
     with seeded_init(derive_seed(seed, "mlp")):
         model = LocalMLP(train_x.shape[1], cfg)
     generator = torch.Generator().manual_seed(derive_seed(seed, "mlp:batches"))
@@ -216,7 +216,7 @@ def main() -> None:
         for overlap in args.overlaps:
             for seed in args.seeds:
                 root = prepare_split(args.data_dir, overlap, seed, args.splits)
-                rows = job_rows(root, seed, VFLConfig().val_fraction)
+                rows = job_rows(root, seed, make_config().val_fraction)
                 for method in args.methods:
                     variant = args.variant if method_overrides(method) or method in TUNABLE else "default"
                     if (method, variant, overlap, seed) in done:

@@ -30,7 +30,7 @@ from common import (
     DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, SourceTable, InspectableRuntime, append_jsonl, environment,
     limit_threads, mean_std, prepare_split, read_jsonl, run_vfl,
 )  # fmt: skip
-from vflflare.config import VFLConfig
+from vflflare.algorithms.registry import make_config
 
 RESULTS = RUNS / "imbalance.jsonl"
 
@@ -104,7 +104,7 @@ def run_setting(name: str, overrides: dict[str, Any], overlap: int, seed: int, d
     record: dict[str, Any] = {"setting": name, "overrides": overrides, "overlap": overlap, "seed": seed}
     for algorithm in ("oneshot", "fewshot"):
         start = time.perf_counter()
-        result, runtimes = run_vfl(VFLConfig.from_dict({**overrides, "algorithm": algorithm, "seed": seed}), root,
+        result, runtimes = run_vfl(make_config({**overrides, "algorithm": algorithm, "seed": seed}), root,
                                    InspectableRuntime)
         record[algorithm] = {k: result["metrics"][k] for k in ("val_auc", "test_auc")}
         record[algorithm]["wall_s"] = round(time.perf_counter() - start, 2)

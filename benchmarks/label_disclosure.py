@@ -18,12 +18,12 @@ from common import (
     DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, SITES, SourceTable, append_jsonl, environment, job_rows, limit_threads,
     mean_std, prepare_split, read_jsonl,
 )  # fmt: skip
-from vflflare.algorithms.inprocess import InProcessTransport
-from vflflare.algorithms.kmeans import kmeans_on_gradients
+from vflflare.protocol.inprocess import InProcessTransport
+from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
 from vflflare.algorithms.oneshot import upload_aligned_representations
-from vflflare.algorithms.setup_phase import SERVER, setup_parties
-from vflflare.algorithms.site_runtime import SiteRuntime
-from vflflare.config import VFLConfig
+from vflflare.protocol.setup import SERVER, setup_parties
+from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.algorithms.registry import make_config
 from vflflare.data.loading import load_label_tables
 from vflflare.privacy.label_disclosure import cluster_label_agreement
 from vflflare.seeding import derive_seed
@@ -33,7 +33,7 @@ RESULTS = RUNS / "label_disclosure.jsonl"
 
 
 def measure(root: Path, seed: int, table: SourceTable, overrides: dict) -> dict[str, float]:
-    cfg = VFLConfig.from_dict({**overrides, "algorithm": "oneshot", "seed": seed})
+    cfg = make_config({**overrides, "algorithm": "oneshot", "seed": seed})
     net = InProcessTransport({s: SiteRuntime(s, str(root)) for s in SITES})
     label, _ = setup_parties(
         net, cfg, lambda: load_label_tables(SERVER, SITES, str(root), seed), LogTracker("bench.disclosure")

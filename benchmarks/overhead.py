@@ -30,7 +30,7 @@ from common import (
     read_jsonl, run_vfl,
 )  # fmt: skip
 from vflflare.cli import simulate
-from vflflare.config import VFLConfig
+from vflflare.algorithms.registry import make_config
 from vflflare.jobs import write_job
 
 RESULTS = RUNS / "overhead.jsonl"
@@ -81,7 +81,7 @@ def run_simulator(algorithm: str, root: Path, work: Path, rep: int, scenario: st
 
 def run_in_process(algorithm: str, root: Path, scenario: str = SHORT) -> dict:
     start = time.perf_counter()
-    result, _ = run_vfl(VFLConfig.from_dict(_overrides(algorithm, scenario)), root)
+    result, _ = run_vfl(make_config(_overrides(algorithm, scenario)), root)
     return _summary("inprocess", algorithm, result, time.perf_counter() - start, scenario)
 
 

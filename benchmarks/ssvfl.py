@@ -46,9 +46,9 @@ from common import (
     DEFAULT_DATA_DIR, RUNS, SourceTable, append_jsonl, environment, job_rows, limit_threads, mean_std,
     prepare_split, read_jsonl, run_vfl, test_inference_bytes, trees,
 )  # fmt: skip
-from vflflare.algorithms.site_runtime import SiteRuntime
+from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.cli import parse_overrides
-from vflflare.config import VFLConfig
+from vflflare.algorithms.registry import make_config
 from vflflare.data.sources import load_source
 
 RESULTS = RUNS / "ssvfl.jsonl"
@@ -116,7 +116,7 @@ def training_bytes(result: dict) -> int:
 def run_one(method: str, setting: str, fraction: float, seed: int, overrides: dict[str, Any], root: Path,
             cached: bool = True) -> dict[str, Any]:
     dataset, parties = parse_setting(setting)
-    cfg = VFLConfig.from_dict({**overrides, "algorithm": method, "seed": seed, "labeled_fraction": fraction,
+    cfg = make_config({**overrides, "algorithm": method, "seed": seed, "labeled_fraction": fraction,
                                "test_curve": method != "ssvfl_i"})
     PretrainOnce.key = pretrain_key(cfg, root)
     start = time.perf_counter()

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from vflflare import wire
-from vflflare.algorithms.payload import decode, encode, is_encrypted, payload_bytes, tensor_kinds
+from vflflare.protocol.payload import decode, encode, is_encrypted, payload_bytes, tensor_kinds
 from vflflare.privacy import ckks
 
 

@@ -8,9 +8,9 @@ from nvflare.apis.fl_constant import ReservedKey
 from nvflare.apis.fl_context import FLContext
 
 from vflflare import wire
-from vflflare.algorithms.payload import tensor_kinds
-from vflflare.algorithms.transport import TransportError
-from vflflare.config import VFLConfig
+from vflflare.protocol.payload import tensor_kinds
+from vflflare.protocol.transport import TransportError
+from vflflare.algorithms.registry import make_config
 from vflflare.flare.he_filters import DecryptTaskData, EncryptTaskResult, workspace_context
 from vflflare.flare.messages import ERROR_HEADER, error_of, from_shareable, to_shareable
 from vflflare.flare.transport import FlareTransport
@@ -130,8 +130,8 @@ def test_job_generator_adds_filters_only_with_he():
 
 
 def test_he_with_labels_on_the_server_fails_early():
-    with pytest.raises(ValueError, match="he: true needs the labels on a site"):
-        VFLConfig(algorithm="oneshot", he=True)
+    with pytest.raises(ValueError, match="he needs the labels on a site"):
+        make_config(algorithm="oneshot", he=True)
     with pytest.raises(ValueError, match="label_owner 'server'"):
         job_files("j", {"algorithm": "vanilla", "he": True})
-    VFLConfig(algorithm="secure_sum", he=True)  # secure aggregation gives the server no tensor to train on
+    make_config(algorithm="secure_sum", he=True)  # secure aggregation gives the server no tensor to train on

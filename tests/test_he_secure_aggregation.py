@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 
 from vflflare import wire
-from vflflare.algorithms import secure_aggregation as sa
-from vflflare.algorithms.ledger import CommLedger
-from vflflare.algorithms.payload import Payload, tensor_kinds
-from vflflare.config import VFLConfig
+from vflflare.algorithms import secure_sum as plugin
+from vflflare.algorithms.blocks import secure_aggregation as sa
+from vflflare.protocol.ledger import CommLedger
+from vflflare.protocol.payload import Payload, tensor_kinds
+from vflflare.algorithms.registry import make_config
 from vflflare.privacy import ckks
+from vflflare.tracking import LogTracker
 
 
 class HEInProcess:
@@ -28,7 +30,7 @@ class HEInProcess:
             request = wire.dumps(payload)
             self.ledger.record(site, "down", payload, len(request))
             at_site = ckks.decrypt_payload(wire.loads(request), self.client)  # DecryptTaskData
-            reply = wire.dumps(ckks.encrypt_payload(sa.site_handle(site, task, at_site), self.client))  # EncryptTaskResult
+            reply = wire.dumps(ckks.encrypt_payload(plugin.SecureSumCheck.stateless_steps[task](site, at_site), self.client))  # EncryptTaskResult
             replies[site] = wire.loads(reply)
             self.ledger.record(site, "up", replies[site], len(reply))
             self.received.append(replies[site])
@@ -48,9 +50,12 @@ def test_secure_sum_matches_plaintext_sum(keys, n_sites):
     server, client = keys
     sites = [f"site-{i + 1}" for i in range(n_sites)]
     net = HEInProcess(sites, client)
-    cfg = VFLConfig(algorithm="secure_sum", he=True, seed=3, extra={"secure_sum_shape": [50, 170]})  # 8500 values
-    results = sa.SecureSumCheck(cfg).run(net, server)
-    assert results["metrics"]["secure_sum_max_abs_error"] < 1e-3
+    cfg = make_config(algorithm="secure_sum", he=True, seed=3, shape=[50, 170])  # 8500 values
+    flow = plugin.SecureSumCheck(cfg, LogTracker(), server)
+    metrics = flow.run(net, None, {})
+    results = {"communication": net.ledger.summary()}
+    assert metrics["secure_sum_max_abs_error"] < 1e-3
+    assert flow.expected_communications(sites, {}) == {s: {"uploads": 1, "downloads": 1} for s in sites}
     # the coordinator only ever held ciphertexts of the tensors (and the sites' error numbers)
     assert all(tensor_kinds(r)["plaintext"] == 0 for r in net.received)
     assert results["communication"]["tensor_kinds"]["up"]["plaintext"] == 0
@@ -76,5 +81,5 @@ def test_encrypted_sum_directly(keys):
 
 
 def test_secure_sum_needs_he():
-    with pytest.raises(ValueError, match="needs he: true"):
-        sa.SecureSumCheck(VFLConfig(algorithm="secure_sum"))
+    with pytest.raises(ValueError, match="algorithm 'secure_sum': he must be true"):
+        make_config(algorithm="secure_sum")

@@ -9,8 +9,8 @@ import pytest
 
 from simulator_helpers import per_site, run_job
 from vflflare import cli
-from vflflare.algorithms.inprocess import run_inprocess
-from vflflare.config import VFLConfig
+from vflflare.protocol.inprocess import run_inprocess
+from vflflare.algorithms.registry import make_config
 
 pytestmark = pytest.mark.simulator
 SITES = ["site-1", "site-2"]
@@ -32,7 +32,7 @@ def test_oneshot_site_label_owner_he_same_metric_only_ciphertexts(tmp_path):
     results = run_job(tmp_path, "oneshot", label_owner="site-1", he=True)
     _only_ciphertexts(results)
     # HE off, same seed (the in-process driver gives the simulator's numbers exactly: test_simulator_jobs)
-    plain = run_inprocess(VFLConfig(algorithm="oneshot", label_owner="site-1"), SITES, None)
+    plain = run_inprocess(make_config(algorithm="oneshot", label_owner="site-1"), SITES, None)
     assert abs(results["metrics"]["test_auc"] - plain["metrics"]["test_auc"]) <= 0.005, (results["metrics"], plain["metrics"])
     assert abs(results["metrics"]["val_auc"] - plain["metrics"]["val_auc"]) <= 0.005
     # the same messages, each carrying ciphertexts instead of float32 tensors

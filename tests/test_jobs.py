@@ -2,14 +2,14 @@
 import filecmp
 from pathlib import Path
 
-from vflflare.jobs import DEFAULT_JOBS, write_default_jobs
+from vflflare.jobs import default_jobs, write_default_jobs
 
 JOBS = Path(__file__).resolve().parents[1] / "jobs"
 
 
 def test_committed_jobs_match_the_generator(tmp_path):
     write_default_jobs(tmp_path)
-    for name in DEFAULT_JOBS:
+    for name in default_jobs():
         generated = sorted(p.relative_to(tmp_path / name) for p in (tmp_path / name).rglob("*") if p.is_file())
         committed = sorted(p.relative_to(JOBS / name) for p in (JOBS / name).rglob("*") if p.is_file())
         assert generated == committed, f"jobs/{name}: files differ; run `vflflare jobs`"

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from vflflare.algorithms.kmeans import kmeans_on_gradients
+from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
 from vflflare.privacy.label_disclosure import cluster_label_agreement
 
 

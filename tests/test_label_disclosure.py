@@ -7,10 +7,11 @@ import pytest
 import torch
 from sklearn.datasets import load_breast_cancer
 
-from vflflare.algorithms.feature_party import FeatureParty
-from vflflare.algorithms.kmeans import kmeans_on_gradients
-from vflflare.algorithms.label_party import LabelParty
-from vflflare.config import VFLConfig
+from vflflare.algorithms.oneshot import OneShotSite as FeatureParty
+from vflflare.data.views import TabularView
+from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
+from vflflare.algorithms.oneshot import OneShotLabel as LabelParty
+from vflflare.algorithms.registry import make_config
 from vflflare.data.types import FeatureBlock, LabelTables, SiteTables
 from vflflare.privacy.label_disclosure import cluster_label_agreement
 
@@ -28,14 +29,14 @@ def test_kmeans_on_partial_gradients_recovers_aligned_labels(seed):
     x = ((x - x.mean(0)) / x.std(0)).astype(np.float32)
     rows = np.random.default_rng(seed).permutation(len(y))[:300]
     sites = ["site-a", "site-b"]
-    cfg = VFLConfig(seed=seed, classifier_hidden=0)
+    cfg = make_config(seed=seed, classifier_hidden=0)
     reps = {}
     for site, cols in zip(sites, [slice(0, 15), slice(15, 30)]):
         empty = FeatureBlock(np.zeros((0, 15), np.float32), np.zeros((0, 0), np.int64), [])
         block = FeatureBlock(x[rows, cols], np.zeros((len(rows), 0), np.int64), [])
-        party = FeatureParty(site, SiteTables(site, [str(r) for r in rows], block, [], empty, []), cfg)
+        party = FeatureParty(site, TabularView(SiteTables(site, [str(r) for r in rows], block, [], empty, [])), cfg)
         party.align(np.arange(len(rows)), np.array([], dtype=np.int64), np.array([], dtype=np.int64))
-        reps[site] = party.represent(["aligned"])["aligned"]
+        reps[site] = party.representations(["aligned"])["aligned"]
     tables = LabelTables([str(r) for r in rows], y[rows].astype(np.int64), [], np.zeros(0, np.int64), 2)
     label = LabelParty(tables, sites, cfg)
     label.align(np.arange(len(rows)), np.array([], dtype=np.int64), np.array([], dtype=np.int64))

@@ -7,7 +7,7 @@ torch.set_num_threads(1)
 
 
 def test_encoder_shapes_with_numeric_and_categorical():
-    enc = TabularEncoder(numeric_dim=3, cardinalities=[4, 30], hidden_dim=64, rep_dim=32)
+    enc = TabularEncoder(numeric_dim=3, cardinalities=[4, 30], hidden=[64], rep_dim=32)
     numeric = torch.randn(5, 3)
     categorical = torch.tensor([[0, 1], [3, 29], [2, 0], [1, 5], [0, 0]])
     assert enc(numeric, categorical).shape == (5, 32)

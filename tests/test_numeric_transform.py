@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from vflflare.algorithms.site_runtime import SiteRuntime
-from vflflare.config import VFLConfig
+from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.algorithms.registry import make_config
 from vflflare.data.errors import DataError
 from vflflare.data.loading import load_site_tables
 from vflflare.data.preprocess import Preprocessor, is_heavy_tailed, signed_log, tail_statistics
@@ -92,14 +92,14 @@ def test_schema_key_round_trip_and_bad_values(tmp_path):
 
 def test_config_field_validated_and_honoured_by_the_site_setup():
     with pytest.raises(ValueError, match="numeric_transform must be one of"):
-        VFLConfig(numeric_transform="log")
+        make_config(numeric_transform="log")
     with pytest.raises(ValueError, match="numeric_transform"):
         Preprocessor.fit(None, numeric_transform="log")  # type: ignore[arg-type]
     runtime = SiteRuntime("site-1", None)  # the embedded breast cancer split: no schema.json to override
-    runtime.handle("setup", {"config": VFLConfig(numeric_transform="auto").to_dict(), "sites": ["site-1", "site-2"],
+    runtime.handle("setup", {"config": make_config(numeric_transform="auto").to_dict(), "sites": ["site-1", "site-2"],
                              "salt": "s"})  # fmt: skip
-    tables = runtime.party.tables
+    tables = runtime.party.view.tables
     assert tables.numeric_transform == "auto" and 0 < len(tables.log_columns) < len(tables.feature_names)
     default = SiteRuntime("site-1", None)
-    default.handle("setup", {"config": VFLConfig().to_dict(), "sites": ["site-1", "site-2"], "salt": "s"})
-    assert default.party.tables.numeric_transform == "standard" and default.party.tables.log_columns == []
+    default.handle("setup", {"config": make_config().to_dict(), "sites": ["site-1", "site-2"], "salt": "s"})
+    assert default.party.view.tables.numeric_transform == "standard" and default.party.view.tables.log_columns == []

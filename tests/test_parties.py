@@ -1,4 +1,4 @@
-"""FeatureParty / LabelParty on a small real table: breast cancer split into two column halves."""
+"""Few-shot's site and label parties (which hold one-shot's and split-NN's steps too) on a small real table: breast cancer split into two column halves."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,17 +9,18 @@ import torch
 import torch.nn.functional as F
 from sklearn.datasets import load_breast_cancer
 
-from vflflare.algorithms.feature_party import FeatureParty
-from vflflare.algorithms.label_party import LabelParty
-from vflflare.algorithms.representation_estimation import pseudo_label_probabilities
-from vflflare.config import VFLConfig
+from vflflare.algorithms.fewshot import FewShotLabel as LabelParty
+from vflflare.algorithms.fewshot import FewShotSite as FeatureParty
+from vflflare.data.views import TabularView
+from vflflare.algorithms.blocks.representation_estimation import pseudo_label_probabilities
+from vflflare.algorithms.registry import make_config
 from vflflare.data.types import FeatureBlock, LabelTables, SiteTables
 
 torch.set_num_threads(1)
 SITES = ["site-a", "site-b"]
 
 
-def build(cfg: VFLConfig) -> tuple[dict[str, FeatureParty], LabelParty]:
+def build(cfg, site_class: type = FeatureParty, label_class: type = LabelParty) -> tuple[dict, LabelParty]:
     """150 aligned labeled rows, 40 validation rows, 114 test rows; the other 265 rows are split between the
     sites as unaligned rows. Each site shuffles its own rows and standardises its columns locally."""
     x, y = load_breast_cancer(return_X_y=True)
@@ -38,47 +39,47 @@ def build(cfg: VFLConfig) -> tuple[dict[str, FeatureParty], LabelParty]:
 
         tables = SiteTables(site, [f"id{r}" for r in own], block(own), [f"id{r}" for r in test], block(test),
                             [f"f{c}" for c in cols])
-        party = FeatureParty(site, tables, cfg)
+        party = site_class(site, TabularView(tables), cfg)
         position = {r: i for i, r in enumerate(own)}
         positions = [np.array([position[r] for r in rows]) for rows in (aligned, val)]
         party.align(*positions, np.arange(len(test)))
         parties[site] = party
     labeled = np.concatenate([val, aligned])  # the label party's own table order differs from the canonical one
-    label = LabelParty(LabelTables([f"id{r}" for r in labeled], y[labeled].astype(np.int64), [f"id{r}" for r in test],
+    label = label_class(LabelTables([f"id{r}" for r in labeled], y[labeled].astype(np.int64), [f"id{r}" for r in test],
                                    y[test].astype(np.int64), 2), SITES, cfg)
     label.align(np.arange(len(val), len(labeled)), np.arange(len(val)), np.arange(len(test)))
     return parties, label
 
 
 def reps_of(parties: dict[str, FeatureParty], part: str) -> dict[str, np.ndarray]:
-    return {s: p.represent([part])[part] for s, p in parties.items()}
+    return {s: p.representations([part])[part] for s, p in parties.items()}
 
 
 def run_oneshot(parties: dict[str, FeatureParty], label: LabelParty) -> None:
     grads = label.partial_gradients(reps_of(parties, "aligned"))
     for site, party in parties.items():
-        stats = party.oneshot_update(grads[site], label.num_classes)
+        stats = party.client_update(grads[site], label.num_classes)
         assert set(stats) == {"labeled", "unlabeled", "ssl_loss", "pseudo_label_rate"}
 
 
 def fit(parties: dict[str, FeatureParty], label: LabelParty) -> dict[str, float]:
-    return label.fit_classifier({s: p.represent(["aligned", "val", "test"]) for s, p in parties.items()})
+    return label.fit_classifier({s: p.representations(["aligned", "val", "test"]) for s, p in parties.items()})
 
 
 @pytest.fixture(scope="module")
 def oneshot_trained() -> tuple[dict[str, FeatureParty], LabelParty, dict[str, float]]:
-    parties, label = build(VFLConfig(seed=0))
+    parties, label = build(make_config(algorithm="fewshot", seed=0))
     run_oneshot(parties, label)
     return parties, label, fit(parties, label)
 
 
 def test_partial_gradients_match_autograd_and_finite_differences():
-    parties, label = build(VFLConfig(seed=1))
+    parties, label = build(make_config(algorithm="fewshot", seed=1))
     reps = reps_of(parties, "aligned")
     grads = label.partial_gradients(reps)
     assert all(grads[s].dtype == np.float32 and grads[s].shape == reps[s].shape for s in SITES)
 
-    head = label._new_head(sum(r.shape[1] for r in reps.values()), "partial_gradients").double()
+    head = label.new_head(sum(r.shape[1] for r in reps.values()), "partial_gradients").double()
     labels = torch.as_tensor(label.tables.train_labels[40:])
     joint = torch.as_tensor(np.concatenate([reps[s] for s in SITES], axis=1), dtype=torch.float64)
 
@@ -121,7 +122,7 @@ def test_fewshot_probabilities_and_update(oneshot_trained):
         assert np.all(p[p > 0] > label.cfg.fewshot_threshold)
         assert (p > 0).any()
     for site, party in parties.items():
-        stats = party.fewshot_update(probs[site])
+        stats = party.client_update_fewshot(probs[site])
         assert 0 < stats["pseudo_labeled"] <= int((probs[site] > 0).sum())
         assert stats["labeled"] == 150 + stats["pseudo_labeled"]
         assert stats["unlabeled"] == len(unaligned[site]) - stats["pseudo_labeled"]
@@ -142,7 +143,7 @@ def split_epoch(parties: dict[str, FeatureParty], label: LabelParty, order: np.n
 
 @pytest.mark.parametrize("local_steps", [1, 5])
 def test_split_nn_training_improves_val_auc(local_steps):
-    parties, label = build(VFLConfig(seed=2, local_steps=local_steps))
+    parties, label = build(make_config(algorithm="fewshot", seed=2, local_steps=local_steps))
     label.split_begin(keep_classifier=False)
     before = label.evaluate("val", reps_of(parties, "val"))["val_auc"]
     rng = np.random.default_rng(0)
@@ -153,25 +154,28 @@ def test_split_nn_training_improves_val_auc(local_steps):
 
 
 def test_early_stopping_bookkeeping_restores_committed_weights():
-    parties, label = build(VFLConfig(seed=2))
+    parties, label = build(make_config(algorithm="fewshot", seed=2))
     label.split_begin(keep_classifier=False)
     split_epoch(parties, label, np.arange(150), 32)
-    for party in [*parties.values(), label]:
-        party.keep_candidate()
-        party.commit_candidate()
+    label.keep_candidate()
+    label.commit_candidate()
+    for party in parties.values():  # the site steps, as the split-NN loop sends them
+        party.represent({"parts": ["val"], "keep_candidate": True})
+        party.commit({})
     kept_reps = reps_of(parties, "val")
     kept_metric = label.evaluate("val", kept_reps)
     split_epoch(parties, label, np.arange(150), 32)
     assert not np.array_equal(reps_of(parties, "val")["site-a"], kept_reps["site-a"])
-    for party in [*parties.values(), label]:
-        party.restore_best()
+    label.restore_best()
+    for party in parties.values():
+        party.restore({})
     restored = reps_of(parties, "val")
     assert all(np.array_equal(restored[s], kept_reps[s]) for s in SITES)
     assert label.evaluate("val", restored) == kept_metric
 
 
 def test_same_seed_gives_identical_representations():
-    cfg = VFLConfig(seed=3, ssl_epochs=2)
+    cfg = make_config(algorithm="fewshot", seed=3, ssl_epochs=2)
     runs = []
     for config in [cfg, cfg, dataclasses.replace(cfg, seed=4)]:
         parties, label = build(config)
@@ -182,8 +186,8 @@ def test_same_seed_gives_identical_representations():
 
 
 def test_bad_rows_fail_with_the_site_name():
-    parties, _ = build(VFLConfig())
+    parties, _ = build(make_config(algorithm="fewshot"))
     with pytest.raises(ValueError, match="site-a"):
         parties["site-a"].align(np.array([0, 1]), np.array([1]), np.array([0]))
     with pytest.raises(ValueError, match="site-a"):
-        parties["site-a"].oneshot_update(np.zeros((3, 32), dtype=np.float32), 2)
+        parties["site-a"].client_update(np.zeros((3, 32), dtype=np.float32), 2)

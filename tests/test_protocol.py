@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 from vflflare import wire
-from vflflare.algorithms.alignment import AlignmentError, align, hash_ids
-from vflflare.algorithms.ledger import CommLedger
-from vflflare.algorithms.payload import decode, encode, payload_bytes
+from vflflare.protocol.alignment import AlignmentError, align, hash_ids
+from vflflare.protocol.ledger import CommLedger
+from vflflare.protocol.payload import decode, encode, payload_bytes
 
 
 def test_wire_round_trip_keeps_dtypes_shapes_and_structure():

@@ -23,8 +23,8 @@ from deployment_helpers import (
     wait_for_clients,
 )
 from submit_job import submit_and_collect
-from vflflare.algorithms.inprocess import run_inprocess
-from vflflare.config import VFLConfig
+from vflflare.protocol.inprocess import run_inprocess
+from vflflare.algorithms.registry import make_config
 from vflflare.flare.site_config import write_site_config
 
 JOB = REPO / "jobs" / "oneshot_vfl"
@@ -114,7 +114,7 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
     # the same numbers as the reference run of the same phases without NVFlare
     workflows = json.loads((JOB / "app" / "config" / "config_fed_server.json").read_text())["workflows"]
     config = next(w for w in workflows if w["path"].endswith("VFLController"))["args"]["config"]
-    reference = run_inprocess(VFLConfig.from_dict(config), sites, str(data))
+    reference = run_inprocess(make_config(config), sites, str(data))
     metric = next(k for k in reference["metrics"] if k.startswith("test_"))
     assert results["metrics"][metric] == pytest.approx(reference["metrics"][metric], abs=1e-6)
     assert results["metrics"][metric] > 0.9

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vflflare.algorithms.alignment import (
+from vflflare.protocol.alignment import (
     AlignmentError,
     LabelMatchClient,
     PSI_FILE,
@@ -22,10 +22,10 @@ from vflflare.algorithms.alignment import (
     untag_items,
     write_psi_file,
 )
-from vflflare.algorithms.inprocess import InProcessTransport, run_inprocess
-from vflflare.algorithms.setup_phase import setup_parties
-from vflflare.algorithms.site_runtime import SiteRuntime
-from vflflare.config import VFLConfig
+from vflflare.protocol.inprocess import InProcessTransport, run_inprocess
+from vflflare.protocol.setup import setup_parties
+from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.algorithms.registry import make_config
 from vflflare.data.loading import load_label_tables
 from vflflare.data.sources import load_source
 from vflflare.data.split import split_table, write_split
@@ -135,8 +135,8 @@ def hashed_and_psi_runs(tmp_path, **cfg):
     """The same in-process job on one split, aligned by salted hashes and by the true PSI output."""
     root = make_root(tmp_path, cfg["label_owner"])
     write_true_psi(root)
-    hashed = run_inprocess(VFLConfig(**cfg), SITES, str(root))
-    return hashed, run_inprocess(VFLConfig(alignment="psi", **cfg), SITES, str(root))
+    hashed = run_inprocess(make_config(**cfg), SITES, str(root))
+    return hashed, run_inprocess(make_config(alignment="psi", **cfg), SITES, str(root))
 
 
 @pytest.mark.parametrize("label_owner", ["server", "site-1"])
@@ -153,7 +153,7 @@ def test_psi_alignment_gives_the_hash_alignment_rows(tmp_path, label_owner):
 def test_every_party_uses_the_same_canonical_rows(tmp_path):
     root = make_root(tmp_path)
     write_true_psi(root)
-    runtimes, label, counts, _ = setup_only(root, VFLConfig(alignment="psi"))
+    runtimes, label, counts, _ = setup_only(root, make_config(alignment="psi"))
     for part in ("aligned", "val", "test"):
         assert aligned_ids(runtimes["site-1"], part) == aligned_ids(runtimes["site-2"], part)
     overlap = set(read_ids(root / "overlap_ids.csv"))
@@ -180,13 +180,13 @@ def test_server_label_party_is_restricted_to_the_intersection(tmp_path):
     unaligned = [i for i in read_ids(root / "site-1" / "train.csv") if i not in set(overlap)][:40]
     dropped = set(overlap[:10])
     _edit_labels(root / "server" / "train_labels.csv", dropped, unaligned + ["never-seen-1", "never-seen-2"])
-    runtimes, label, counts, net = setup_only(root, VFLConfig(alignment="psi"))
+    runtimes, label, counts, net = setup_only(root, make_config(alignment="psi"))
     assert counts["aligned_train"] + counts["val"] == 140 and counts["test"] == 114
     used = set(aligned_ids(runtimes["site-2"], "aligned")) | set(aligned_ids(runtimes["site-2"], "val"))
     assert used == set(overlap) - dropped
     assert len(label._labels["aligned"]) == counts["aligned_train"]
     # the hash alignment agrees on the counts
-    _, _, hashed, _ = setup_only(root, VFLConfig(alignment="hash"))
+    _, _, hashed, _ = setup_only(root, make_config(alignment="hash"))
     assert hashed == counts
 
 
@@ -196,13 +196,13 @@ def test_site_label_party_is_restricted_locally_and_sends_only_masks(tmp_path):
     overlap = read_ids(root / "overlap_ids.csv")
     dropped = set(overlap[-7:])
     _edit_labels(root / "site-1" / "train_labels.csv", dropped, ["never-seen"])
-    cfg = VFLConfig(alignment="psi", label_owner="site-1")
+    cfg = make_config(alignment="psi", label_owner="site-1")
     runtimes, label, counts, net = setup_only(root, cfg)
     assert counts["aligned_train"] + counts["val"] == 143
     used = set(aligned_ids(runtimes["site-2"], "aligned")) | set(aligned_ids(runtimes["site-2"], "val"))
     assert used == set(overlap) - dropped
     assert len(runtimes["site-1"].label._labels["aligned"]) == counts["aligned_train"]
-    _, _, hashed, _ = setup_only(root, VFLConfig(alignment="hash", label_owner="site-1"))
+    _, _, hashed, _ = setup_only(root, make_config(alignment="hash", label_owner="site-1"))
     assert hashed == counts
 
 
@@ -212,10 +212,10 @@ def test_psi_outputs_of_other_data_or_other_runs_are_errors(tmp_path):
     write_psi_file(root / "site-1" / PSI_FILE, items)
     write_psi_file(root / "site-2" / PSI_FILE, items[1:])
     with pytest.raises(AlignmentError, match="PSI outputs differ.*site-1: 150 train.*site-2: 149 train"):
-        setup_only(root, VFLConfig(alignment="psi"))
+        setup_only(root, make_config(alignment="psi"))
     write_psi_file(root / "site-2" / PSI_FILE, items + ["train:not-in-the-table"])
     with pytest.raises(AlignmentError, match="site 'site-2'.*not in its train table.*rerun the PSI job"):
-        setup_only(root, VFLConfig(alignment="psi"))
+        setup_only(root, make_config(alignment="psi"))
 
 
 def test_empty_and_one_element_psi_outputs(tmp_path):
@@ -224,27 +224,27 @@ def test_empty_and_one_element_psi_outputs(tmp_path):
     for site in SITES:
         write_psi_file(root / site / PSI_FILE, [])
     with pytest.raises(AlignmentError, match="PSI intersection is empty: the sites share no IDs"):
-        setup_only(root, VFLConfig(alignment="psi"))
+        setup_only(root, make_config(alignment="psi"))
     one = read_ids(root / "overlap_ids.csv")[0]
     for site in SITES:
         write_psi_file(root / site / PSI_FILE, [f"train:{one}"])
     with pytest.raises(AlignmentError, match="share no labeled test rows"):
-        setup_only(root, VFLConfig(alignment="psi"))
+        setup_only(root, make_config(alignment="psi"))
     for site in SITES:
         write_psi_file(root / site / PSI_FILE, tag_items([one], read_ids(root / "site-1" / "test.csv")))
     with pytest.raises(AlignmentError, match=r"only 0 aligned labeled rows for training \(1 shared, 1 held out"):
-        setup_only(root, VFLConfig(alignment="psi"))
+        setup_only(root, make_config(alignment="psi"))
 
 
 def test_unknown_alignment_is_an_error(tmp_path):
     root = make_root(tmp_path)
     with pytest.raises(ValueError, match="unknown alignment 'psy'"):
-        setup_only(root, VFLConfig(alignment="psy"))
+        setup_only(root, make_config(alignment="psy"))
 
 
 def test_masks_over_canonical_order_reveal_no_ids():
     """What a label site sends the coordinator: booleans in canonical order, nothing else."""
-    from vflflare.algorithms.alignment import PSIView
+    from vflflare.protocol.alignment import PSIView
 
     view = PSIView.of(tag_items(["a", "b", "c"], ["t"]), seed=0, source="x")
     train_mask, test_mask = view.masks_for(["a", "c", "zzz"], ["t"])

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from test_psi import SITES, _edit_labels, make_root, read_ids, setup_only, tag_items, true_intersection
-from vflflare.algorithms.alignment import PSI_FILE, read_psi_file
+from vflflare.protocol.alignment import PSI_FILE, read_psi_file
 from vflflare.cli import simulate
-from vflflare.config import VFLConfig
+from vflflare.algorithms.registry import make_config
 from vflflare.jobs import write_job
 
 pytestmark = pytest.mark.simulator
@@ -66,7 +66,7 @@ def test_vfl_job_aligned_by_the_psi_job_output(psi_job_root, tmp_path):
     job = write_job(tmp_path / "jobs", "oneshot_psi", {"algorithm": "oneshot", "alignment": "psi", **FAST})
     results = simulate(str(job), str(tmp_path / "ws"), 2, 2, str(root), timeout=300)
     assert "error" not in results, results.get("error")
-    hashed = setup_only(root, VFLConfig(alignment="hash"))[2]
+    hashed = setup_only(root, make_config(alignment="hash"))[2]
     # the server's labels restricted to the intersection: 150 shared rows, 10 of them unlabeled
     assert results["rows"] == hashed == {"aligned_train": 112, "val": 28, "test": 114}
     assert results["communication"]["per_phase"]["setup"]["uploads"] == 0
@@ -80,7 +80,7 @@ def test_psi_as_first_phase_of_a_vfl_job(tmp_path):
                     psi=True)
     results = simulate(str(job), str(tmp_path / "ws"), 2, 2, None, timeout=300)
     assert "error" not in results, results.get("error")
-    hashed = setup_only(None, VFLConfig(alignment="hash", label_owner="site-1"))[2]
+    hashed = setup_only(None, make_config(alignment="hash", label_owner="site-1"))[2]
     assert results["rows"] == hashed == {"aligned_train": 120, "val": 30, "test": 114}
     run_dir = Path(results["results_path"]).parent
     psi = json.loads((run_dir / "psi_results.json").read_text())

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from vflflare.algorithms.representation_estimation import (
+from vflflare.algorithms.blocks.representation_estimation import (
     class_thresholds,
     estimate_joint_representations,
     estimate_missing_representations,

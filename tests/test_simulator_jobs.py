@@ -7,8 +7,8 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from simulator_helpers import FLOAT32, REP_DIM, assert_ok, per_site, run_job
-from vflflare.algorithms.inprocess import run_inprocess
-from vflflare.config import VFLConfig
+from vflflare.protocol.inprocess import run_inprocess
+from vflflare.algorithms.registry import make_config
 
 pytestmark = pytest.mark.simulator
 
@@ -26,7 +26,7 @@ def test_oneshot_server_label_owner_three_communications_per_site(tmp_path):
     assert results["communication"]["per_phase"]["setup"]["uploads"] == 0
     assert results["results_path"].endswith("vflflare_results.json")
     # NVFlare moves the numbers, it does not change them: the in-process driver gives the same ones
-    reference = run_inprocess(VFLConfig(algorithm="oneshot"), ["site-1", "site-2"], None)
+    reference = run_inprocess(make_config(algorithm="oneshot"), ["site-1", "site-2"], None)
     assert reference["metrics"] == results["metrics"]
     assert reference["communication"]["per_site"] == results["communication"]["per_site"]
     # progress of the sites' local SSL and the server's classifier reached TensorBoard through NVFlare

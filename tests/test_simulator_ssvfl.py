@@ -6,8 +6,8 @@ import math
 import pytest
 
 from simulator_helpers import FLOAT32, REP_DIM, assert_ok, per_site, run_job
-from vflflare.algorithms.inprocess import run_inprocess
-from vflflare.config import VFLConfig
+from vflflare.protocol.inprocess import run_inprocess
+from vflflare.algorithms.registry import make_config
 
 pytestmark = pytest.mark.simulator
 
@@ -27,7 +27,7 @@ def test_ssvfl_i_one_upload_per_site(tmp_path):
     assert per_site(results, "payload_bytes") == {"site-1": final, "site-2": final}
     _assert_no_pretraining_traffic(results)
     # NVFlare moves the numbers, it does not change them
-    reference = run_inprocess(VFLConfig(algorithm="ssvfl_i"), ["site-1", "site-2"], None)
+    reference = run_inprocess(make_config(algorithm="ssvfl_i"), ["site-1", "site-2"], None)
     assert reference["metrics"] == results["metrics"]
     assert reference["communication"]["per_site"] == results["communication"]["per_site"]
 
@@ -57,7 +57,7 @@ def test_ssvfl_c_four_sites_scarce_labels_with_test_curve(tmp_path):
     results = run_job(tmp_path, "ssvfl_c", n_sites=4, timeout=180, **cfg)
     assert_ok(results, 0.85)
     sites = ["site-1", "site-2", "site-3", "site-4"]
-    reference = run_inprocess(VFLConfig(algorithm="ssvfl_c", **cfg), sites, None)
+    reference = run_inprocess(make_config(algorithm="ssvfl_c", **cfg), sites, None)
     assert reference["metrics"] == results["metrics"] and reference["rows"] == results["rows"]
     epochs = results["training"]["split_epochs"]
     batches = math.ceil(results["rows"]["aligned_train"] / 32)

@@ -174,7 +174,7 @@ def table() -> tuple[TabularBatch, TabularBatch]:
 def _train(table, method: str, steps: int = 300) -> tuple[list[float], float, float]:
     train, held = table
     torch.manual_seed(0)
-    encoder = TabularEncoder(15, [], hidden_dim=64, rep_dim=32)
+    encoder = TabularEncoder(15, [], hidden=[64], rep_dim=32)
     predictor = Predictor(32, 64)
     target = target_copy(encoder)
     params = list(encoder.parameters()) + (list(predictor.parameters()) if method in ("byol", "simsiam") else [])

@@ -8,14 +8,20 @@ import math
 import pytest
 import torch
 
-from test_parties import build
-from vflflare.algorithms.alignment import AlignmentError, holdout
-from vflflare.algorithms.inprocess import run_inprocess
-from vflflare.config import VFLConfig
+from test_parties import build as build_parties
+from vflflare.algorithms.ssvfl import PretrainingSite
+from vflflare.data.views import TabularView
+from vflflare.protocol.alignment import AlignmentError, holdout
+from vflflare.protocol.inprocess import run_inprocess
+from vflflare.algorithms.registry import make_config
 
 torch.set_num_threads(1)
 SITES = ["site-1", "site-2"]
 REP_DIM, FLOAT32 = 32, 4
+
+
+def build(cfg):
+    return build_parties(cfg, site_class=PretrainingSite)
 
 
 class Recorder:
@@ -35,13 +41,13 @@ def _weights(party) -> list[torch.Tensor]:
 
 # ---------------------------------------------------------------------------------------- the site
 def test_pretraining_uses_the_training_rows_only_and_lowers_the_contrastive_loss():
-    cfg = VFLConfig(pretrain_epochs=8)
+    cfg = make_config(algorithm="ssvfl_i", pretrain_epochs=8)
     parties, _ = build(cfg)
     party = parties["site-a"]
     party.tracker = recorder = Recorder()
     before = _weights(party)
-    stats = party.contrastive_pretrain()
-    n_train, n_val = len(party.tables.train), len(party._rows_of("val"))
+    stats = party.pretrain()
+    n_train, n_val = party.view.num_rows("train"), len(party.rows_of("val"))
     assert stats["rows"] == n_train - n_val  # aligned + unaligned, validation held out
     assert stats["steps"] == 8 * (stats["rows"] // cfg.pretrain_batch_size)
     losses = recorder.scalars["pretrain/contrastive_loss"]
@@ -50,22 +56,19 @@ def test_pretraining_uses_the_training_rows_only_and_lowers_the_contrastive_loss
 
 
 def test_pretraining_never_sees_validation_or_test_features():
-    cfg = VFLConfig(pretrain_epochs=2)
+    cfg = make_config(algorithm="ssvfl_i", pretrain_epochs=2)
     plain, _ = build(cfg)
     changed, _ = build(cfg)
     party = changed["site-a"]
-    val = party._rows_of("val").numpy()
-    train = party.tables.train
-    numeric = train.numeric.copy()
+    val = party.rows_of("val").numpy()
+    tables = party.view.tables
+    numeric = tables.train.numeric.copy()
     numeric[val] = 1e3  # wildly different validation features
-    party.tables = dataclasses.replace(party.tables, train=dataclasses.replace(train, numeric=numeric),
-                                       test=dataclasses.replace(party.tables.test,
-                                                                numeric=party.tables.test.numeric * 0 + 7))
-    from vflflare.ssl.augment import TabularBatch
-
-    party._train, party._test = TabularBatch.from_block(party.tables.train), TabularBatch.from_block(party.tables.test)
-    plain["site-a"].contrastive_pretrain()
-    party.contrastive_pretrain()
+    party.view = TabularView(dataclasses.replace(
+        tables, train=dataclasses.replace(tables.train, numeric=numeric),
+        test=dataclasses.replace(tables.test, numeric=tables.test.numeric * 0 + 7)))  # fmt: skip
+    plain["site-a"].pretrain()
+    party.pretrain()
     for a, b in zip(_weights(plain["site-a"]), _weights(party)):
         assert torch.equal(a, b)
 
@@ -78,7 +81,7 @@ def test_labeled_fraction_keeps_the_first_rows_of_the_canonical_order():
     with pytest.raises(AlignmentError, match="labeled_fraction 0.01 keeps 1 of 100"):
         holdout(order, 0.2, 2, "server", "", labeled_fraction=0.01)
     with pytest.raises(ValueError, match="labeled_fraction"):
-        VFLConfig(labeled_fraction=0.0)
+        make_config(labeled_fraction=0.0)
 
 
 # ---------------------------------------------------------------------------------------- the flows
@@ -87,7 +90,7 @@ def _counts(results, key):
 
 
 def test_ssvfl_i_one_upload_no_download_per_site():
-    results = run_inprocess(VFLConfig(algorithm="ssvfl_i"), SITES, None)
+    results = run_inprocess(make_config(algorithm="ssvfl_i"), SITES, None)
     assert results["metrics"]["test_auc"] >= 0.9 and results["metrics"]["val_auc"] >= 0.9, results["metrics"]
     assert _counts(results, "uploads") == {"site-1": 1, "site-2": 1}
     assert _counts(results, "downloads") == {"site-1": 0, "site-2": 0}
@@ -104,11 +107,11 @@ def test_ssvfl_i_one_upload_no_download_per_site():
 
 def test_ssvfl_i_four_sites_and_site_label_owner():
     sites = ["site-1", "site-2", "site-3", "site-4"]
-    results = run_inprocess(VFLConfig(algorithm="ssvfl_i"), sites, None)
+    results = run_inprocess(make_config(algorithm="ssvfl_i"), sites, None)
     assert results["metrics"]["test_auc"] >= 0.9, results["metrics"]
     assert _counts(results, "uploads") == dict.fromkeys(sites, 1)
     assert _counts(results, "downloads") == dict.fromkeys(sites, 0)
-    owned = run_inprocess(VFLConfig(algorithm="ssvfl_i", label_owner="site-2"), SITES, None)
+    owned = run_inprocess(make_config(algorithm="ssvfl_i", label_owner="site-2"), SITES, None)
     assert owned["metrics"]["test_auc"] >= 0.9
     # site-1 uploads once; the coordinator relays everything to site-2, which also uploads once itself
     assert _counts(owned, "uploads")["site-1"] == 1 and _counts(owned, "downloads")["site-1"] == 0
@@ -126,27 +129,27 @@ def _assert_split_counts(results, n_sites, batch_size=32):
 
 
 def test_ssvfl_c_split_nn_counts_from_pretrained_bottoms():
-    results = run_inprocess(VFLConfig(algorithm="ssvfl_c", split_epochs=10, split_patience=5), SITES, None)
+    results = run_inprocess(make_config(algorithm="ssvfl_c", split_epochs=10, split_patience=5), SITES, None)
     assert results["metrics"]["test_auc"] >= 0.9, results["metrics"]
     assert 1 <= results["training"]["split_epochs"] <= 10
     _assert_split_counts(results, 2)
     # the split-NN rounds start from the pretrained f_k: without pretraining the numbers differ
-    cold = run_inprocess(VFLConfig(algorithm="ssvfl_c", split_epochs=10, split_patience=5, pretrain_epochs=0),
+    cold = run_inprocess(make_config(algorithm="ssvfl_c", split_epochs=10, split_patience=5, pretrain_epochs=0),
                          SITES, None)
     assert cold["metrics"] != results["metrics"]
 
 
 def test_ssvfl_c_four_sites():
     sites = ["site-1", "site-2", "site-3", "site-4"]
-    results = run_inprocess(VFLConfig(algorithm="ssvfl_c", split_epochs=5, split_patience=5), sites, None)
+    results = run_inprocess(make_config(algorithm="ssvfl_c", split_epochs=5, split_patience=5), sites, None)
     assert results["metrics"]["test_auc"] >= 0.85, results["metrics"]
     _assert_split_counts(results, 4)
 
 
 @pytest.mark.parametrize("label_owner", ["server", "site-1"])
 def test_labeled_fraction_shrinks_the_labeled_rows_not_the_pretraining_rows(label_owner):
-    full = run_inprocess(VFLConfig(algorithm="ssvfl_i", label_owner=label_owner), SITES, None)
-    part = run_inprocess(VFLConfig(algorithm="ssvfl_i", label_owner=label_owner, labeled_fraction=0.25), SITES, None)
+    full = run_inprocess(make_config(algorithm="ssvfl_i", label_owner=label_owner), SITES, None)
+    part = run_inprocess(make_config(algorithm="ssvfl_i", label_owner=label_owner, labeled_fraction=0.25), SITES, None)
     labeled = math.ceil(0.25 * (full["rows"]["aligned_train"] + full["rows"]["val"]))
     assert part["rows"]["val"] == math.ceil(0.2 * labeled) and part["rows"]["aligned_train"] == labeled - part["rows"]["val"]
     assert part["rows"]["test"] == full["rows"]["test"]

@@ -78,10 +78,10 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def _cmd_inprocess(args: argparse.Namespace) -> int:
-    from vflflare.algorithms.inprocess import run_inprocess
-    from vflflare.config import VFLConfig
+    from vflflare.algorithms.registry import make_config
+    from vflflare.protocol.inprocess import run_inprocess
 
-    cfg = VFLConfig.from_dict({"algorithm": args.algorithm, **parse_overrides(args.set)})
+    cfg = make_config({"algorithm": args.algorithm, **parse_overrides(args.set)})
     sites = [f"site-{i + 1}" for i in range(args.sites)] if args.sites_names is None else args.sites_names.split(",")
     results = run_inprocess(cfg, sites, args.data_root)
     print(format_table(results))
@@ -105,7 +105,10 @@ def _cmd_he_keys(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from vflflare.algorithms.registry import ALGORITHMS
     from vflflare.data.split import configure_split_parser, run_split
+
+    algorithms = sorted(ALGORITHMS)
 
     parser = argparse.ArgumentParser(prog="vflflare", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -118,9 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs.add_argument("--out", default="jobs")
     jobs.add_argument("--name", help="write one job with this name instead of the defaults")
     jobs.add_argument("--algorithm", default="oneshot",
-                      choices=["vanilla", "fedbcd", "oneshot", "fewshot", "ssvfl_i", "ssvfl_c", "secure_sum", "psi"],
-                      help="psi: the PSI job alone (as jobs/psi)")
-    jobs.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="VFLConfig field")
+                      help=f"a registered algorithm ({', '.join(algorithms)}), or psi: the PSI job alone (as jobs/psi)")
+    jobs.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="JobConfig field")
     jobs.add_argument("--min-sites", type=int, default=2)
     jobs.add_argument("--psi", action="store_true",
                       help="run NVFlare's DH-PSI first in the same job and align on its result (sets alignment=psi)")
@@ -135,8 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     sim.set_defaults(func=_cmd_simulate)
 
     inproc = sub.add_parser("inprocess", help="run the same phases without NVFlare (reference, benchmarks)")
-    inproc.add_argument("--algorithm", default="oneshot",
-                        choices=["vanilla", "fedbcd", "oneshot", "fewshot", "ssvfl_i", "ssvfl_c"])
+    inproc.add_argument("--algorithm", default="oneshot", help=", ".join(algorithms))
     inproc.add_argument("--sites", type=int, default=2)
     inproc.add_argument("--sites-names", help="comma-separated site names (overrides --sites)")
     inproc.add_argument("--data-root", default=os.environ.get("VFLFLARE_DATA_ROOT"))

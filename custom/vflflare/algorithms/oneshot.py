@@ -1,25 +1,73 @@
-"""One-shot VFL (Sun et al. 2023, Alg. 1): two uploads and one download per site."""
+"""One-shot VFL (Sun et al., "Communication-Efficient Vertical Federated Learning with Limited
+Overlapping Samples", ICCV 2023, Alg. 1): two uploads and one download per site.
+
+    representations up -> partial gradients down (with C) -> local k-means on the gradients gives the
+    aligned rows temporary labels, local FixMatch-tab SSL on aligned + unaligned rows -> representations
+    up -> the label party trains the classifier
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from vflflare.algorithms.split_training import reps_of
-from vflflare.algorithms.transport import Transport
-from vflflare.config import VFLConfig
-from vflflare.tracking import Tracker
+import numpy as np
+import torch
+import torch.nn.functional as F
 
-FINAL_PARTS = ["aligned", "val", "test"]
+from vflflare.algorithms.blocks.fixmatch_ssl import FixMatchSettings, FixMatchSite
+from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
+from vflflare.algorithms.blocks.representations import FINAL_PARTS, reps_of, train_classifier, upload_representations
+from vflflare.algorithms.plugin import Algorithm
+from vflflare.config import JobConfig
+from vflflare.protocol.feature_party import FeatureParty
+from vflflare.protocol.label_party import LabelParty
+from vflflare.protocol.payload import Payload
+from vflflare.protocol.transport import Transport
 
 
-def upload_aligned_representations(net: Transport) -> dict:
-    """Alg. 1 lines 2-4, (1) in Fig. 2: H_o^k = f_k(X_o^k) up."""
-    with net.ledger.phase("representations"):
-        return reps_of(net.exchange("represent", {s: {"parts": ["aligned"]} for s in net.sites}), "aligned")
+@dataclass
+class OneShotConfig(FixMatchSettings, JobConfig):
+    pass
 
 
-def client_update(net: Transport, label: Any, reps: dict, then_represent: list[str]) -> dict[str, dict]:
-    """Alg. 1 lines 5-13, (2)-(5) in Fig. 2: partial gradients down with C, local k-means + SSL,
-    new representations up."""
+class OneShotSite(FixMatchSite, FeatureParty):
+    """State added: "temporary_labels" (k-means clusters of the aligned rows, never sent)."""
+
+    steps = ("oneshot_update",)
+
+    def oneshot_update(self, payload: Payload) -> Payload:
+        """Step: client_update, then the representations of payload["represent"]."""
+        self.client_update(payload["grads"], int(payload["num_classes"]))
+        return self.representations(list(payload["represent"]))
+
+    def client_update(self, grads: np.ndarray, num_classes: int) -> dict[str, Any]:
+        """Alg. 1 ClientUpdate: k-means on the partial gradients -> temporary labels of the aligned rows,
+        then local FixMatch-tab SSL on aligned (labeled) + unaligned rows. Returns small stats for the log."""
+        grads = np.asarray(grads, dtype=np.float32)
+        expected = (len(self.rows_of("aligned")), self.cfg.rep_dim)
+        if grads.shape != expected:
+            raise ValueError(f"{self.site}: partial gradients have shape {grads.shape}, expected {expected}")
+        self.state["temporary_labels"] = torch.as_tensor(kmeans_on_gradients(grads, num_classes, self.seed))
+        self.start_local_ssl(num_classes)
+        return self.local_ssl("oneshot", self.rows_of("aligned"), self.state["temporary_labels"], self.rows_of("unaligned"))
+
+
+class OneShotLabel(LabelParty):
+    channels = {"partial_gradients": "exchange"}
+
+    def partial_gradients(self, reps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Alg. 1 lines 1, 5-7: fresh theta_c, CE loss on the aligned labeled rows, dLoss/dH_o^k per site."""
+        joint = self.concat(reps, "aligned")
+        head = self.new_head(joint.shape[1], "partial_gradients")
+        per_site = [torch.as_tensor(np.asarray(reps[s], dtype=np.float32)).requires_grad_(True) for s in self.sites]
+        loss = F.cross_entropy(head(torch.cat(per_site, dim=1)), self.part_labels("aligned"))
+        grads = torch.autograd.grad(loss, per_site)
+        return {site: g.numpy().astype(np.float32) for site, g in zip(self.sites, grads)}
+
+
+def client_update(net: Transport, label: Any, reps: dict[str, np.ndarray], then_represent: list[str]) -> dict[str, dict]:
+    """Alg. 1 lines 5-13, (2)-(5) in Fig. 2: partial gradients down with C, local k-means + SSL, new
+    representations up."""
     with net.ledger.phase("partial_gradients"):
         grads = label.partial_gradients(reps)
     with net.ledger.phase("local_ssl"):
@@ -29,18 +77,17 @@ def client_update(net: Transport, label: Any, reps: dict, then_represent: list[s
         )
 
 
-def train_classifier(net: Transport, label: Any, reps: dict[str, dict]) -> dict[str, float]:
-    """Alg. 1 lines 22-27, (6) in Fig. 2."""
-    with net.ledger.phase("classifier"):
-        return label.fit_classifier(reps)
+class OneShotVFL(Algorithm):
+    name = "oneshot"
+    job_name = "oneshot_vfl"
+    Config, Site, Label = OneShotConfig, OneShotSite, OneShotLabel
+    phases = ("representations", "partial_gradients", "local_ssl", "classifier")
 
+    def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
+        reps = reps_of(upload_representations(net, ["aligned"]), "aligned")  # (1) H_o^k up
+        reps = client_update(net, label, reps, then_represent=FINAL_PARTS)  # (2)-(5)
+        return train_classifier(net, label, reps)  # (6)
 
-class OneShotVFL:
-    def __init__(self, cfg: VFLConfig, tracker: Tracker) -> None:
-        self.cfg, self.tracker = cfg, tracker
-        self.info: dict[str, int] = {}
-
-    def run(self, net: Transport, label: Any, n_aligned: int) -> dict[str, float]:
-        reps = upload_aligned_representations(net)
-        reps = client_update(net, label, reps, then_represent=FINAL_PARTS)
-        return train_classifier(net, label, reps)
+    def expected_communications(self, sites: list[str], rows: dict[str, int]) -> dict[str, dict[str, int]]:
+        # a label site also gets all representations twice (gradients, classifier) and sends gradients
+        return self.per_site(sites, feature=(2, 1), label_extra=(1, 2))

@@ -12,9 +12,9 @@ from nvflare.apis.signal import Signal
 from nvflare.apis.shareable import Shareable
 from nvflare.apis.client import Client
 
-from vflflare.algorithms.runner import run_algorithm
-from vflflare.algorithms.secure_aggregation import SecureSumCheck
-from vflflare.config import VFLConfig
+from vflflare.algorithms.registry import make_config
+from vflflare.config import SERVER
+from vflflare.protocol.runner import run_algorithm
 from vflflare.data.loading import load_label_tables
 from vflflare.flare.site_config import resolve_party_data_root
 from vflflare.flare.he_filters import workspace_context
@@ -22,7 +22,6 @@ from vflflare.flare.tracking import FlareTracker
 from vflflare.flare.transport import FlareTransport
 from vflflare.results import RESULTS_FILE, format_table
 
-SERVER = "server"
 
 
 class VFLController(Controller):
@@ -34,11 +33,13 @@ class VFLController(Controller):
         step_timeout: float = 120.0,
         data_root: str | None = None,
     ) -> None:
-        """config: VFLConfig fields. data_root: where a server-hosted label party finds its files
+        """config: the job's settings (vflflare.config; the algorithm's plug-in validates them).
+        data_root: where a server-hosted label party finds its files
         (default: the server's local/vflflare.json, then VFLFLARE_DATA_ROOT, else the embedded
         default; see vflflare.flare.site_config)."""
         super().__init__()
-        self.cfg = VFLConfig.from_dict(config or {})
+        self.config = config or {}
+        self.cfg = make_config(self.config)
         self.min_sites = min_sites
         self.task_timeout, self.step_timeout = task_timeout, step_timeout
         self.data_root = data_root
@@ -69,12 +70,9 @@ class VFLController(Controller):
                 raise ValueError(f"vertical FL needs at least {self.min_sites} sites, the job has {sites}")
             # HE: the coordinator's public context (no secret key); a missing or wrong one fails the job here
             server_he = workspace_context(fl_ctx, "server") if self.cfg.he else None
-            if self.cfg.algorithm == "secure_sum":
-                results = SecureSumCheck(self.cfg).run(net, server_he)
-            else:
-                results = run_algorithm(
-                    net, self.cfg, lambda: load_label_tables(SERVER, sites, data_root, self.cfg.seed), tracker
-                )
+            results = run_algorithm(
+                net, self.cfg, lambda: load_label_tables(SERVER, sites, data_root, self.cfg.seed), tracker, server_he
+            )
         except Exception as error:  # any failure ends the job with the reason in the result file
             tracker.close()
             message = f"{type(error).__name__}: {error}"

@@ -13,9 +13,8 @@ from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
 
 from vflflare import wire
-from vflflare.algorithms import secure_aggregation
-from vflflare.algorithms.payload import Payload, encode, tensor_kinds
-from vflflare.algorithms.site_runtime import SiteRuntime
+from vflflare.protocol.payload import Payload, encode, tensor_kinds
+from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.flare.he_filters import workspace_context
 from vflflare.flare.psi import psi_source
 from vflflare.flare.site_config import resolve_party_data_root
@@ -65,10 +64,7 @@ class VFLExecutor(Executor):
                     workspace_context(fl_ctx, "client")  # a missing or wrong key fails the job here
             if aux and tensor_kinds(payload)["encrypted"]:
                 payload = ckks.decrypt_payload(payload, workspace_context(fl_ctx, "client"))
-            if task.startswith(secure_aggregation.PREFIX):
-                reply = secure_aggregation.site_handle(self.runtime.site, task, payload)
-            else:
-                reply = self.runtime.handle(task, payload)
+            reply = self.runtime.handle(task, payload)
             reply = encode(reply, self.runtime.fp16)
             if aux and self.he:
                 reply = ckks.encrypt_payload(reply, workspace_context(fl_ctx, "client"))

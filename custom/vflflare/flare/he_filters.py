@@ -25,7 +25,7 @@ from nvflare.apis.shareable import Shareable
 from nvflare.fuel.sec.security_content_service import LoadResult, SecurityContentService
 
 from vflflare import wire
-from vflflare.algorithms.payload import tensor_kinds
+from vflflare.protocol.payload import tensor_kinds
 from vflflare.flare.messages import PAYLOAD_KEY, TASK_HEADER, error_reply
 from vflflare.privacy import ckks
 

@@ -5,7 +5,7 @@ from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.shareable import Shareable, make_reply
 
 from vflflare import wire
-from vflflare.algorithms.payload import Payload
+from vflflare.protocol.payload import Payload
 
 PAYLOAD_KEY = "vflflare_payload"
 TASK_HEADER = "vflflare_task"

@@ -48,7 +48,7 @@ from nvflare.app_common.psi.psi_workflow_spec import PSIWorkflow
 from nvflare.app_common.psi.psi_writer_spec import PSIWriter
 from nvflare.app_common.workflows.broadcast_operator import BroadcastAndWait
 
-from vflflare.algorithms.alignment import PSI_FILE, psi_file, psi_root, read_psi_file, tag_items, write_psi_file
+from vflflare.protocol.alignment import PSI_FILE, psi_file, psi_root, read_psi_file, tag_items, write_psi_file
 from vflflare.data.errors import site_owner
 from vflflare.data.loading import load_site_tables
 from vflflare.flare.messages import ERROR_HEADER

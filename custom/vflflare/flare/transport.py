@@ -13,9 +13,9 @@ from nvflare.apis.impl.controller import Controller
 from nvflare.apis.signal import Signal
 
 from vflflare import wire
-from vflflare.algorithms.ledger import CommLedger
-from vflflare.algorithms.payload import Payload, decode, encode, tensor_kinds
-from vflflare.algorithms.transport import TransportError
+from vflflare.protocol.ledger import CommLedger
+from vflflare.protocol.payload import Payload, decode, encode, tensor_kinds
+from vflflare.protocol.transport import TransportError
 from vflflare.flare.messages import AUX_TOPIC, error_of, payload_bytes_of, to_shareable
 from vflflare.privacy.ckks import key_ids
 

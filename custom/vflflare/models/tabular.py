@@ -27,13 +27,16 @@ def seeded_init(seed: int) -> Iterator[None]:
 
 class TabularEncoder(nn.Module):
     """f_k(x; theta_k) of Eq. 3: embeddings of the categorical indices concatenated with the numeric
-    columns, then a two-layer MLP (the paper's "two-layer MLP" for the credit table).
+    columns, then an MLP with the given hidden widths (default one hidden layer of 64: the paper's
+    "two-layer MLP" for the credit table).
 
     The output layer is linear: the representations feed linear heads and the SDPA estimate (Eq. 10),
     and a final ReLU would zero whole dimensions for some rows.
     """
 
-    def __init__(self, numeric_dim: int, cardinalities: Sequence[int], hidden_dim: int = 64, rep_dim: int = 32) -> None:
+    def __init__(
+        self, numeric_dim: int, cardinalities: Sequence[int], hidden: Sequence[int] = (64,), rep_dim: int = 32
+    ) -> None:
         super().__init__()
         if numeric_dim < 0:
             raise ValueError(f"numeric_dim must be >= 0, got {numeric_dim}")
@@ -45,7 +48,11 @@ class TabularEncoder(nn.Module):
         self.rep_dim = rep_dim
         self.embeddings = nn.ModuleList(nn.Embedding(c, embedding_dim(c)) for c in cardinalities)
         in_dim = numeric_dim + sum(e.embedding_dim for e in self.embeddings)
-        self.mlp = nn.Sequential(nn.Linear(in_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, rep_dim))
+        widths = [in_dim, *hidden]
+        layers: list[nn.Module] = []
+        for a, b in zip(widths, widths[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        self.mlp = nn.Sequential(*layers, nn.Linear(widths[-1], rep_dim))
 
     def forward(self, numeric: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
         embedded = [emb(categorical[:, j]) for j, emb in enumerate(self.embeddings)]

@@ -28,6 +28,15 @@ class TabularBatch(NamedTuple):
     def take(self, rows: torch.Tensor) -> "TabularBatch":
         return TabularBatch(self.numeric[rows], self.categorical[rows])
 
+    @property
+    def num_rows(self) -> int:
+        return int(self.numeric.shape[0])
+
+    @classmethod
+    def cat(cls, batches: list["TabularBatch"]) -> "TabularBatch":
+        """Rows of several batches as one, for a single forward pass."""
+        return cls(torch.cat([b.numeric for b in batches]), torch.cat([b.categorical for b in batches]))
+
 
 Transform = Callable[[TabularBatch], TabularBatch]
 

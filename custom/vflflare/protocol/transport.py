@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Mapping, Protocol
 
-from vflflare.algorithms.ledger import CommLedger
-from vflflare.algorithms.payload import Payload
+from vflflare.protocol.ledger import CommLedger
+from vflflare.protocol.payload import Payload
 
 
 class Transport(Protocol):

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vflflare.config import VFLConfig
+from vflflare.config import JobConfig
 from vflflare.metrics import score
 from vflflare.tracking import Tracker
 
@@ -32,7 +32,7 @@ def fit_head(
     head: nn.Module,
     reps: torch.Tensor,
     labels: torch.Tensor,
-    cfg: VFLConfig,
+    cfg: JobConfig,
     num_classes: int,
     generator: torch.Generator,
     tracker: Tracker,

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Mapping
 
 from vflflare import wire
-from vflflare.algorithms.ledger import CommLedger
-from vflflare.algorithms.payload import Payload, decode, encode
-from vflflare.algorithms.runner import run_algorithm
-from vflflare.algorithms.site_runtime import SiteRuntime
-from vflflare.config import VFLConfig
+from vflflare.protocol.ledger import CommLedger
+from vflflare.protocol.payload import Payload, decode, encode
+from vflflare.protocol.runner import run_algorithm
+from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.config import SERVER, JobConfig
 from vflflare.data.loading import load_label_tables
 from vflflare.torch_runtime import prepare_torch
 from vflflare.tracking import LogTracker
@@ -40,10 +40,10 @@ class InProcessTransport:
     step = _send
 
 
-def run_inprocess(cfg: VFLConfig, sites: list[str], data_root: str | None) -> dict:
+def run_inprocess(cfg: JobConfig, sites: list[str], data_root: str | None) -> dict:
     prepare_torch(cfg.num_threads)
     runtimes = {s: SiteRuntime(s, data_root) for s in sites}
     net = InProcessTransport(runtimes, fp16=cfg.fp16)
     return run_algorithm(
-        net, cfg, lambda: load_label_tables("server", sites, data_root, cfg.seed), LogTracker("vflflare.server")
+        net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed), LogTracker("vflflare.server")
     )

@@ -1,5 +1,10 @@
 """Everything a site does on request: one entry point, `handle(task, payload)`, used alike by the
-NVFlare executor (tasks and aux messages) and by the in-process driver."""
+NVFlare executor (tasks and aux messages) and by the in-process driver.
+
+The runtime itself answers the protocol tasks (setup, alignment, PSI label match) and hands every
+other task to the party the job's algorithm plug-in built at setup (`plugin.Site`, its `steps`), to
+the label party a label-owning site hosts (`label.<method>`, `plugin.Label.channels`), or, for
+plug-ins that use no site data, to the plug-in's stateless steps."""
 from __future__ import annotations
 
 import threading
@@ -7,7 +12,7 @@ from typing import Any, Callable
 
 import torch
 
-from vflflare.algorithms.alignment import (
+from vflflare.protocol.alignment import (
     AlignmentError,
     PSIView,
     answer_label_match,
@@ -19,14 +24,15 @@ from vflflare.algorithms.alignment import (
     psi_root,
     read_psi_file,
 )
-from vflflare.algorithms.feature_party import FeatureParty
-from vflflare.algorithms.label_party import LabelParty
-from vflflare.algorithms.payload import Payload
-from vflflare.config import VFLConfig
+from vflflare.algorithms.registry import ALGORITHMS, get_algorithm, make_config
+from vflflare.config import JobConfig
 from vflflare.data.loading import load_label_tables, load_site_tables
+from vflflare.data.views import TabularView
+from vflflare.protocol.feature_party import FeatureParty
+from vflflare.protocol.label_party import LabelParty
+from vflflare.protocol.label_proxy import LABEL_PREFIX
+from vflflare.protocol.payload import Payload
 from vflflare.tracking import LogTracker, Tracker
-
-LABEL_PREFIX = "label."
 
 
 class SiteRuntime:
@@ -43,7 +49,9 @@ class SiteRuntime:
         self.data_root = data_root
         self.psi_source = psi_source or self._psi_from_file
         self._psi: PSIView | None = None
-        self._cfg: VFLConfig | None = None
+        self._cfg: JobConfig | None = None
+        self._plugin = None
+        self._steps: list[str] = []
         self.tracker = tracker or LogTracker(f"vflflare.{site}")
         self.party: FeatureParty | None = None
         self.label: LabelParty | None = None
@@ -53,32 +61,30 @@ class SiteRuntime:
             "setup": self._setup,
             "align": self._align,
             "psi_labels": self._psi_labels,
-            "represent": self._represent,
-            "oneshot_update": self._oneshot_update,
-            "fewshot_update": self._fewshot_update,
-            "contrastive_pretrain": self._contrastive_pretrain,
-            "split": self._split,
-            "commit": lambda p: self._call(self.party.commit_candidate),
-            "restore": lambda p: self._call(self.party.restore_best),
         }
 
     def handle(self, task: str, payload: Payload) -> Payload:
         with self._lock:
+            if task in self._tasks:
+                if task != "setup" and self.party is None:
+                    raise RuntimeError(f"site '{self.site}': task '{task}' before setup")
+                return self._tasks[task](payload)
             if task.startswith(LABEL_PREFIX):
                 return self._label_call(task[len(LABEL_PREFIX):], payload)
-            if task not in self._tasks:
-                raise ValueError(f"site '{self.site}': unknown task '{task}'")
-            if task != "setup" and self.party is None:
+            if self.party is not None and task in self._steps:
+                return getattr(self.party, task)(payload)
+            for plugin in ALGORITHMS.values():
+                if task in plugin.stateless_steps:
+                    return plugin.stateless_steps[task](self.site, payload)
+            if self.party is None:
                 raise RuntimeError(f"site '{self.site}': task '{task}' before setup")
-            return self._tasks[task](payload)
-
-    @staticmethod
-    def _call(method: Callable[[], Any]) -> Payload:
-        method()
-        return {}
+            raise ValueError(f"site '{self.site}': algorithm '{self._cfg.algorithm}' has no site step '{task}'; "
+                             f"its steps: {self._steps}")
 
     def _setup(self, payload: Payload) -> Payload:
-        cfg = VFLConfig.from_dict(payload["config"])
+        cfg = make_config(payload["config"])
+        self._plugin = get_algorithm(cfg.algorithm)
+        self._steps = self._plugin.Site.site_steps()
         self.fp16 = cfg.fp16
         torch.set_num_threads(cfg.num_threads)
         sites, salt = list(payload["sites"]), payload.get("salt")
@@ -86,14 +92,14 @@ class SiteRuntime:
         if tables.numeric_transform != "standard":
             self.tracker.info(f"site '{self.site}': numeric_transform {tables.numeric_transform}, signed log on "
                               f"{len(tables.log_columns)} column(s) {tables.log_columns}")
-        self.party = FeatureParty(self.site, tables, cfg, self.tracker)
+        self.party = self._plugin.Site(self.site, TabularView(tables), cfg, self.tracker)
         self._cfg = cfg
         if cfg.alignment == "psi":
             return self._setup_psi(cfg, sites, tables)
         reply: Payload = {"train_ids": hash_ids(tables.train_ids, salt), "test_ids": hash_ids(tables.test_ids, salt)}
         if cfg.label_owner == self.site:
             labels = load_label_tables(self.site, sites, self.data_root, cfg.seed)
-            self.label = LabelParty(labels, sites, cfg, self.tracker)
+            self.label = self._plugin.Label(labels, sites, cfg, self.tracker)
             reply["label"] = {
                 "train_ids": hash_ids(labels.train_ids, salt),
                 "test_ids": hash_ids(labels.test_ids, salt),
@@ -110,7 +116,7 @@ class SiteRuntime:
             )
         return read_psi_file(psi_file(root, self.site), f"site '{self.site}'")
 
-    def _setup_psi(self, cfg: VFLConfig, sites: list[str], tables) -> Payload:
+    def _setup_psi(self, cfg: JobConfig, sites: list[str], tables) -> Payload:
         """Order the site's PSI intersection canonically, check it against the site's own tables; a
         label-owning site also says which aligned rows it has labels for (masks, no IDs)."""
         owner = f"site '{self.site}'"
@@ -121,7 +127,7 @@ class SiteRuntime:
                                   "fingerprint": intersection_fingerprint(cfg.seed, self._psi.train, self._psi.test)}}
         if cfg.label_owner == self.site:
             labels = load_label_tables(self.site, sites, self.data_root, cfg.seed)
-            self.label = LabelParty(labels, sites, cfg, self.tracker)
+            self.label = self._plugin.Label(labels, sites, cfg, self.tracker)
             train_mask, test_mask = self._psi.masks_for(labels.train_ids, labels.test_ids)
             reply["label"] = {"num_classes": labels.num_classes, "train_mask": train_mask, "test_mask": test_mask}
         return reply
@@ -140,7 +146,7 @@ class SiteRuntime:
         view = self._psi.labeled(train_mask, test_mask)
         # the label party checked the class count already; only the split is repeated here
         train, val = holdout(view.train, cfg.val_fraction, 0, cfg.label_owner, "", cfg.labeled_fraction)
-        tables = self.party.tables
+        tables = self.party.view
         self.party.align(positions_in(tables.train_ids, train, owner, "train"),
                          positions_in(tables.train_ids, val, owner, "train"),
                          positions_in(tables.test_ids, view.test, owner, "test"))
@@ -160,52 +166,9 @@ class SiteRuntime:
             self.label.align(rows["train"], rows["val"], rows["test"])
         return {}
 
-    def _represent(self, payload: Payload) -> Payload:
-        if payload.get("keep_candidate"):
-            self.party.keep_candidate()
-        return self.party.represent(list(payload["parts"]))
-
-    def _oneshot_update(self, payload: Payload) -> Payload:
-        self.party.oneshot_update(payload["grads"], int(payload["num_classes"]))
-        return self.party.represent(list(payload["represent"]))
-
-    def _fewshot_update(self, payload: Payload) -> Payload:
-        self.party.fewshot_update(payload["probs"])
-        return self.party.represent(list(payload["represent"]))
-
-    def _contrastive_pretrain(self, payload: Payload) -> Payload:
-        """SS-VFL: local contrastive pretraining (no communication while it runs), then the
-        representations of the requested parts, if any, and the pretraining stats (numbers: control,
-        not payload)."""
-        stats = self.party.contrastive_pretrain()
-        return {**self.party.represent(list(payload.get("represent", []))), "pretrain": stats}
-
-    def _split(self, payload: Payload) -> Payload:
-        """One pipelined split-NN step: apply the previous batch's gradient, then forward the next batch."""
-        if "grad" in payload:
-            self.party.split_backward(payload["grad"])
-        if "rows" in payload:
-            return {"h": self.party.split_forward(payload.get("part", "aligned"), payload["rows"])}
-        return {}
-
     def _label_call(self, method: str, payload: Payload) -> Payload:
         if self.label is None:
             raise RuntimeError(f"site '{self.site}' is not the label owner but got label call '{method}'")
-        if method not in LABEL_METHODS:
+        if method not in self.label.label_channels():
             raise ValueError(f"site '{self.site}': unknown label call '{method}'")
         return {"result": getattr(self.label, method)(*payload.get("args", []))}
-
-
-# Label-party methods a coordinator may call on a label-owning site, and the channel each uses:
-# per-batch and per-epoch calls go over the step (aux) channel, phase calls over tasks.
-LABEL_METHODS = {
-    "partial_gradients": "exchange",
-    "infer_probabilities": "exchange",
-    "fit_classifier": "exchange",
-    "split_begin": "step",
-    "split_step": "step",
-    "evaluate": "step",
-    "keep_candidate": "step",
-    "commit_candidate": "step",
-    "restore_best": "step",
-}

@@ -9,11 +9,11 @@ fingerprint) and tells them which aligned rows the label party has labels for.
 from __future__ import annotations
 
 import hashlib
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
-from vflflare.algorithms.alignment import (
+from vflflare.protocol.alignment import (
     AlignmentError,
     LabelMatchClient,
     align,
@@ -25,15 +25,13 @@ from vflflare.algorithms.alignment import (
     tag_items,
     untag_items,
 )
-from vflflare.algorithms.label_party import LabelParty
-from vflflare.algorithms.label_proxy import RemoteLabelParty
-from vflflare.algorithms.transport import Transport
-from vflflare.config import VFLConfig
+from vflflare.protocol.label_party import LabelParty
+from vflflare.protocol.label_proxy import RemoteLabelParty
+from vflflare.protocol.transport import Transport
+from vflflare.config import SERVER, JobConfig
 from vflflare.data.types import LabelTables
 from vflflare.tracking import Tracker
 
-SERVER = "server"
-ALIGNMENTS = ("hash", "psi")
 
 
 def alignment_salt(seed: int) -> str:
@@ -43,15 +41,14 @@ def alignment_salt(seed: int) -> str:
 
 
 def setup_parties(
-    net: Transport, cfg: VFLConfig, load_server_labels: Callable[[], LabelTables], tracker: Tracker
+    net: Transport, cfg: JobConfig, plugin: Any, load_server_labels: Callable[[], LabelTables], tracker: Tracker
 ) -> tuple[LabelParty | RemoteLabelParty, dict[str, int]]:
-    """Returns the label party handle and the row counts of the aligned parts."""
+    """Returns the label party handle (plugin.Label here, or a proxy of the one on the label-owning site)
+    and the row counts of the aligned parts."""
     if cfg.label_owner != SERVER and cfg.label_owner not in net.sites:
         raise ValueError(f"label_owner '{cfg.label_owner}' is neither 'server' nor one of the sites {net.sites}")
-    if cfg.alignment not in ALIGNMENTS:
-        raise ValueError(f"unknown alignment '{cfg.alignment}'; choose one of {list(ALIGNMENTS)}")
     if cfg.alignment == "psi":
-        return _setup_with_psi(net, cfg, load_server_labels, tracker)
+        return _setup_with_psi(net, cfg, plugin, load_server_labels, tracker)
     salt = alignment_salt(cfg.seed)
     with net.ledger.phase("setup"):
         replies = net.exchange(
@@ -61,13 +58,13 @@ def setup_parties(
         test = {s: replies[s]["test_ids"] for s in net.sites}
         if cfg.label_owner == SERVER:
             tables = load_server_labels()
-            label: LabelParty | RemoteLabelParty = LabelParty(tables, net.sites, cfg, tracker)
+            label: LabelParty | RemoteLabelParty = plugin.Label(tables, net.sites, cfg, tracker)
             label_train, label_test = hash_ids(tables.train_ids, salt), hash_ids(tables.test_ids, salt)
             num_classes = tables.num_classes
         else:
             info = replies[cfg.label_owner]["label"]
             label_train, label_test, num_classes = info["train_ids"], info["test_ids"], int(info["num_classes"])
-            label = RemoteLabelParty(net, cfg.label_owner, num_classes)
+            label = RemoteLabelParty(net, cfg.label_owner, num_classes, plugin.Label.label_channels())
         label_key = "label:" + cfg.label_owner
         rows = align(
             {**train, label_key: label_train},
@@ -90,7 +87,7 @@ def setup_parties(
 
 
 def _setup_with_psi(
-    net: Transport, cfg: VFLConfig, load_server_labels: Callable[[], LabelTables], tracker: Tracker
+    net: Transport, cfg: JobConfig, plugin: Any, load_server_labels: Callable[[], LabelTables], tracker: Tracker
 ) -> tuple[LabelParty | RemoteLabelParty, dict[str, int]]:
     """Sites read their PSI intersection and order it locally. What reaches the coordinator: each
     site's intersection sizes and fingerprint; from a label site, boolean masks over the canonical
@@ -104,7 +101,7 @@ def _setup_with_psi(
         keep: dict = {"train_keys": None, "test_keys": None, "train_mask": None, "test_mask": None}
         if cfg.label_owner == SERVER:
             tables = load_server_labels()
-            label: LabelParty | RemoteLabelParty = LabelParty(tables, net.sites, cfg, tracker)
+            label: LabelParty | RemoteLabelParty = plugin.Label(tables, net.sites, cfg, tracker)
             num_classes = tables.num_classes
             # one more DH-PSI round, coordinator = PSI client, first site = PSI server over the intersection
             client = LabelMatchClient(tag_items(tables.train_ids, tables.test_ids))
@@ -127,7 +124,7 @@ def _setup_with_psi(
         else:
             info = replies[cfg.label_owner]["label"]
             num_classes = int(info["num_classes"])
-            label = RemoteLabelParty(net, cfg.label_owner, num_classes)
+            label = RemoteLabelParty(net, cfg.label_owner, num_classes, plugin.Label.label_channels())
             train_mask, test_mask = np.asarray(info["train_mask"], bool), np.asarray(info["test_mask"], bool)
             n_labeled, n_labeled_test = int(train_mask.sum()), int(test_mask.sum())
             _check_nonempty(range(n_labeled), range(n_labeled_test), context)

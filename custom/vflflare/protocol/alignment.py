@@ -1,6 +1,6 @@
 """Sample alignment: the rows every party has, in one canonical order, and the validation hold-out.
 
-Two modes (VFLConfig.alignment):
+Two modes (JobConfig.alignment):
 
 - ``hash`` (default): parties send salted SHA-256 digests of their IDs; the coordinator intersects
   digests and returns to each party only positions into its own table. The coordinator learns the

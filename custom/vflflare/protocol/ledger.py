@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from typing import Iterator
 
-from vflflare.algorithms.payload import Payload, payload_bytes, tensor_kinds
+from vflflare.protocol.payload import Payload, payload_bytes, tensor_kinds
 
 KEYS = ("uploads", "downloads", "payload_bytes", "wire_bytes")
 

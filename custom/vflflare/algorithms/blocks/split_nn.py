@@ -1,0 +1,246 @@
+"""The split-NN block: vanilla VFL, FedBCD (local_steps = Q), SS-VFL-C and the few-shot "+finetune"
+rounds all train this way. Its three parts:
+
+- `SplitNNSite`: a site's forward of a batch and backward of the gradient it gets for it;
+- `SplitNNLabel`: the label party's head, loss and gradients per batch, and evaluation;
+- `train_split_nn`: the coordinator's loop over the per-batch channel. One round trip per batch: each
+  request carries the previous batch's gradient and the next batch's rows, each reply the next
+  batch's representations. Early stopping on the validation metric, every party keeping its best
+  weights as a candidate.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from vflflare.algorithms.blocks.representations import reps_of
+from vflflare.config import Settings
+from vflflare.protocol.payload import Payload
+from vflflare.protocol.transport import Transport
+from vflflare.seeding import derive_seed
+from vflflare.tracking import Tracker
+
+
+@dataclass
+class SplitNNSettings(Settings):
+    split_epochs: int = 100
+    split_patience: int = 20  # paper: stop baselines after 20 rounds without improvement
+    local_steps: int = 1  # FedBCD Q (paper: 5); 1 = vanilla VFL
+    # after every epoch also score the test rows, for learning curves (TensorBoard split/test_*) and
+    # communication-to-target tables; their representations are counted in ledger phase "test_curve",
+    # never as training traffic. Off by default: it costs one extra upload per epoch.
+    test_curve: bool = False
+
+    def validate(self) -> None:
+        super().validate()
+        self.check(self.local_steps >= 1, "local_steps", "must be >= 1")
+        self.check(self.split_patience >= 1, "split_patience", "must be >= 1")
+
+
+class SplitNNSite:
+    """Site half (mixed into a FeatureParty). The last forward's graph waits in `_pending` for its
+    gradient: transient, not phase state."""
+
+    steps = ("split", "commit", "restore")
+    _pending: tuple[Any, torch.Tensor] | None = None
+
+    def split(self, payload: Payload) -> Payload:
+        """Step: apply the previous batch's gradient, then forward the next batch."""
+        if "grad" in payload:
+            self.split_backward(payload["grad"])
+        if "rows" in payload:
+            return {"h": self.split_forward(payload.get("part", "aligned"), payload["rows"])}
+        return {}
+
+    def represent(self, payload: Payload) -> Payload:
+        if payload.get("keep_candidate"):
+            self.state["candidate"] = copy.deepcopy(self.encoder.state_dict())
+        return super().represent(payload)
+
+    def commit(self, payload: Payload) -> Payload:
+        self.state["best"] = self.state["candidate"]
+        return {}
+
+    def restore(self, payload: Payload) -> Payload:
+        self.encoder.load_state_dict(self.state["best"])
+        return {}
+
+    def split_forward(self, part: str, rows: np.ndarray) -> np.ndarray:
+        """Training-mode forward of positions `rows` within `part`; keeps the graph for split_backward."""
+        batch = self.part(part, torch.as_tensor(np.asarray(rows, dtype=np.int64)))
+        if "split_optimizer" not in self.state:
+            self.state["split_optimizer"] = torch.optim.Adam(self.encoder.parameters(), lr=self.cfg.lr)
+        self.encoder.train()
+        out = self.encode(batch)
+        self._pending = (batch, out)
+        return out.detach().numpy().astype(np.float32)
+
+    def split_backward(self, grad: np.ndarray) -> None:
+        """Apply dL/dH for the last split_forward; with cfg.local_steps = Q > 1 (FedBCD) take Q-1 more
+        steps re-using that stale gradient on fresh forwards of the same rows."""
+        if self._pending is None:
+            raise RuntimeError(f"{self.site}: split_backward without a preceding split_forward")
+        batch, out = self._pending
+        grad_t = torch.as_tensor(np.asarray(grad, dtype=np.float32))
+        if grad_t.shape != out.shape:
+            raise ValueError(f"{self.site}: gradient shape {tuple(grad_t.shape)} != representations {tuple(out.shape)}")
+        optimizer = self.state["split_optimizer"]
+        for step in range(self.cfg.local_steps):
+            if step > 0:
+                out = self.encode(batch)
+            optimizer.zero_grad()
+            out.backward(grad_t)
+            optimizer.step()
+        self._pending = None
+
+
+class SplitNNLabel:
+    """Label half (mixed into a LabelParty)."""
+
+    channels = {
+        "split_begin": "step", "split_step": "step", "keep_candidate": "step",
+        "commit_candidate": "step", "restore_best": "step",
+    }  # fmt: skip
+
+    def split_begin(self, keep_classifier: bool) -> None:
+        """Start split-NN training: fresh f_c (vanilla) or keep the trained one (finetune)."""
+        if keep_classifier and "classifier" not in self.state:
+            raise RuntimeError("label party: split_begin(keep_classifier=True) needs a fitted classifier")
+        if not keep_classifier:
+            # every site's encoder outputs cfg.rep_dim, so the input width is known before any batch
+            self.state["classifier"] = self.new_head(self.cfg.rep_dim * len(self.sites), "split_classifier")
+        self.state["split_optimizer"] = torch.optim.Adam(self.state["classifier"].parameters(), lr=self.cfg.lr)
+        self.state.pop("candidate")
+        self.state.pop("best")
+
+    def split_step(self, rows: np.ndarray, reps: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], float]:
+        """Forward f_c on the batch (positions within the aligned rows), loss, update f_c (Q times with
+        FedBCD), return dL/dH per site and the loss."""
+        if "split_optimizer" not in self.state:
+            raise RuntimeError("label party: split_step before split_begin")
+        classifier, optimizer = self.state["classifier"], self.state["split_optimizer"]
+        labels = self.part_labels("aligned")[torch.as_tensor(np.asarray(rows, dtype=np.int64))]
+        per_site = [torch.as_tensor(np.asarray(reps[s], dtype=np.float32)).requires_grad_(True) for s in self.sites]
+        classifier.train()
+        loss = F.cross_entropy(classifier(torch.cat(per_site, dim=1)), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        stale = torch.cat([h.detach() for h in per_site], dim=1)
+        for _ in range(self.cfg.local_steps - 1):
+            optimizer.zero_grad()
+            F.cross_entropy(classifier(stale), labels).backward()
+            optimizer.step()
+        return {s: h.grad.numpy().astype(np.float32) for s, h in zip(self.sites, per_site)}, loss.item()
+
+    def keep_candidate(self) -> None:
+        self.state["candidate"] = copy.deepcopy(self.state["classifier"].state_dict())
+
+    def commit_candidate(self) -> None:
+        self.state["best"] = self.state["candidate"]
+
+    def restore_best(self) -> None:
+        self.state["classifier"].load_state_dict(self.state["best"])
+
+
+def _train_epoch(net: Transport, label: Any, order: np.ndarray, batch_size: int) -> float:
+    pending: dict[str, np.ndarray] = {}
+    losses = []
+    for start in range(0, len(order), batch_size):
+        rows = order[start : start + batch_size]
+        with net.ledger.timed_step():
+            replies = net.step("split", {s: {"rows": rows, **({"grad": pending[s]} if pending else {})} for s in net.sites})
+        pending, loss = label.split_step(rows, reps_of(replies, "h"))
+        losses.append(float(loss))
+    net.step("split", {s: {"grad": pending[s]} for s in net.sites})
+    return float(np.mean(losses))
+
+
+def _validate(net: Transport, label: Any) -> tuple[str, float]:
+    """Validation metric of the current weights, which every party keeps as its candidate best."""
+    label.keep_candidate()
+    val_reps = net.step("represent", {s: {"parts": ["val"], "keep_candidate": True} for s in net.sites})
+    (metric, score), = label.evaluate("val", reps_of(val_reps, "val")).items()
+    return metric, score
+
+
+def _commit(net: Transport, label: Any) -> None:
+    label.commit_candidate()
+    net.step("commit", {s: {} for s in net.sites})
+
+
+def _test_curve_point(net: Transport, label: Any, epoch: int) -> dict[str, float]:
+    """Test metric of the current weights and the training payload spent so far. The test
+    representations travel in their own ledger phase, so they never count as training traffic."""
+    spent = net.ledger.per_phase[net.ledger.current]["payload_bytes"]  # the training phase this runs in
+    with net.ledger.phase("test_curve"):
+        replies = net.step("represent", {s: {"parts": ["test"]} for s in net.sites})
+        scored = label.evaluate("test", reps_of(replies, "test"))  # a relay to a label-owning site counts here too
+    return {"epoch": epoch + 1, "training_payload_bytes": spent, **scored}
+
+
+def train_split_nn(
+    net: Transport, label: Any, cfg: SplitNNSettings, n_rows: int, epochs: int, keep_classifier: bool,
+    tracker: Tracker, info: dict[str, Any],
+) -> dict[str, float]:
+    """Early stopping on the validation metric; returns 'val_*' and 'test_*' of the best state. Writes
+    the number of epochs run to info['split_epochs'] and, with cfg.test_curve, the per-epoch test
+    metric against training payload to info['test_curve']."""
+    rng = np.random.default_rng(derive_seed(cfg.seed, "split-order"))
+    best, since_best = -np.inf, 0
+    label.split_begin(keep_classifier)
+    with net.ledger.phase("split_training"):
+        if keep_classifier:
+            # finetuning must beat the model it starts from: on credit default its first epoch at lr 0.01
+            # can be worse on validation than the few-shot model, and would otherwise be kept
+            _, best = _validate(net, label)
+            _commit(net, label)
+        for epoch in range(epochs):
+            loss = _train_epoch(net, label, rng.permutation(n_rows), cfg.batch_size)
+            metric, score = _validate(net, label)
+            tracker.scalar("split/train_loss", loss, epoch)
+            tracker.scalar(f"split/{metric}", score, epoch)
+            if cfg.test_curve:
+                point = _test_curve_point(net, label, epoch)
+                info.setdefault("test_curve", []).append(point)
+                test_metric = "test_" + metric.removeprefix("val_")
+                tracker.scalar(f"split/{test_metric}", point[test_metric], epoch)
+            if score > best:
+                best, since_best = score, 0
+                _commit(net, label)
+            else:
+                since_best += 1
+                if since_best >= cfg.split_patience:
+                    break
+        tracker.info(f"split-NN stopped after {epoch + 1} epochs, best {metric} {best:.4f}")
+    with net.ledger.phase("evaluation"):
+        label.restore_best()
+        net.step("restore", {s: {} for s in net.sites})
+        replies = net.exchange("represent", {s: {"parts": ["val", "test"]} for s in net.sites})
+        metrics = {**label.evaluate("val", reps_of(replies, "val")), **label.evaluate("test", reps_of(replies, "test"))}
+    info["split_epochs"] = epoch + 1
+    return metrics
+
+
+def split_nn_communications(
+    cfg: SplitNNSettings, n_rows: int, epochs: int, finetune: bool
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """What one `train_split_nn` run of `epochs` epochs costs: ((uploads, downloads) of every site,
+    (uploads, downloads) more for the site that hosts the label party).
+
+    Per epoch: one upload per batch (its representations) and one download per batch (its gradient),
+    plus the validation upload; test_curve adds one test upload per epoch; the final evaluation one
+    upload; finetuning one validation upload before the first epoch. A label-owning site also gets
+    every batch's representations (one download) and returns the gradients (one upload), and gets the
+    representations of every evaluation: per epoch, plus test_curve's, plus val and test at the end."""
+    batches = math.ceil(n_rows / cfg.batch_size)
+    curve = epochs if cfg.test_curve else 0
+    feature = (epochs * (batches + 1) + 1 + int(finetune) + curve, epochs * batches)
+    label_extra = (epochs * batches, epochs * batches + epochs + 2 + int(finetune) + curve)
+    return feature, label_extra

@@ -1,0 +1,129 @@
+"""Site-side party: owns its data view, its bottom model f_k and everything computed from raw features.
+
+What every algorithm needs lives here: the aligned rows (canonical order) and the representation
+upload. An algorithm's own site steps live in a subclass in its plug-in (or in a block mixin, such as
+split-NN); the steps a site answers are the names in the `steps` tuples along the class's MRO.
+Only representations (never features, never temporary labels) leave this object.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from vflflare.config import JobConfig
+from vflflare.data.views import SiteView
+from vflflare.models.tabular import seeded_init
+from vflflare.protocol.payload import Payload
+from vflflare.protocol.state import PartyState
+from vflflare.seeding import derive_seed
+from vflflare.tracking import LogTracker, Tracker
+
+PARTS = ("aligned", "val", "test", "unaligned")
+_REPRESENT_CHUNK = 8192  # rows per no-grad forward, to bound memory on large tables
+
+
+def declared(cls: type, attribute: str) -> dict:
+    """Merge a class attribute (tuple of names or dict) over the MRO, base classes first."""
+    merged: dict = {}
+    for klass in reversed(cls.__mro__):
+        value = vars(klass).get(attribute)
+        if value:
+            merged.update(value if isinstance(value, dict) else dict.fromkeys(value))
+    return merged
+
+
+class FeatureParty:
+    steps: tuple[str, ...] = ("represent",)
+
+    def __init__(self, site: str, view: SiteView, cfg: JobConfig, tracker: Tracker | None = None) -> None:
+        """Build f_k from cfg.model, seeded by derive_seed(cfg.seed, site)."""
+        self.site = site
+        self.view = view
+        self.cfg = cfg
+        self.tracker = tracker or LogTracker(f"vflflare.{site}")
+        self.seed = derive_seed(cfg.seed, site)
+        self.state = PartyState(f"site '{site}'")
+        self.state["generator"] = torch.Generator().manual_seed(self.seed)
+        with seeded_init(self.seed):
+            self.state["encoder"] = view.encoder(cfg.model, cfg.rep_dim)
+
+    @classmethod
+    def site_steps(cls) -> list[str]:
+        return list(declared(cls, "steps"))
+
+    @property
+    def encoder(self) -> torch.nn.Module:
+        return self.state["encoder"]
+
+    @property
+    def generator(self) -> torch.Generator:
+        return self.state["generator"]
+
+    # ------------------------------------------------------------------ rows
+    def align(self, train_rows: np.ndarray, val_rows: np.ndarray, test_rows: np.ndarray) -> None:
+        """Row indices into the train table (aligned labeled rows, validation rows) and the test table,
+        each in the canonical order shared by all parties. Unaligned = the other train rows."""
+        n_train, n_test = self.view.num_rows("train"), self.view.num_rows("test")
+        parts = {
+            "aligned": self._check_rows("aligned", train_rows, n_train, "train"),
+            "val": self._check_rows("val", val_rows, n_train, "train"),
+            "test": self._check_rows("test", test_rows, n_test, "test"),
+        }
+        overlap = np.intersect1d(parts["aligned"], parts["val"])
+        if len(overlap):
+            raise ValueError(
+                f"{self.site}: {len(overlap)} train rows are both aligned-labeled and validation, e.g. row {overlap[0]}"
+            )
+        if len(parts["aligned"]) == 0:
+            raise ValueError(f"{self.site}: no aligned labeled rows")
+        parts["unaligned"] = np.setdiff1d(np.arange(n_train), np.concatenate([parts["aligned"], parts["val"]]))
+        self.state["rows"] = {name: torch.as_tensor(rows, dtype=torch.int64) for name, rows in parts.items()}
+
+    def _check_rows(self, part: str, rows: np.ndarray, n: int, table: str) -> np.ndarray:
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if len(rows) and (rows.min() < 0 or rows.max() >= n):
+            bad = rows[(rows < 0) | (rows >= n)][0]
+            raise ValueError(f"{self.site}: {part} row index {bad} is outside the {table} table ({n} rows)")
+        if len(np.unique(rows)) != len(rows):
+            raise ValueError(f"{self.site}: duplicate row indices in the {part} rows")
+        return rows
+
+    def rows_of(self, part: str) -> torch.Tensor:
+        if part not in PARTS:
+            raise ValueError(f"{self.site}: unknown part {part!r}; expected one of {PARTS}")
+        if "rows" not in self.state:
+            raise RuntimeError(f"{self.site}: call align() before using the {part} rows")
+        return self.state["rows"][part]
+
+    def part(self, part: str, positions: torch.Tensor | None = None) -> Any:
+        """The batch of `part`'s rows, or of the rows at `positions` within the part."""
+        rows = self.rows_of(part)
+        return self.view.batch("test" if part == "test" else "train", rows if positions is None else rows[positions])
+
+    def train_batch(self, rows: torch.Tensor) -> Any:
+        return self.view.batch("train", rows)
+
+    def encode(self, batch: Any) -> torch.Tensor:
+        return self.encoder(*batch)
+
+    # ------------------------------------------------------------------ representation upload
+    def representations(self, parts: list[str]) -> dict[str, np.ndarray]:
+        """float32 [n_part, rep_dim] representations (eval mode, no grad) of each requested part."""
+        self.encoder.eval()
+        out = {}
+        with torch.no_grad():
+            for part in parts:
+                n = len(self.rows_of(part))
+                chunks = [
+                    self.encode(self.part(part, torch.arange(s, min(s + _REPRESENT_CHUNK, n))))
+                    for s in range(0, n, _REPRESENT_CHUNK)
+                ]
+                reps = torch.cat(chunks) if chunks else torch.zeros(0, self.cfg.rep_dim)
+                out[part] = reps.numpy().astype(np.float32)
+        return out
+
+    def represent(self, payload: Payload) -> Payload:
+        """Step: the representations of payload["parts"]."""
+        return self.representations(list(payload["parts"]))

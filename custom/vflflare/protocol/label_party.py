@@ -1,0 +1,133 @@
+"""Label party: labels, the classifier f_c on the parties' representations, evaluation. Hosted by the
+coordinator (label_owner: server) or by a site (label_owner: site-N) behind the same methods; an
+algorithm's own label steps live in a subclass in its plug-in (or a block mixin), declared with the
+channel they travel on in `channels`. Representation dicts are keyed by site name; concatenation
+follows `sites` order.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from vflflare.algorithms.blocks.classifier import fit_head, predict_proba
+from vflflare.config import JobConfig
+from vflflare.protocol.state import PartyState
+from vflflare.data.types import LabelTables
+from vflflare.metrics import metric_name, score
+from vflflare.models.tabular import MLPHead, seeded_init
+from vflflare.protocol.feature_party import declared
+from vflflare.seeding import derive_seed
+from vflflare.tracking import LogTracker, Tracker
+
+LABEL_PARTS = ("aligned", "val", "test")
+
+
+class LabelParty:
+    # label steps a coordinator may call on a label-owning site, and the channel each travels on:
+    # "exchange" (a task: phase calls) or "step" (aux: per-batch and per-epoch calls)
+    channels = {"fit_classifier": "exchange", "evaluate": "step"}
+
+    def __init__(self, tables: LabelTables, sites: list[str], cfg: JobConfig, tracker: Tracker | None = None) -> None:
+        if len(sites) < 1 or len(set(sites)) != len(sites):
+            raise ValueError(f"label party needs distinct site names, got {sites}")
+        if tables.num_classes < 2:
+            raise ValueError(f"label party needs at least 2 classes, got num_classes={tables.num_classes}")
+        self.tables = tables
+        self.sites = list(sites)
+        self.cfg = cfg
+        self.tracker = tracker or LogTracker("vflflare.label")
+        self.seed = derive_seed(cfg.seed, "label")
+        self.state = PartyState("label party")
+
+    @classmethod
+    def label_channels(cls) -> dict[str, str]:
+        return declared(cls, "channels")
+
+    @property
+    def num_classes(self) -> int:
+        return self.tables.num_classes
+
+    @property
+    def metric_name(self) -> str:
+        """'auc' for binary tasks, 'accuracy' otherwise."""
+        return metric_name(self.num_classes)
+
+    def align(self, train_rows: np.ndarray, val_rows: np.ndarray, test_rows: np.ndarray) -> None:
+        """Row indices into tables.train / tables.test in the canonical order."""
+        labels = {
+            "aligned": self._labels_of("aligned", train_rows, self.tables.train_labels, "train"),
+            "val": self._labels_of("val", val_rows, self.tables.train_labels, "train"),
+            "test": self._labels_of("test", test_rows, self.tables.test_labels, "test"),
+        }
+        if len(np.intersect1d(train_rows, val_rows)):
+            raise ValueError("label party: some train rows are both aligned-labeled and validation rows")
+        if len(labels["aligned"]) == 0:
+            raise ValueError("label party: no aligned labeled rows")
+        self.state["labels"] = {part: torch.as_tensor(y) for part, y in labels.items()}
+
+    def _labels_of(self, part: str, rows: np.ndarray, all_labels: np.ndarray, table: str) -> np.ndarray:
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if len(rows) and (rows.min() < 0 or rows.max() >= len(all_labels)):
+            raise ValueError(f"label party: a {part} row index is outside the {table} labels ({len(all_labels)} rows)")
+        if len(np.unique(rows)) != len(rows):
+            raise ValueError(f"label party: duplicate row indices in the {part} rows")
+        labels = np.asarray(all_labels, dtype=np.int64)[rows]
+        bad = np.flatnonzero((labels < 0) | (labels >= self.num_classes))
+        if len(bad):
+            row, value = rows[bad[0]], labels[bad[0]]
+            raise ValueError(f"label party: {table} row {row} has label {value} outside 0..{self.num_classes - 1}")
+        return labels
+
+    # ------------------------------------------------------------------ helpers
+    def new_head(self, in_dim: int, purpose: str) -> MLPHead:
+        """A fresh head whose initial weights depend only on (seed, purpose)."""
+        with seeded_init(derive_seed(self.seed, purpose)):
+            return MLPHead(in_dim, self.num_classes, self.cfg.classifier_hidden)
+
+    def generator(self, purpose: str) -> torch.Generator:
+        return torch.Generator().manual_seed(derive_seed(self.seed, f"{purpose}:batches"))
+
+    def part_labels(self, part: str) -> torch.Tensor:
+        if "labels" not in self.state:
+            raise RuntimeError("label party: call align() first")
+        if part not in self.state["labels"]:
+            raise ValueError(f"label party: unknown part {part!r}; expected one of {LABEL_PARTS}")
+        return self.state["labels"][part]
+
+    def concat(self, reps: dict[str, np.ndarray], part: str) -> torch.Tensor:
+        """Site representations side by side in `sites` order, checked against the part's row count."""
+        missing = [s for s in self.sites if s not in reps]
+        if missing:
+            raise ValueError(f"label party: no {part} representations from {missing}")
+        n = len(self.part_labels(part))
+        for site in self.sites:
+            got = np.shape(reps[site])[0]
+            if got != n:
+                raise ValueError(f"label party: {site} sent {got} {part} representations, expected {n}")
+        return torch.as_tensor(np.concatenate([np.asarray(reps[s], dtype=np.float32) for s in self.sites], axis=1))
+
+    def fit(self, purpose: str, train: torch.Tensor, val: torch.Tensor | None) -> MLPHead:
+        head = self.new_head(train.shape[1], purpose)
+        val_pair = None if val is None else (val, self.part_labels("val"))
+        fit_head(
+            head, train, self.part_labels("aligned"), self.cfg, self.num_classes, self.generator(purpose),
+            self.tracker, purpose, val_pair,
+        )
+        return head
+
+    def fit_classifier(self, reps: dict[str, dict[str, np.ndarray]]) -> dict[str, float]:
+        """Alg. 1 lines 22-27 with validation early stopping. reps[site] has 'aligned', 'val', 'test'.
+        Returns {'val_<metric>': .., 'test_<metric>': ..}."""
+        parts = {part: {s: reps[s][part] for s in self.sites if part in reps.get(s, {})} for part in LABEL_PARTS}
+        has_val = len(self.part_labels("val")) > 0
+        joint_val = self.concat(parts["val"], "val") if has_val else None
+        self.state["classifier"] = self.fit("classifier", self.concat(parts["aligned"], "aligned"), joint_val)
+        metrics = self.evaluate("val", parts["val"]) if has_val else {}
+        return {**metrics, **self.evaluate("test", parts["test"])}
+
+    def evaluate(self, part: str, reps: dict[str, np.ndarray]) -> dict[str, float]:
+        """Metric of f_c on 'val' or 'test' representations: {'<part>_<metric>': value}."""
+        probs = predict_proba(self.state["classifier"], self.concat(reps, part))
+        name, value = score(probs, self.part_labels(part).numpy(), self.num_classes)
+        return {f"{part}_{name}": value}

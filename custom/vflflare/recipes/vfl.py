@@ -1,0 +1,143 @@
+"""`VFLRecipe`: any vflflare algorithm as an NVFlare job, in the shape of NVFlare's own recipes
+(`nvflare.app_common.psi.recipes.dh_psi.DhPSIRecipe`, `XGBVerticalRecipe`): the constructor builds a
+FedJob, and `execute(SimEnv | PocEnv | ProdEnv)` or `export(dir)` come from nvflare.recipe.Recipe.
+
+    recipe = VFLRecipe(algorithm="oneshot", min_clients=2, config={"ssl_epochs": 5})
+    run = recipe.execute(SimEnv(num_clients=2))
+
+The job carries vflflare's code only when asked (`bundle_code=True`: PocEnv/ProdEnv on sites that do
+not have vflflare installed); its app/custom folder always exists, which makes it a bring-your-own-code
+job for NVFlare's component policy. Plug-ins outside vflflare travel as files in app/custom
+(`plugin_files`) and are imported by module name (`config["plugins"]`).
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from nvflare.app_opt.tracking.tb.tb_receiver import TBAnalyticsReceiver
+from nvflare.job_config.api import FedJob
+from nvflare.job_config.defs import FilterType
+from nvflare.recipe.spec import Recipe
+
+from vflflare.algorithms.registry import get_algorithm, make_config
+from vflflare.config import SERVER
+from vflflare.flare.controller import VFLController
+from vflflare.flare.executor import VFLExecutor
+from vflflare.flare.he_filters import DecryptTaskData, EncryptTaskResult
+from vflflare.flare.tracking import TRACKING_EVENTS
+
+# sites idle between phases poll for the next task this often (NVFlare's default is 2 s, which would
+# dominate a one-shot job's wall time)
+TASK_REQUEST_INTERVAL_S = 0.2
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+CUSTOM_NOTE = """This job runs vflflare's own code (custom/vflflare in the repository).
+The simulator and a POC on this machine import it from the installed package; to deploy on sites
+that do not have it installed, export the recipe with bundle_code=True, or copy the package here
+(poc/ and provisioning/ do that). NVFlare treats a job with an app/custom folder as
+bring-your-own-code: the submitter needs that right.
+"""
+
+
+def _new_job(name: str, min_clients: int, bundle_code: bool) -> FedJob:
+    job = FedJob(name=name, min_clients=min_clients)
+    if not bundle_code:
+        job.set_app_packages(["vflflare"])  # the sites import the installed package
+    return job
+
+
+def _add_psi(job: FedJob, min_clients: int, seed: int) -> None:
+    """NVFlare's DH-PSI workflow over the sites' IDs, each site storing its intersection for the VFL
+    phases (or later jobs) to align on."""
+    from nvflare.app_opt.psi.dh_psi.dh_psi_task_handler import DhPSITaskHandler
+
+    from vflflare.flare.psi import LOCAL_PSI_ID, PSI_ALGO_ID, PSI_TASK, PSI_WRITER_ID, VFLPSIController, VFLPSIExecutor
+    from vflflare.flare.psi import VFLPSIWriter, VFLSitePSI
+
+    job.to_server(VFLPSIController(min_sites=min_clients), id="psi_controller")
+    job.to_clients(VFLPSIExecutor(psi_algo_id=PSI_ALGO_ID), id="psi_executor", tasks=[PSI_TASK])
+    job.to_clients(DhPSITaskHandler(local_psi_id=LOCAL_PSI_ID), id=PSI_ALGO_ID)
+    job.to_clients(VFLSitePSI(psi_writer_id=PSI_WRITER_ID, seed=seed), id=LOCAL_PSI_ID)
+    job.to_clients(VFLPSIWriter(), id=PSI_WRITER_ID)
+
+
+class _VFLJobRecipe(Recipe):
+    def __init__(self, job: FedJob, bundle_code: bool) -> None:
+        super().__init__(job)
+        self.add_server_config({"server": {"task_request_interval": TASK_REQUEST_INTERVAL_S}})
+        if bundle_code:
+            for target in ("server", "clients"):
+                getattr(self._job, f"to_{target}")(str(PACKAGE_DIR))
+        else:
+            # a file outside any package on sys.path lands at the top of app/custom
+            note = Path(tempfile.mkdtemp(prefix="vflflare-job-")) / "README.txt"
+            note.write_text(CUSTOM_NOTE)
+            self.add_server_file(str(note))
+            self.add_client_file(str(note))
+
+
+class VFLRecipe(_VFLJobRecipe):
+    """One vflflare algorithm as a job.
+
+    Args:
+        algorithm: a registered plug-in ("vanilla", "fedbcd", "oneshot", "fewshot", "ssvfl_i", "ssvfl_c",
+            "secure_sum", or one registered by a module in config["plugins"]).
+        min_clients: K >= 2 feature sites.
+        config: the algorithm's settings (vflflare.config and its plug-in's Config), validated here.
+        label_owner: "server" (the coordinator holds the labels) or a site name.
+        he: CKKS-encrypt every float tensor the sites send (needs keys in the startup kits).
+        alignment: "hash" (salted ID digests) or "psi" (an earlier PSI job's intersection).
+        psi: run NVFlare's DH-PSI first in the same job and align on it (implies alignment "psi").
+        name: the job name (default "<algorithm>_vfl").
+        plugin_files: Python files of plug-ins outside vflflare, put into the job's app/custom.
+        bundle_code: put the vflflare package into the job's app/custom.
+    """
+
+    def __init__(
+        self,
+        *,
+        algorithm: str = "oneshot",
+        min_clients: int = 2,
+        config: dict[str, Any] | None = None,
+        label_owner: str = SERVER,
+        he: bool = False,
+        alignment: str = "hash",
+        psi: bool = False,
+        name: str | None = None,
+        plugin_files: list[str] | None = None,
+        bundle_code: bool = False,
+    ) -> None:
+        if min_clients < 2:
+            raise ValueError(f"vertical FL needs at least 2 sites, got min_clients={min_clients}")
+        settings = {**(config or {}), "algorithm": algorithm}
+        for key, value, default in (("label_owner", label_owner, SERVER), ("he", he, False),
+                                    ("alignment", "psi" if psi else alignment, "hash")):
+            if value != default:
+                settings[key] = value
+        cfg = make_config(settings)  # an unknown key or bad value fails here, naming the algorithm
+        plugin = get_algorithm(cfg.algorithm, cfg.plugins)
+        self.config, self.min_clients = settings, min_clients
+        job = _new_job(name or f"{algorithm}_vfl", min_clients, bundle_code)
+        if psi:
+            _add_psi(job, min_clients, cfg.seed)
+        job.to_server(VFLController(config=settings, min_sites=min_clients), id="vfl_controller")
+        job.to_server(TBAnalyticsReceiver(events=TRACKING_EVENTS), id="tb_receiver")
+        tasks = plugin.site_tasks()
+        job.to_clients(VFLExecutor(), id="vfl_executor", tasks=tasks)
+        if cfg.he:  # CKKS on every task's data and result at the sites (aux steps: in the executor)
+            job.to_clients(DecryptTaskData(), filter_type=FilterType.TASK_DATA, tasks=tasks)
+            job.to_clients(EncryptTaskResult(), filter_type=FilterType.TASK_RESULT, tasks=tasks)
+        for path in plugin_files or []:
+            job.to_server(str(path))
+            job.to_clients(str(path))
+        super().__init__(job, bundle_code)
+
+
+class PSIRecipe(_VFLJobRecipe):
+    """NVFlare's DH-PSI alone; each site stores the intersection for later jobs with alignment "psi"."""
+
+    def __init__(self, *, min_clients: int = 2, name: str = "psi", bundle_code: bool = False) -> None:
+        job = _new_job(name, min_clients, bundle_code)
+        _add_psi(job, min_clients, seed=0)
+        super().__init__(job, bundle_code)
