@@ -118,11 +118,11 @@ def test_coordinator_refuses_plaintext_floats_naming_site_and_task(startup):
 
 def test_job_generator_adds_filters_only_with_he():
     plain = job_files("j", {"algorithm": "oneshot", "label_owner": "site-1"})["app/config/config_fed_client.json"]
-    assert "task_result_filters" not in plain
+    assert plain["task_result_filters"] == [] and plain["task_data_filters"] == []
     files = job_files("j", {"algorithm": "oneshot", "label_owner": "site-1", "he": True})
     client = files["app/config/config_fed_client.json"]
     tasks = client["executors"][0]["tasks"]
-    assert client["task_result_filters"][0]["tasks"] == tasks  # NVFlare matches filters by exact task name
+    assert sorted(client["task_result_filters"][0]["tasks"]) == sorted(tasks)  # NVFlare matches filters by exact task name
     assert client["task_result_filters"][0]["filters"][0]["path"].endswith("he_filters.EncryptTaskResult")
     assert client["task_data_filters"][0]["filters"][0]["path"].endswith("he_filters.DecryptTaskData")
     json.dumps(files)

@@ -25,7 +25,7 @@ from vflflare.protocol.alignment import (
 from vflflare.protocol.inprocess import InProcessTransport, run_inprocess
 from vflflare.protocol.setup import setup_parties
 from vflflare.protocol.site_runtime import SiteRuntime
-from vflflare.algorithms.registry import make_config
+from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare.data.loading import load_label_tables
 from vflflare.data.sources import load_source
 from vflflare.data.split import split_table, write_split
@@ -59,21 +59,21 @@ def make_root(tmp_path: Path, label_owner: str = "server", name: str = "root") -
     return root
 
 
-def setup_only(root: Path | None, cfg: VFLConfig):
+def setup_only(root: Path | None, cfg):
     """Run the setup phase in-process (root None: the embedded default); returns the site runtimes,
     the label party, the aligned row counts and the transport."""
     data_root = str(root) if root else None
     runtimes = {s: SiteRuntime(s, data_root) for s in SITES}
     net = InProcessTransport(runtimes)
-    label, counts = setup_parties(net, cfg, lambda: load_label_tables("server", SITES, data_root, cfg.seed),
+    label, counts = setup_parties(net, cfg, get_algorithm(cfg.algorithm), lambda: load_label_tables("server", SITES, data_root, cfg.seed),
                                   LogTracker("test"))
     return runtimes, label, counts, net
 
 
 def aligned_ids(runtime: SiteRuntime, part: str) -> list[str]:
-    tables = runtime.party.tables
-    ids = tables.test_ids if part == "test" else tables.train_ids
-    return [ids[int(i)] for i in runtime.party._rows[part]]
+    view = runtime.party.view
+    ids = view.test_ids if part == "test" else view.train_ids
+    return [ids[int(i)] for i in runtime.party.rows_of(part)]
 
 
 # ------------------------------------------------------------------------------- format and order
@@ -161,7 +161,7 @@ def test_every_party_uses_the_same_canonical_rows(tmp_path):
     # the label party's labels follow the same order
     truth = dict(zip(read_ids(root / "server" / "train_labels.csv"),
                      read_ids(root / "server" / "train_labels.csv", "label")))
-    assert label._labels["aligned"].tolist() == [int(truth[i]) for i in aligned_ids(runtimes["site-1"], "aligned")]
+    assert label.part_labels("aligned").tolist() == [int(truth[i]) for i in aligned_ids(runtimes["site-1"], "aligned")]
 
 
 def _edit_labels(path: Path, drop: set[str], extra: list[str]) -> None:
@@ -184,7 +184,7 @@ def test_server_label_party_is_restricted_to_the_intersection(tmp_path):
     assert counts["aligned_train"] + counts["val"] == 140 and counts["test"] == 114
     used = set(aligned_ids(runtimes["site-2"], "aligned")) | set(aligned_ids(runtimes["site-2"], "val"))
     assert used == set(overlap) - dropped
-    assert len(label._labels["aligned"]) == counts["aligned_train"]
+    assert len(label.part_labels("aligned")) == counts["aligned_train"]
     # the hash alignment agrees on the counts
     _, _, hashed, _ = setup_only(root, make_config(alignment="hash"))
     assert hashed == counts
@@ -201,7 +201,7 @@ def test_site_label_party_is_restricted_locally_and_sends_only_masks(tmp_path):
     assert counts["aligned_train"] + counts["val"] == 143
     used = set(aligned_ids(runtimes["site-2"], "aligned")) | set(aligned_ids(runtimes["site-2"], "val"))
     assert used == set(overlap) - dropped
-    assert len(runtimes["site-1"].label._labels["aligned"]) == counts["aligned_train"]
+    assert len(runtimes["site-1"].label.part_labels("aligned")) == counts["aligned_train"]
     _, _, hashed, _ = setup_only(root, make_config(alignment="hash", label_owner="site-1"))
     assert hashed == counts
 
@@ -238,7 +238,7 @@ def test_empty_and_one_element_psi_outputs(tmp_path):
 
 def test_unknown_alignment_is_an_error(tmp_path):
     root = make_root(tmp_path)
-    with pytest.raises(ValueError, match="unknown alignment 'psy'"):
+    with pytest.raises(ValueError, match="algorithm 'oneshot': alignment must be one of \\['hash', 'psi'\\], got 'psy'"):
         setup_only(root, make_config(alignment="psy"))
 
 
