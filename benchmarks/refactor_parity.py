@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DATA_DIR = REPO.parent / "shared" / "data"
+DATA_DIR = Path(os.environ.get("VFLFLARE_DATA_DIR", REPO.parent / "shared" / "data"))
 SPLITS = Path("/tmp/vflflare-bench/splits")
 
 # method -> (algorithm, --set overrides); fedbcd with the paper's Q = 5
@@ -56,6 +57,7 @@ def run(method: str, seed: int, mode: str, work: Path) -> dict:
     root = split(seed)
     overrides = {**overrides, "seed": seed}
     out = work / f"{method}_{seed}_{mode}"
+    out.mkdir(parents=True)
     if mode == "inprocess":
         result = out / "result.json"
         vflflare("inprocess", "--algorithm", algorithm, "--data-root", str(root), "--json", str(result), *sets(overrides))

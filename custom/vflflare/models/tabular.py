@@ -4,8 +4,7 @@ Models only; the training loops live in ssl/ and algorithms/.
 """
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -14,15 +13,6 @@ from torch import nn
 def embedding_dim(cardinality: int) -> int:
     """Width of a categorical embedding: one slot per index, capped so wide columns stay cheap."""
     return min(16, cardinality)
-
-
-@contextlib.contextmanager
-def seeded_init(seed: int) -> Iterator[None]:
-    """Build modules under `seed` without disturbing the caller's global torch RNG, so a party's
-    initial weights depend on its own seed only, not on what ran before in the process."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        yield
 
 
 class TabularEncoder(nn.Module):

@@ -14,10 +14,9 @@ import torch
 
 from vflflare.config import JobConfig
 from vflflare.data.views import SiteView
-from vflflare.models.tabular import seeded_init
+from vflflare.seeding import derive_seed, seeded_init
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.state import PartyState
-from vflflare.seeding import derive_seed
 from vflflare.tracking import LogTracker, Tracker
 
 PARTS = ("aligned", "val", "test", "unaligned")

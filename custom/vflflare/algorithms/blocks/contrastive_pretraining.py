@@ -9,10 +9,10 @@ from typing import Any
 import torch
 
 from vflflare.config import Settings
-from vflflare.models.tabular import ProjectionHead, seeded_init
+from vflflare.models.tabular import ProjectionHead
+from vflflare.seeding import derive_seed, seeded_init
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
-from vflflare.seeding import derive_seed
 from vflflare.ssl.losses import NTXentLoss
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 from vflflare.config import Settings
-from vflflare.models.tabular import MLPHead, seeded_init
-from vflflare.seeding import derive_seed
+from vflflare.models.tabular import MLPHead
+from vflflare.seeding import derive_seed, seeded_init
 from vflflare.ssl.fixmatch import CLASS_BALANCE, FixMatchLoss
 
 
