@@ -26,6 +26,7 @@ from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.setup import SERVER, alignment_salt
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.algorithms.registry import make_config
+from vflflare.config import JobConfig
 from vflflare.data.loading import load_label_tables, load_site_tables
 from vflflare.data.sources import load_source
 from vflflare.data.types import SiteTables
@@ -154,35 +155,37 @@ def site_features(
 class InspectableRuntime(SiteRuntime):
     """A site runtime that keeps its local SSL statistics and, at the few-shot download, its local
     model's class probabilities on the unaligned rows and the p^ it received, so diagnostics can score
-    them against the true labels afterwards. FeatureParty deliberately has no public prediction API
-    (nothing but representations may leave a site), hence the private attributes."""
+    them against the true labels afterwards. Sites deliberately answer no prediction request (nothing
+    but representations may leave a site), so this reads the party's state in process."""
 
-    def _oneshot_update(self, payload: dict[str, Any]) -> dict[str, Any]:
-        self.oneshot_stats = self.party.oneshot_update(payload["grads"], int(payload["num_classes"]))
-        self.oneshot_unaligned_probs = self._local_probs()
-        return self.party.represent(list(payload["represent"]))
-
-    def _fewshot_update(self, payload: dict[str, Any]) -> dict[str, Any]:
-        self.fewshot_probs = np.asarray(payload["probs"], dtype=np.float32)
-        self.fewshot_stats = self.party.fewshot_update(payload["probs"])
-        return self.party.represent(list(payload["represent"]))
+    def handle(self, task: str, payload: dict[str, Any]) -> dict[str, Any]:
+        party = self.party
+        if task == "oneshot_update":
+            self.oneshot_stats = party.client_update(payload["grads"], int(payload["num_classes"]))
+            self.oneshot_unaligned_probs = self._local_probs()
+        elif task == "fewshot_update":
+            self.fewshot_probs = np.asarray(payload["probs"], dtype=np.float32)
+            self.fewshot_stats = party.client_update_fewshot(payload["probs"])
+        else:
+            return super().handle(task, payload)
+        return party.representations(list(payload["represent"]))
 
     def _local_probs(self) -> np.ndarray:
         party = self.party
         party.encoder.eval()
         with torch.no_grad():
-            logits = party._head(party._encode(party._train.take(party._rows_of("unaligned"))))
+            logits = party.state["ssl_head"](party.encode(party.train_batch(party.rows_of("unaligned"))))
         return torch.softmax(logits, dim=1).numpy()
 
     def ids(self, part: str) -> list[str]:
-        return [self.party.tables.train_ids[int(r)] for r in self.party._rows_of(part)]
+        return [self.party.view.train_ids[int(r)] for r in self.party.rows_of(part)]
 
     def temporary_labels(self) -> np.ndarray:
-        return self.party._temporary_labels.numpy()
+        return self.party.state["temporary_labels"].numpy()
 
 
 def run_vfl(
-    cfg: VFLConfig, root: Path, runtime: type[SiteRuntime] = SiteRuntime, sites: list[str] = SITES
+    cfg: JobConfig, root: Path, runtime: type[SiteRuntime] = SiteRuntime, sites: list[str] = SITES
 ) -> tuple[dict, dict[str, SiteRuntime]]:
     """run_inprocess, keeping the site runtimes for inspection."""
     runtimes = {s: runtime(s, str(root)) for s in sites}

@@ -48,9 +48,10 @@ from common import (
 )  # fmt: skip
 from vflflare.algorithms.blocks.classifier import fit_head, predict_proba
 from vflflare.cli import parse_overrides
+from vflflare.config import JobConfig
 from vflflare.algorithms.registry import make_config
-from vflflare.models.tabular import MLPHead, TabularEncoder, seeded_init
-from vflflare.seeding import derive_seed
+from vflflare.models.tabular import MLPHead, TabularEncoder
+from vflflare.seeding import derive_seed, seeded_init
 from vflflare.tracking import LogTracker
 
 RESULTS = RUNS / "credit_default.jsonl"
@@ -95,9 +96,9 @@ def run_vfl_method(method: str, overrides: dict[str, Any], root: Path, seed: int
 class LocalMLP(nn.Module):
     """Bottom model + head in one piece, for a party that holds its labels itself."""
 
-    def __init__(self, numeric_dim: int, cfg: VFLConfig) -> None:
+    def __init__(self, numeric_dim: int, cfg: JobConfig) -> None:
         super().__init__()
-        self.encoder = TabularEncoder(numeric_dim, [], cfg.hidden_dim, cfg.rep_dim)
+        self.encoder = TabularEncoder(numeric_dim, [], cfg.model["hidden"], cfg.rep_dim)
         self.head = MLPHead(cfg.rep_dim, 2, cfg.classifier_hidden)
 
     def forward(self, numeric: torch.Tensor) -> torch.Tensor:
@@ -194,7 +195,7 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--variant", default="default", help="name under which --set overrides are recorded")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help=f"VFLConfig override for {', '.join(TUNABLE)}; "
+                        help=f"config override for {', '.join(TUNABLE)}; "
                              f"{', '.join(PREPROCESSING_KEYS)} also for {', '.join(PREPROCESSED)}")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS, help="where the split folders go")

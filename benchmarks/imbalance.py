@@ -1,6 +1,6 @@
 """What moves FixMatch's majority-class collapse and few-shot's pseudo-label selection on credit default.
 
-For each named setting (VFLConfig overrides) this runs one-shot and few-shot in-process and, besides the
+For each named setting (config overrides) this runs one-shot and few-shot in-process and, besides the
 AUCs, scores what the sites did against the true labels (which no party sees in a real job):
 
 - after one-shot SSL: share of unaligned rows the site's local model predicts positive (truth: ~22 %)
@@ -39,7 +39,7 @@ RESULTS = RUNS / "imbalance.jsonl"
 # Every setting changes it in the named way only.
 SWEEP_BASE: dict[str, Any] = {"fewshot_threshold": 0.6}
 
-# name -> VFLConfig overrides on top of SWEEP_BASE
+# name -> config overrides on top of SWEEP_BASE
 SETTINGS: dict[str, dict[str, Any]] = {
     "paper": {},
     "no_unlabeled_loss": {"lambda_u": 0.0},

@@ -20,7 +20,8 @@ from common import (
 )  # fmt: skip
 from vflflare.protocol.inprocess import InProcessTransport
 from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
-from vflflare.algorithms.oneshot import upload_aligned_representations
+from vflflare.algorithms.blocks.representations import reps_of, upload_representations
+from vflflare.algorithms.oneshot import OneShotVFL
 from vflflare.protocol.setup import SERVER, setup_parties
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.algorithms.registry import make_config
@@ -36,9 +37,9 @@ def measure(root: Path, seed: int, table: SourceTable, overrides: dict) -> dict[
     cfg = make_config({**overrides, "algorithm": "oneshot", "seed": seed})
     net = InProcessTransport({s: SiteRuntime(s, str(root)) for s in SITES})
     label, _ = setup_parties(
-        net, cfg, lambda: load_label_tables(SERVER, SITES, str(root), seed), LogTracker("bench.disclosure")
+        net, cfg, OneShotVFL, lambda: load_label_tables(SERVER, SITES, str(root), seed), LogTracker("bench.disclosure")
     )
-    grads = label.partial_gradients(upload_aligned_representations(net))
+    grads = label.partial_gradients(reps_of(upload_representations(net, ["aligned"]), "aligned"))
     truth = table.y(job_rows(root, seed, cfg.val_fraction).train_ids)  # canonical order = gradient row order
     out = {"majority_rate": float(np.bincount(truth).max() / len(truth))}
     for site in SITES:

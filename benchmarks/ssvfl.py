@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import functools
 import math
 import multiprocessing
@@ -49,6 +50,7 @@ from common import (
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.cli import parse_overrides
 from vflflare.algorithms.registry import make_config
+from vflflare.config import JobConfig
 from vflflare.data.sources import load_source
 
 RESULTS = RUNS / "ssvfl.jsonl"
@@ -88,21 +90,23 @@ class PretrainOnce(SiteRuntime):
     cache: dict[tuple, tuple[dict, dict]] = {}
     key: tuple = ()
 
-    def _contrastive_pretrain(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, task: str, payload: dict[str, Any]) -> dict[str, Any]:
+        if task != "contrastive_pretrain":
+            return super().handle(task, payload)
         key = (self.site, *self.key)
         if key in self.cache:
             state, stats = self.cache[key]
             self.party.encoder.load_state_dict(state)
         else:
-            stats = self.party.contrastive_pretrain()
+            stats = self.party.pretrain()
             self.cache[key] = (copy.deepcopy(self.party.encoder.state_dict()), stats)
-        return {**self.party.represent(list(payload.get("represent", []))), "pretrain": stats}
+        return {"pretrain": stats}
 
 
-def pretrain_key(cfg: VFLConfig, root: Path) -> tuple:
+def pretrain_key(cfg: JobConfig, root: Path) -> tuple:
     pretraining = {k: v for k, v in cfg.to_dict().items() if k.startswith("pretrain_")}
     return (str(root), cfg.seed, cfg.labeled_fraction, cfg.val_fraction, cfg.cl_temperature, cfg.scarf_rate,
-            cfg.projection_dim, cfg.hidden_dim, cfg.rep_dim, cfg.numeric_transform, tuple(sorted(pretraining.items())))
+            cfg.projection_dim, json.dumps(cfg.model, sort_keys=True), cfg.rep_dim, cfg.numeric_transform, tuple(sorted(pretraining.items())))
 
 
 def training_bytes(result: dict) -> int:
@@ -135,7 +139,7 @@ def run_one(method: str, setting: str, fraction: float, seed: int, overrides: di
 
 def run_reference(setting: str, fraction: float, seed: int, data_dir: Path, root: Path) -> dict[str, Any]:
     dataset, parties = parse_setting(setting)
-    rows = job_rows(root, seed, VFLConfig.val_fraction, [f"site-{i + 1}" for i in range(parties)], fraction)
+    rows = job_rows(root, seed, JobConfig.val_fraction, [f"site-{i + 1}" for i in range(parties)], fraction)
     start = time.perf_counter()
     result = trees(rows.train_ids, rows, source_table(data_dir, dataset), seed)
     return {"setting": setting, "fraction": fraction, "seed": seed, "method": REFERENCE, **result,
@@ -219,7 +223,7 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--methods", nargs="+", default=[*METHODS, REFERENCE], choices=[*METHODS, REFERENCE])
     parser.add_argument("--variant", default="default", help="name under which --set overrides are recorded")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="VFLConfig override")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     parser.add_argument("--workers", type=int, default=1, help="parallel processes (one torch thread each)")
     parser.add_argument("--no-pretrain-cache", action="store_true",
                         help="pretrain for every SS-VFL run instead of reusing the (setting, seed, fraction) encoders")
