@@ -17,14 +17,21 @@ def format_table(results: dict) -> str:
         lines.append(f"  {name:<28} {value:.4f}")
     comm = results.get("communication", {})
     header = f"  {'':<26} {'uploads':>8} {'downloads':>9} {'payload MB':>11} {'wire MB':>9}"
-    rows = [("total", comm.get("total", {}))]
-    rows += [(f"site {s}", v) for s, v in comm.get("per_site", {}).items()]
-    rows += [(f"phase {p}", v) for p, v in comm.get("per_phase", {}).items()]
+    expected = results.get("expected_communication", {})
+    if expected:
+        header += "  expected by the algorithm (uploads/downloads)"
+    rows = [("total", comm.get("total", {}), None)]
+    rows += [(f"site {s}", v, expected.get(s)) for s, v in comm.get("per_site", {}).items()]
+    rows += [(f"phase {p}", v, None) for p, v in comm.get("per_phase", {}).items()]
     lines.append(header)
-    for name, row in rows:
+    for name, row, want in rows:
         if row:
-            lines.append(f"  {name:<26} {row['uploads']:>8} {row['downloads']:>9} "
-                         f"{_mb(row['payload_bytes']):>11} {_mb(row['wire_bytes']):>9}")
+            line = (f"  {name:<26} {row['uploads']:>8} {row['downloads']:>9} "
+                    f"{_mb(row['payload_bytes']):>11} {_mb(row['wire_bytes']):>9}")
+            if want:
+                same = (want["uploads"], want["downloads"]) == (row["uploads"], row["downloads"])
+                line += f"  {want['uploads']}/{want['downloads']}{'' if same else '  MISMATCH'}"
+            lines.append(line)
     per_phase_site = comm.get("per_phase_site", {})
     if per_phase_site:
         sites = results["sites"]

@@ -1,0 +1,81 @@
+"""Run a vflflare algorithm as an NVFlare 2.9 job, the way NVFlare's examples run theirs:
+
+    python job.py --algorithm oneshot --sites 2 --env sim
+    python job.py --algorithm fewshot --sites 3 --env poc --data-root /data/my_split --set ssl_epochs=5
+    python job.py --algorithm oneshot --env prod --startup-kit /path/to/admin@example.com
+    python job.py --algorithm oneshot --export --export-dir /tmp/jobs   # write the job folder only
+
+`--export` and `--export-dir` are NVFlare's own recipe flags (consumed by nvflare.recipe before this
+script parses its arguments). Sites read their data root from their local/vflflare.json, else from
+VFLFLARE_DATA_ROOT (which --data-root sets for the sim and poc processes started here), else use the
+embedded default dataset.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from nvflare.recipe import PocEnv, ProdEnv, SimEnv
+
+from vflflare.algorithms.registry import ALGORITHMS
+from vflflare.cli import find_results, parse_overrides
+from vflflare.config import SERVER
+from vflflare.recipes import VFLRecipe
+from vflflare.results import format_table
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algorithm", default="oneshot", choices=sorted(ALGORITHMS))
+    parser.add_argument("--sites", type=int, default=2, help="number of feature sites K >= 2 (site-1 .. site-K)")
+    parser.add_argument("--env", default="sim", choices=["sim", "poc", "prod"])
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an algorithm setting (repeatable); values parse as JSON when they can")
+    parser.add_argument("--label-owner", default=SERVER, help="'server' or a site name")
+    parser.add_argument("--he", action="store_true", help="CKKS-encrypt what the sites send")
+    parser.add_argument("--psi", action="store_true", help="run NVFlare's DH-PSI first and align on it")
+    parser.add_argument("--data-root", help="split folder with one sub-folder per site (sim, poc)")
+    parser.add_argument("--workspace", default="/tmp/vflflare_ws/job_py", help="simulator workspace root")
+    parser.add_argument("--startup-kit", help="admin startup kit of a provisioned project (prod)")
+    parser.add_argument("--bundle-code", action="store_true", help="ship the vflflare package inside the job")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for a poc/prod job")
+    return parser.parse_args()
+
+
+def exec_env(args: argparse.Namespace):
+    if args.env == "sim":
+        return SimEnv(num_clients=args.sites, workspace_root=args.workspace)
+    if args.env == "poc":
+        # the POC's processes run `python3` from PATH: make it this interpreter's environment
+        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        return PocEnv(num_clients=args.sites)
+    if not args.startup_kit:
+        raise SystemExit("--env prod needs --startup-kit (the admin's startup kit folder)")
+    return ProdEnv(startup_kit_location=args.startup_kit)
+
+
+def main() -> int:
+    args = parse_args()
+    if args.data_root:
+        os.environ["VFLFLARE_DATA_ROOT"] = str(Path(args.data_root).resolve())
+    recipe = VFLRecipe(algorithm=args.algorithm, min_clients=args.sites, config=parse_overrides(args.set),
+                       label_owner=args.label_owner, he=args.he, psi=args.psi, bundle_code=args.bundle_code)
+    started = time.time()
+    run = recipe.execute(exec_env(args))
+    workspace = run.get_result(timeout=args.timeout, clean_up=False)
+    path = find_results(workspace) if workspace else None
+    if path is None or path.stat().st_mtime < started:  # not one an earlier run left there
+        print(f"job {run.get_job_id()} ended with status {run.get_status()} and no results under {workspace}")
+        return 1
+    results = json.loads(path.read_text())
+    print(format_table(results))
+    print(f"results: {path}")
+    return 1 if "error" in results else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
