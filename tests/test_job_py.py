@@ -1,0 +1,54 @@
+"""job.py, as a user runs it: `--export --export-dir` writes the committed job folder, and `--env sim`
+gives the same numbers as the in-process run (and therefore as `nvflare simulator jobs/oneshot_vfl`,
+which test_simulator_jobs checks against the in-process run)."""
+from __future__ import annotations
+
+import filecmp
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vflflare.algorithms.registry import make_config
+from vflflare.protocol.inprocess import run_inprocess
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def job_py(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "job.py"), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_export_is_the_committed_job(tmp_path):
+    proc = job_py("--algorithm", "fewshot", "--export", "--export-dir", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    exported, committed = tmp_path / "fewshot_vfl", REPO / "jobs" / "fewshot_vfl"
+    files = sorted(str(p.relative_to(committed)) for p in committed.rglob("*") if p.is_file())
+    assert sorted(str(p.relative_to(exported)) for p in exported.rglob("*") if p.is_file()) == files
+    assert all(filecmp.cmp(exported / f, committed / f, shallow=False) for f in files)
+
+
+def test_unknown_setting_names_the_algorithm(tmp_path):
+    proc = job_py("--algorithm", "oneshot", "--set", "ssl_epoch=3", "--export", "--export-dir", str(tmp_path),
+                  cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "algorithm 'oneshot' has no setting ['ssl_epoch']" in proc.stderr
+
+
+@pytest.mark.simulator
+def test_sim_equals_in_process(tmp_path):
+    proc = job_py("--algorithm", "oneshot", "--sites", "2", "--env", "sim", "--set", "ssl_epochs=2",
+                  "--workspace", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    path = Path(proc.stdout.strip().splitlines()[-1].removeprefix("results: "))
+    results = json.loads(path.read_text())
+    reference = run_inprocess(make_config(algorithm="oneshot", ssl_epochs=2), ["site-1", "site-2"], None)
+    assert results["metrics"] == reference["metrics"]
+    assert results["communication"]["per_site"].keys() == reference["communication"]["per_site"].keys()
+    for site, row in reference["communication"]["per_site"].items():
+        assert {k: results["communication"]["per_site"][site][k] for k in ("uploads", "downloads", "payload_bytes")} \
+            == {k: row[k] for k in ("uploads", "downloads", "payload_bytes")}
+    assert "expected by the algorithm" in proc.stdout and "MISMATCH" not in proc.stdout
