@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vflflare.config import JobConfig
 from vflflare.results import RESULTS_FILE, format_table
 
 
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs = sub.add_parser("jobs", help="write NVFlare job folders")
     jobs.add_argument("--out", default="jobs")
     jobs.add_argument("--name", help="write one job with this name instead of the defaults")
-    jobs.add_argument("--algorithm", default="oneshot",
+    jobs.add_argument("--algorithm", default=JobConfig.algorithm,
                       help=f"a registered algorithm ({', '.join(algorithms)}), or psi: the PSI job alone (as jobs/psi)")
     jobs.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="JobConfig field")
     jobs.add_argument("--min-sites", type=int, default=2)
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     sim.set_defaults(func=_cmd_simulate)
 
     inproc = sub.add_parser("inprocess", help="run the same phases without NVFlare (reference, benchmarks)")
-    inproc.add_argument("--algorithm", default="oneshot", help=", ".join(algorithms))
+    inproc.add_argument("--algorithm", default=JobConfig.algorithm, help=", ".join(algorithms))
     inproc.add_argument("--sites", type=int, default=2)
     inproc.add_argument("--sites-names", help="comma-separated site names (overrides --sites)")
     inproc.add_argument("--data-root", default=os.environ.get("VFLFLARE_DATA_ROOT"))

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from vflflare.algorithms.registry import ALGORITHMS
+from vflflare.config import JobConfig
 
 PSI_JOB = "psi"
 
@@ -21,7 +22,7 @@ def write_job(out_dir: str | Path, name: str, overrides: dict[str, Any], min_sit
     from vflflare.recipes import VFLRecipe
 
     config = dict(overrides)
-    algorithm = config.pop("algorithm", "oneshot")
+    algorithm = config.pop("algorithm", JobConfig.algorithm)
     if psi and config.get("alignment", "psi") != "psi":
         raise ValueError(f"a job with a PSI phase aligns with it: alignment must be 'psi', not {config['alignment']!r}")
     config.pop("alignment", None) if psi else None

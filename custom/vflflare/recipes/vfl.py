@@ -29,7 +29,7 @@ from vflflare.flare.he_filters import DecryptTaskData, EncryptTaskResult
 from vflflare.flare.tracking import TRACKING_EVENTS
 
 # sites idle between phases poll for the next task this often (NVFlare's default is 2 s, which would
-# dominate a one-shot job's wall time)
+# dominate the wall time of a job with few phases)
 TASK_REQUEST_INTERVAL_S = 0.2
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 CUSTOM_NOTE = """This job runs vflflare's own code (custom/vflflare in the repository).
@@ -81,8 +81,8 @@ class VFLRecipe(_VFLJobRecipe):
     """One vflflare algorithm as a job.
 
     Args:
-        algorithm: a registered plug-in ("vanilla", "fedbcd", "oneshot", "fewshot", "ssvfl_i", "ssvfl_c",
-            "secure_sum", or one registered by a module in config["plugins"]).
+        algorithm: the name of a registered plug-in (vflflare.algorithms.registry.ALGORITHMS, or one a
+            module in config["plugins"] registers).
         min_clients: K >= 2 feature sites.
         config: the algorithm's settings (vflflare.config and its plug-in's Config), validated here.
         label_owner: "server" (the coordinator holds the labels) or a site name.
@@ -97,7 +97,7 @@ class VFLRecipe(_VFLJobRecipe):
     def __init__(
         self,
         *,
-        algorithm: str = "oneshot",
+        algorithm: str,
         min_clients: int = 2,
         config: dict[str, Any] | None = None,
         label_owner: str = SERVER,
