@@ -2,9 +2,13 @@
 in process and in the NVFlare simulator. It talks to vflflare only through its command line (`split`,
 `inprocess`, `jobs`, `simulate`), so the same script runs against the code before and after a change:
 
-    python benchmarks/refactor_parity.py --out /tmp/parity/before.jsonl     # on the old commit
-    python benchmarks/refactor_parity.py --out /tmp/parity/after.jsonl      # on the new one
-    python benchmarks/refactor_parity.py --compare /tmp/parity/before.jsonl /tmp/parity/after.jsonl
+    git worktree add /tmp/vfl_before <old commit>; git worktree add /tmp/vfl_after <new commit>
+    PYTHONPATH=/tmp/vfl_before/custom .venv/bin/python benchmarks/refactor_parity.py --out /tmp/parity/before.jsonl
+    PYTHONPATH=/tmp/vfl_after/custom .venv/bin/python benchmarks/refactor_parity.py --out /tmp/parity/after.jsonl
+    .venv/bin/python benchmarks/refactor_parity.py --compare /tmp/parity/before.jsonl /tmp/parity/after.jsonl
+
+(PYTHONPATH picks the code under test; every vflflare and NVFlare process the script starts inherits it.
+The data comes from ../shared/data, or VFLFLARE_DATA_DIR.)
 
 Each record keeps the metrics and, per site, uploads, downloads, payload bytes and wire bytes. The
 comparison prints one row per (method, seed, mode) and flags any number that moved.
