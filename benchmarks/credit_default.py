@@ -50,7 +50,8 @@ from vflflare.algorithms.blocks.classifier import fit_head, predict_proba
 from vflflare.cli import parse_overrides
 from vflflare.config import JobConfig
 from vflflare.algorithms.registry import make_config
-from vflflare.models.tabular import MLPHead, TabularEncoder
+from vflflare.models.heads import MLPHead
+from vflflare.models.tabular import TabularEncoder
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.tracking import LogTracker
 

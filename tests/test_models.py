@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from vflflare.models.tabular import MLPHead, TabularEncoder, embedding_dim
+from vflflare.models.heads import MLPHead
+from vflflare.models.tabular import TabularEncoder, embedding_dim
 from vflflare.seeding import seeded_init
 
 torch.set_num_threads(1)

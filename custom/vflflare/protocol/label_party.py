@@ -15,7 +15,7 @@ from vflflare.config import JobConfig
 from vflflare.protocol.state import PartyState
 from vflflare.data.types import LabelTables
 from vflflare.metrics import metric_name, score
-from vflflare.models.tabular import MLPHead
+from vflflare.models.heads import MLPHead
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.protocol.feature_party import declared
 from vflflare.tracking import LogTracker, Tracker

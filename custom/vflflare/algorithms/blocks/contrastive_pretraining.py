@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from vflflare.config import Settings
-from vflflare.models.tabular import ProjectionHead
+from vflflare.models.heads import ProjectionHead
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from vflflare.config import Settings
-from vflflare.models.tabular import MLPHead
+from vflflare.models.heads import MLPHead
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.ssl.fixmatch import CLASS_BALANCE, FixMatchLoss
 
