@@ -16,3 +16,13 @@ def test_committed_jobs_match_the_generator(tmp_path):
         for rel in generated:
             assert filecmp.cmp(tmp_path / name / rel, JOBS / name / rel, shallow=False), (
                 f"jobs/{name}/{rel} differs from the generator; run `vflflare jobs`")
+
+
+def test_bundled_code_is_the_package_under_custom(tmp_path):
+    from vflflare.recipes import VFLRecipe
+
+    VFLRecipe(algorithm="fewshot", bundle_code=True).export(str(tmp_path))
+    custom = tmp_path / "fewshot_vfl" / "app" / "custom"
+    assert sorted(p.name for p in custom.iterdir()) == ["vflflare"]
+    assert (custom / "vflflare" / "algorithms" / "registry.py").is_file()
+    assert not list(custom.rglob("__pycache__"))

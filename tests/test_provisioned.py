@@ -1,7 +1,8 @@
 """Provisioned deployment on localhost: provision/project.yml is provisioned into a temporary folder,
 the server and the sites start from their own startup kits (mutual TLS, signed kits), each
 organisation's site reads its own data location, and the job submitter (role lead) submits a job
-that brings its own code with the admin API, waits for it and downloads the results."""
+that brings its own code with the admin API, waits for it and downloads the results; then the same job
+as a recipe through NVFlare's ProdEnv."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ import sys
 
 import pytest
 from nvflare.fuel.flare_api.api_spec import AuthorizationError
+from nvflare.recipe import ProdEnv
 
 from deployment_helpers import (
     PROVISIONING,
@@ -23,11 +25,15 @@ from deployment_helpers import (
     wait_for_clients,
 )
 from submit_job import submit_and_collect
+from vflflare.cli import find_results
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.recipes import VFLRecipe
 from vflflare.algorithms.registry import make_config
 from vflflare.flare.site_config import write_site_config
 
 JOB = REPO / "jobs" / "oneshot_vfl"
+CONFIG = next(w for w in json.loads((JOB / "app" / "config" / "config_fed_server.json").read_text())["workflows"]
+              if w["path"].endswith("VFLController"))["args"]["config"]
 
 
 def _participants(project: dict, kind: str) -> list[dict]:
@@ -102,6 +108,11 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
                                      connect_timeout=30, log=print)
         job_id = outcome["job_id"]
         site_logs = {s: (kit / job_id / "log.txt").read_text() for s, kit in zip(sites, site_kits)}
+        # the recipe form of the same job, submitted through NVFlare's ProdEnv with the lead's kit
+        recipe = VFLRecipe(algorithm="oneshot", min_clients=len(sites), config=CONFIG, bundle_code=True)
+        run = recipe.execute(ProdEnv(startup_kit_location=str(admin_kit), username=submitter, login_timeout=30))
+        downloaded = run.get_result(timeout=300, clean_up=False)
+        recipe_results = json.loads(find_results(downloaded).read_text()) if downloaded else None
 
     assert outcome["status"] == "FINISHED:COMPLETED", outcome
     results = outcome["results"]
@@ -112,11 +123,12 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
         assert f"vflflare code: {site_kits[sites.index(site)] / job_id / f'app_{site}' / 'custom' / 'vflflare'}" in log
 
     # the same numbers as the reference run of the same phases without NVFlare
-    workflows = json.loads((JOB / "app" / "config" / "config_fed_server.json").read_text())["workflows"]
-    config = next(w for w in workflows if w["path"].endswith("VFLController"))["args"]["config"]
-    reference = run_inprocess(make_config(config), sites, str(data))
+    reference = run_inprocess(make_config(CONFIG), sites, str(data))
     metric = next(k for k in reference["metrics"] if k.startswith("test_"))
     assert results["metrics"][metric] == pytest.approx(reference["metrics"][metric], abs=1e-6)
+    assert recipe_results is not None and "error" not in recipe_results, recipe_results
+    assert recipe_results["metrics"] == results["metrics"]
+    assert recipe_results["communication"]["per_site"] == results["communication"]["per_site"]
     assert results["metrics"][metric] > 0.9
     for site in sites:
         got, want = results["communication"]["per_site"][site], reference["communication"]["per_site"][site]

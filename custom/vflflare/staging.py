@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -33,3 +34,11 @@ def stage_job(job_dir: str | Path, out_dir: str | Path) -> Path:
         custom.mkdir(parents=True, exist_ok=True)
         shutil.copytree(PACKAGE_DIR, custom / PACKAGE_DIR.name, ignore=IGNORE, dirs_exist_ok=True)
     return staged
+
+
+def package_folder() -> Path:
+    """A temporary folder holding only a copy of the vflflare package: what FedJob copies into an
+    app's custom/ folder (it copies a folder's contents, so the package needs a parent of its own)."""
+    parent = Path(tempfile.mkdtemp(prefix="vflflare-code-"))
+    shutil.copytree(PACKAGE_DIR, parent / PACKAGE_DIR.name, ignore=IGNORE)
+    return parent

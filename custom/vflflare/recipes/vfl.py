@@ -27,11 +27,11 @@ from vflflare.flare.controller import VFLController
 from vflflare.flare.executor import VFLExecutor
 from vflflare.flare.he_filters import DecryptTaskData, EncryptTaskResult
 from vflflare.flare.tracking import TRACKING_EVENTS
+from vflflare.staging import package_folder
 
 # sites idle between phases poll for the next task this often (NVFlare's default is 2 s, which would
 # dominate the wall time of a job with few phases)
 TASK_REQUEST_INTERVAL_S = 0.2
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
 CUSTOM_NOTE = """This job runs vflflare's own code (custom/vflflare in the repository).
 The simulator and a POC on this machine import it from the installed package; to deploy on sites
 that do not have it installed, export the recipe with bundle_code=True, or copy the package here
@@ -67,8 +67,9 @@ class _VFLJobRecipe(Recipe):
         super().__init__(job)
         self.add_server_config({"server": {"task_request_interval": TASK_REQUEST_INTERVAL_S}})
         if bundle_code:
-            for target in ("server", "clients"):
-                getattr(self._job, f"to_{target}")(str(PACKAGE_DIR))
+            code = str(package_folder())
+            self._job.to_server(code)
+            self._job.to_clients(code)
         else:
             # a file outside any package on sys.path lands at the top of app/custom
             note = Path(tempfile.mkdtemp(prefix="vflflare-job-")) / "README.txt"
