@@ -19,9 +19,9 @@ Same numbers: every collab run's per-step losses are compared with an in-process
 model and schedule (collab_split.split_step.run_reference); vflflare's job trains on another row
 order, so for it the validation/test AUC are recorded instead.
 
-    PYTHONPATH=custom /work/main/.venv/bin/python benchmarks/collab_vs_aux.py --sim-reps 3 --poc-reps 2
-    PYTHONPATH=custom /work/main/.venv/bin/python benchmarks/collab_vs_aux.py --ks 4 --poc-reps 1  # as in COLLAB_REPORT.md
-    PYTHONPATH=custom /work/main/.venv/bin/python benchmarks/collab_vs_aux.py --table   # table from results.jsonl
+    PYTHONPATH=custom .venv/bin/python benchmarks/collab_vs_aux.py --sim-reps 3 --poc-reps 2
+    PYTHONPATH=custom .venv/bin/python benchmarks/collab_vs_aux.py --ks 4 --poc-reps 1  # as in COLLAB_REPORT.md
+    PYTHONPATH=custom .venv/bin/python benchmarks/collab_vs_aux.py --table   # table from results.jsonl
 
 A run resumes: every (setting, K, path, rep) that already has a row without error in
 collab_split/results.jsonl is skipped (--fresh starts over), and the closing table covers the whole file.
