@@ -284,7 +284,7 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=21, help="25 timed steps each (default 21: 525 steps)")
     parser.add_argument("--sim-reps", type=int, default=3)
     parser.add_argument("--poc-reps", type=int, default=2)
-    parser.add_argument("--data-dir", default="/work/shared/data")
+    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--work", default="/tmp/vflflare_collab_bench")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per job")
     parser.add_argument("--poc-start-timeout", type=int, default=300,
