@@ -1,10 +1,11 @@
-"""job.py, as a user runs it: `--export --export-dir` writes the committed job folder, and `--env sim`
-gives the same numbers as the in-process run (and therefore as `nvflare simulator jobs/oneshot_vfl`,
-which test_simulator_jobs checks against the in-process run)."""
+"""job.py, as a user runs it: `--export --export-dir` writes the committed job folder; `--env sim` and
+`--env poc` give the same numbers as the in-process run (and therefore as `nvflare simulator
+jobs/oneshot_vfl`, which test_simulator_jobs checks against the in-process run)."""
 from __future__ import annotations
 
 import filecmp
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +18,14 @@ from vflflare.protocol.inprocess import run_inprocess
 REPO = Path(__file__).resolve().parents[1]
 
 
-def job_py(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def job_py(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPO / "job.py"), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, env=env)
+
+
+def results_of(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(Path(proc.stdout.strip().splitlines()[-1].removeprefix("results: ")).read_text())
 
 
 def test_export_is_the_committed_job(tmp_path):
@@ -42,9 +48,7 @@ def test_unknown_setting_names_the_algorithm(tmp_path):
 def test_sim_equals_in_process(tmp_path):
     proc = job_py("--algorithm", "oneshot", "--sites", "2", "--env", "sim", "--set", "ssl_epochs=2",
                   "--workspace", str(tmp_path), cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    path = Path(proc.stdout.strip().splitlines()[-1].removeprefix("results: "))
-    results = json.loads(path.read_text())
+    results = results_of(proc)
     reference = run_inprocess(make_config(algorithm="oneshot", ssl_epochs=2), ["site-1", "site-2"], None)
     assert results["metrics"] == reference["metrics"]
     assert results["communication"]["per_site"].keys() == reference["communication"]["per_site"].keys()
@@ -52,3 +56,16 @@ def test_sim_equals_in_process(tmp_path):
         assert {k: results["communication"]["per_site"][site][k] for k in ("uploads", "downloads", "payload_bytes")} \
             == {k: row[k] for k in ("uploads", "downloads", "payload_bytes")}
     assert "expected by the algorithm" in proc.stdout and "MISMATCH" not in proc.stdout
+
+
+@pytest.mark.simulator
+def test_poc_runs_the_job(tmp_path):
+    """NVFlare's PocEnv prepares, starts and stops a POC of its own (private workspace and home)."""
+    env = {**os.environ, "NVFLARE_POC_WORKSPACE": str(tmp_path / "poc"), "HOME": str(tmp_path / "home")}
+    env.pop("VFLFLARE_DATA_ROOT", None)
+    results = results_of(job_py("--algorithm", "oneshot", "--env", "poc", "--set", "ssl_epochs=2", "--timeout", "300",
+                                cwd=tmp_path, env=env))
+    reference = run_inprocess(make_config(algorithm="oneshot", ssl_epochs=2), ["site-1", "site-2"], None)
+    assert results["metrics"] == reference["metrics"]
+    assert {s: (v["uploads"], v["downloads"]) for s, v in results["communication"]["per_site"].items()} == {
+        "site-1": (2, 1), "site-2": (2, 1)}
