@@ -34,8 +34,9 @@ def find_results(workspace: str | Path) -> Path | None:
 
 
 def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: str | None = None,
-             timeout: float | None = None) -> dict:
-    """Run `nvflare simulator` on a job folder and return its vflflare_results.json."""
+             timeout: float | None = None, sites: list[str] | None = None) -> dict:
+    """Run `nvflare simulator` on a job folder and return its vflflare_results.json. `sites` names the
+    simulated sites (default site-1 .. site-n)."""
     env = dict(os.environ)
     if data_root:
         env["VFLFLARE_DATA_ROOT"] = str(Path(data_root).resolve())
@@ -43,7 +44,8 @@ def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: 
     if stale:
         stale.unlink()
     # the nvflare CLI of this interpreter's environment, whatever PATH says
-    cmd = [sys.executable, "-m", "nvflare.cli", "simulator", str(job), "-w", str(workspace), "-n", str(n_clients), "-t", str(threads)]
+    clients = ["-c", ",".join(sites)] if sites else ["-n", str(n_clients)]
+    cmd = [sys.executable, "-m", "nvflare.cli", "simulator", str(job), "-w", str(workspace), *clients, "-t", str(threads)]
     proc = subprocess.run(cmd, env=env, timeout=timeout)
     path = find_results(workspace)
     if path is None:
@@ -54,7 +56,8 @@ def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: 
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    results = simulate(args.job, args.workspace, args.n_clients, args.threads, args.data_root)
+    sites = args.sites.split(",") if args.sites else None
+    results = simulate(args.job, args.workspace, args.n_clients, args.threads, args.data_root, sites=sites)
     print(format_table(results))
     print(f"results: {results['results_path']}")
     return 1 if "error" in results else 0
@@ -133,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     sim.add_argument("job")
     sim.add_argument("-w", "--workspace", required=True)
     sim.add_argument("-n", "--n-clients", type=int, default=2)
+    sim.add_argument("--sites", help="comma-separated site names (instead of -n: site-1 .. site-n)")
     sim.add_argument("-t", "--threads", type=int, default=2)
     sim.add_argument("--data-root", help="sets VFLFLARE_DATA_ROOT (default: the embedded breast-cancer split)")
     sim.set_defaults(func=_cmd_simulate)

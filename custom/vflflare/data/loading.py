@@ -8,6 +8,7 @@ in-memory split of scikit-learn's breast cancer table from (sites, seed) -- thro
 from __future__ import annotations
 
 import io
+import json
 import os
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from vflflare.data.preprocess import Preprocessor
 from vflflare.data.schema import LABELS_FILE, SCHEMA_FILE, LabelSpec, TableSchema, read_label_spec, read_table_schema
 from vflflare.data.sources import load_source
 from vflflare.data.split import (
+    MANIFEST_FILE,
     TEST_FILE,
     TEST_LABELS_FILE,
     TRAIN_FILE,
@@ -74,6 +76,7 @@ def load_site_tables(
         train_csv = _embedded_csv(owner, f"{source}/{TRAIN_FILE}", part.train, schema.id_column)
         test_csv = _embedded_csv(owner, f"{source}/{TEST_FILE}", part.test, schema.id_column)
     else:
+        check_sites_match(owner, data_root, sites)
         folder = _party_folder(owner, site, data_root)
         schema = read_table_schema(owner, folder / SCHEMA_FILE)
         train_csv = read_csv(owner, folder / TRAIN_FILE, schema.id_column)
@@ -112,6 +115,7 @@ def load_label_tables(owner: str, sites: list[str], data_root: str | None, seed:
         train_csv = _embedded_csv(who, f"{source}/{TRAIN_LABELS_FILE}", result.train_labels, spec.id_column)
         test_csv = _embedded_csv(who, f"{source}/{TEST_LABELS_FILE}", result.test_labels, spec.id_column)
     else:
+        check_sites_match(who, data_root, sites)
         folder = _party_folder(who, owner, data_root)
         schema = read_table_schema(who, folder / SCHEMA_FILE)
         if schema.label_column is not None:
@@ -184,6 +188,25 @@ def _infer_num_classes(
     check_label_range(train_csv, train_labels, num_classes, spec.label_column, why)
     check_label_range(test_csv, test_labels, num_classes, spec.label_column, why)
     return num_classes
+
+
+def check_sites_match(owner: str, data_root: str, sites: list[str]) -> None:
+    """A data root written by `vflflare split` names the sites it was split for (manifest.json): the job
+    must run with exactly those, or rows and columns of the missing sites would be dropped silently."""
+    manifest = Path(data_root) / MANIFEST_FILE
+    if not manifest.is_file():
+        return  # a site's own folder, not a split: nothing says which sites belong together
+    try:
+        split_sites = list(json.loads(manifest.read_text())["sites"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise DataError.at(owner, manifest, f"unreadable split manifest ({error})") from error
+    missing, extra = sorted(set(split_sites) - set(sites)), sorted(set(sites) - set(split_sites))
+    if missing or extra:
+        problems = [f"sites of the split missing from the job: {missing}"] if missing else []
+        problems += [f"sites of the job not in the split: {extra}"] if extra else []
+        raise DataError.at(owner, manifest, f"the data was split for sites {split_sites} but the job runs with "
+                                            f"{sorted(sites)}; " + "; ".join(problems) +
+                                            " (run with the split's sites, e.g. `-n`/`--sites`, or split again)")
 
 
 def _party_folder(owner: str, name: str, data_root: str) -> Path:
