@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vflflare.data.errors import DataError
@@ -258,3 +259,31 @@ def test_missing_dataset_file_names_expected_path(tmp_path):
 def test_embedded_default_rejects_unknown_site():
     with pytest.raises(DataError, match="site 'site-9': not one of the sites"):
         load_site_tables("site-9", ["site-1", "site-2"], None, 0)
+
+
+def test_training_value_that_overflows_standardisation(split_root):
+    """1e200 used to make the column's std inf and so zero the whole column silently."""
+    path = split_root / "site-1" / "train.csv"
+    column = path.read_text().splitlines()[0].split(",")[1]
+    row_id = edit_cell(path, 7, column, "1e200")
+    message = site_error(split_root)
+    assert message.startswith(f"site 'site-1': {path} line 7 (id '{row_id}'), column '{column}': value 1e+200 is too "
+                              "large to standardise")
+    assert "signed_log" in message
+
+
+def test_test_value_beyond_float32_after_standardisation(split_root):
+    """1e300 in a test row used to surface as 'Input contains NaN' when scoring, after training."""
+    path = split_root / "site-2" / "test.csv"
+    column = path.read_text().splitlines()[0].split(",")[2]
+    row_id = edit_cell(path, 4, column, "1e300")
+    message = site_error(split_root, "site-2")
+    assert message.startswith(f"site 'site-2': {path} line 4 (id '{row_id}'), column '{column}': value 1e+300 is ")
+    assert "beyond float32" in message
+
+
+def test_large_values_under_signed_log_are_fine(split_root):
+    path = split_root / "site-1" / "train.csv"
+    edit_cell(path, 7, path.read_text().splitlines()[0].split(",")[1], "1e200")
+    tables = load_site_tables("site-1", ["site-1", "site-2"], str(split_root), 0, "signed_log")
+    assert np.isfinite(tables.train.numeric).all() and np.isfinite(tables.test.numeric).all()

@@ -67,7 +67,8 @@ def load_site_tables(
 
     numeric_transform: how to transform numeric columns before standardising them (preprocess.py),
     unless the site's schema.json says otherwise: the site's own setting wins over the job's.
-    `sites` and `seed` only matter for the embedded default (data_root None)."""
+    `sites`: the job's sites, checked against a split's manifest; with `seed`, they also choose the
+    embedded default's split (data_root None)."""
     owner = site_owner(site)
     if data_root is None:
         part = _embedded_part(site, sites, seed)
@@ -192,10 +193,11 @@ def _infer_num_classes(
 
 def check_sites_match(owner: str, data_root: str, sites: list[str]) -> None:
     """A data root written by `vflflare split` names the sites it was split for (manifest.json): the job
-    must run with exactly those, or rows and columns of the missing sites would be dropped silently."""
+    must run with exactly those, or rows and columns of the missing sites would be dropped silently.
+    `sites` empty: a caller reading one party's files outside a job (benchmarks, tests); not checked."""
     manifest = Path(data_root) / MANIFEST_FILE
-    if not manifest.is_file():
-        return  # a site's own folder, not a split: nothing says which sites belong together
+    if not sites or not manifest.is_file():
+        return  # no job, or a site's own folder rather than a split: nothing to compare
     try:
         split_sites = list(json.loads(manifest.read_text())["sites"])
     except (OSError, ValueError, KeyError, TypeError) as error:

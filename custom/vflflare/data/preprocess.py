@@ -34,6 +34,8 @@ STANDARD, SIGNED_LOG, AUTO = NUMERIC_TRANSFORMS
 HEAVY_TAIL_SKEWNESS = 2.0
 HEAVY_TAIL_KURTOSIS = 7.0  # excess kurtosis (0 for a normal distribution)
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
 
 def signed_log(values: np.ndarray) -> np.ndarray:
     """sign(x) * log1p(|x|): monotone, odd, ~x near 0, ~log|x| in the tails."""
@@ -88,8 +90,15 @@ class Preprocessor:
                 if numeric_transform == SIGNED_LOG or (numeric_transform == AUTO and is_heavy_tailed(values)):
                     log_columns.append(name)
                     values = signed_log(values)
-                std = float(values.std())
-                scales[name] = (float(values.mean()), std if std > 0 else 1.0)
+                with np.errstate(over="ignore"):
+                    mean, std = float(values.mean()), float(values.std())
+                if not (np.isfinite(mean) and np.isfinite(std)):  # dividing by inf would zero the column
+                    row = int(np.argmax(np.abs(values)))
+                    raise train.csv.error(
+                        f"value {train.columns[name][row]:g} is too large to standardise (the column's variance "
+                        f"overflows float64); rescale the column or set numeric_transform: signed_log",
+                        row=row, column=name)
+                scales[name] = (mean, std if std > 0 else 1.0)
         return cls(tuple(train.columns), scales, one_hot, embedded, tuple(log_columns))
 
     @property
@@ -121,7 +130,15 @@ class Preprocessor:
                 mean, divisor = self.scales[name]
                 if name in self.log_columns:
                     values = signed_log(values)
-                numeric.append(((values - mean) / divisor)[:, None])
+                scaled = (values - mean) / divisor
+                beyond = np.flatnonzero(np.abs(scaled) > FLOAT32_MAX)
+                if len(beyond):  # would become inf in float32, then NaN in training or scoring
+                    row = int(beyond[0])
+                    raise table.csv.error(
+                        f"value {table.columns[name][row]:g} is {abs(scaled[row]):.3g} standard deviations from the "
+                        f"training mean, beyond float32; check the value or set numeric_transform: signed_log",
+                        row=row, column=name)
+                numeric.append(scaled[:, None])
             elif name in self.one_hot:
                 position = {category: i for i, category in enumerate(self.one_hot[name])}
                 block = np.zeros((len(values), len(position)))
