@@ -36,7 +36,7 @@ RESULTS = RUNS / "label_disclosure.jsonl"
 def measure(root: Path, seed: int, table: SourceTable, overrides: dict) -> dict[str, float]:
     cfg = make_config({**overrides, "algorithm": "oneshot", "seed": seed})
     net = InProcessTransport({s: SiteRuntime(s, str(root)) for s in SITES})
-    label, _ = setup_parties(
+    label, _, _ = setup_parties(
         net, cfg, OneShotVFL, lambda: load_label_tables(SERVER, SITES, str(root), seed), LogTracker("bench.disclosure")
     )
     grads = label.partial_gradients(reps_of(upload_representations(net, ["aligned"]), "aligned"))

@@ -65,7 +65,7 @@ def setup_only(root: Path | None, cfg):
     data_root = str(root) if root else None
     runtimes = {s: SiteRuntime(s, data_root) for s in SITES}
     net = InProcessTransport(runtimes)
-    label, counts = setup_parties(net, cfg, get_algorithm(cfg.algorithm), lambda: load_label_tables("server", SITES, data_root, cfg.seed),
+    label, counts, _ = setup_parties(net, cfg, get_algorithm(cfg.algorithm), lambda: load_label_tables("server", SITES, data_root, cfg.seed),
                                   LogTracker("test"))
     return runtimes, label, counts, net
 

@@ -13,6 +13,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from vflflare.data.ids import ID_NORMALIZATIONS
 from vflflare.data.schema import NUMERIC_TRANSFORMS
 
 SERVER = "server"
@@ -44,6 +45,15 @@ class JobConfig(Settings):
     # hash: salted ID digests intersected by the coordinator; psi: the intersection from NVFlare's DH-PSI
     # (jobs/psi or a PSI phase in the same job), canonical order derived locally (protocol/alignment.py)
     alignment: str = "hash"
+    # ID normalisation every party applies to its IDs before hashing or PSI (data/ids.py): any of
+    # nfc, strip, casefold, strip_leading_zeros. Off by default: "007" and "7" are different rows.
+    id_normalize: list[str] = field(default_factory=list)
+    # fail at alignment, with the alignment report, when fewer training rows align: below 1 a fraction
+    # of the smallest party's training rows, from 1 on a row count; 0 = only the per-class minimum
+    min_aligned: float = 0.0
+    # a test row or test label without partner at every other party fails the job (it would go
+    # unscored); true scores only the shared rows and reports how many were left out
+    allow_partial_test: bool = False
     # local preprocessing of each site's numeric columns before standardisation (data/preprocess.py):
     # standard | signed_log | auto. A site's schema.json "numeric_transform" overrides it for that site.
     numeric_transform: str = "standard"
@@ -85,6 +95,9 @@ class JobConfig(Settings):
         self.check(0.0 <= self.val_fraction < 1.0, "val_fraction", "must be in [0, 1)")
         self.check(self.numeric_transform in NUMERIC_TRANSFORMS, "numeric_transform",
                    f"must be one of {list(NUMERIC_TRANSFORMS)}")
+        self.check(set(self.id_normalize) <= set(ID_NORMALIZATIONS), "id_normalize",
+                   f"may hold only {list(ID_NORMALIZATIONS)}")
+        self.check(self.min_aligned >= 0, "min_aligned", "must be >= 0")
         self.check(self.alignment in ALIGNMENTS, "alignment", f"must be one of {list(ALIGNMENTS)}")
         self.check(self.batch_size >= 1, "batch_size", "must be >= 1")
         self.check(self.lr > 0, "lr", "must be > 0")

@@ -10,11 +10,13 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from vflflare.data.errors import DataError, site_owner
+from vflflare.data.ids import normalize_table_ids
 from vflflare.data.preprocess import Preprocessor
 from vflflare.data.schema import LABELS_FILE, SCHEMA_FILE, LabelSpec, TableSchema, read_label_spec, read_table_schema
 from vflflare.data.sources import load_source
@@ -61,14 +63,15 @@ def _embedded_csv(owner: str, name: str, frame, id_column: str):
 
 
 def load_site_tables(
-    site: str, sites: list[str], data_root: str | None, seed: int, numeric_transform: str = "standard"
+    site: str, sites: list[str], data_root: str | None, seed: int, numeric_transform: str = "standard",
+    id_normalize: Sequence[str] = (),
 ) -> SiteTables:
     """Read, validate and locally preprocess feature party `site`'s train and test tables.
 
     numeric_transform: how to transform numeric columns before standardising them (preprocess.py),
     unless the site's schema.json says otherwise: the site's own setting wins over the job's.
     `sites`: the job's sites, checked against a split's manifest; with `seed`, they also choose the
-    embedded default's split (data_root None)."""
+    embedded default's split (data_root None). id_normalize: the job's ID normalisation (data/ids.py)."""
     owner = site_owner(site)
     if data_root is None:
         part = _embedded_part(site, sites, seed)
@@ -82,6 +85,8 @@ def load_site_tables(
         schema = read_table_schema(owner, folder / SCHEMA_FILE)
         train_csv = read_csv(owner, folder / TRAIN_FILE, schema.id_column)
         test_csv = read_csv(owner, folder / TEST_FILE, schema.id_column)
+    for table in (train_csv, test_csv):
+        normalize_table_ids(table, schema.id_column, id_normalize)
     train = parse_features(train_csv, schema)
     check_same_columns(train_csv, test_csv)
     test = parse_features(test_csv, schema)
@@ -100,7 +105,9 @@ def load_site_tables(
     )
 
 
-def load_label_tables(owner: str, sites: list[str], data_root: str | None, seed: int) -> LabelTables:
+def load_label_tables(
+    owner: str, sites: list[str], data_root: str | None, seed: int, id_normalize: Sequence[str] = ()
+) -> LabelTables:
     """Read and validate the label party's labels from ``<root>/<owner>/`` (owner "server" or a site).
 
     Labels come from label files (train_labels.csv, test_labels.csv, optional labels.json), or, for
@@ -120,17 +127,19 @@ def load_label_tables(owner: str, sites: list[str], data_root: str | None, seed:
         folder = _party_folder(who, owner, data_root)
         schema = read_table_schema(who, folder / SCHEMA_FILE)
         if schema.label_column is not None:
-            return _column_labels(who, folder, schema)
+            return _column_labels(who, folder, schema, id_normalize)
         spec = read_label_spec(who, folder / LABELS_FILE)
         train_csv = read_csv(who, folder / TRAIN_LABELS_FILE, spec.id_column)
         test_csv = read_csv(who, folder / TEST_LABELS_FILE, spec.id_column)
+    for table in (train_csv, test_csv):
+        normalize_table_ids(table, spec.id_column, id_normalize)
     train_labels = parse_labels(train_csv, spec)
     test_labels = parse_labels(test_csv, spec)
     check_disjoint(train_csv, test_csv)
     return _label_tables(spec, LABELS_FILE, train_csv, train_labels, test_csv, test_labels)
 
 
-def _column_labels(who: str, folder: Path, schema: TableSchema) -> LabelTables:
+def _column_labels(who: str, folder: Path, schema: TableSchema, id_normalize: Sequence[str]) -> LabelTables:
     """Labels from the declared label column of the site's own train.csv / test.csv."""
     assert schema.label_column is not None
     present = [name for name in (TRAIN_LABELS_FILE, TEST_LABELS_FILE, LABELS_FILE) if (folder / name).exists()]
@@ -144,6 +153,8 @@ def _column_labels(who: str, folder: Path, schema: TableSchema) -> LabelTables:
     spec = schema.label_spec()
     train_table = read_csv(who, folder / TRAIN_FILE, spec.id_column)
     test_table = read_csv(who, folder / TEST_FILE, spec.id_column)
+    for table in (train_table, test_table):
+        normalize_table_ids(table, spec.id_column, id_normalize)
     train_csv, train_labels = parse_column_labels(train_table, spec, every_row=False)
     test_csv, test_labels = parse_column_labels(test_table, spec, every_row=True)
     check_disjoint(train_table, test_table)

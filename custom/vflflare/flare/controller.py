@@ -70,8 +70,10 @@ class VFLController(Controller):
                 raise ValueError(f"vertical FL needs at least {self.min_sites} sites, the job has {sites}")
             # HE: the coordinator's public context (no secret key); a missing or wrong one fails the job here
             server_he = workspace_context(fl_ctx, "server") if self.cfg.he else None
+            cfg = self.cfg
             results = run_algorithm(
-                net, self.cfg, lambda: load_label_tables(SERVER, sites, data_root, self.cfg.seed), tracker, server_he
+                net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize), tracker,
+                server_he
             )
         except Exception as error:  # any failure ends the job with the reason in the result file
             tracker.close()

@@ -114,12 +114,15 @@ class VFLSitePSI(PSI):
     """The site's PSI items: its train and test IDs, tagged. The intersection goes to the writer (and
     stays in memory for a VFL phase that runs in the same job)."""
 
-    def __init__(self, psi_writer_id: str = PSI_WRITER_ID, data_root: str | None = None, seed: int = 0) -> None:
+    def __init__(self, psi_writer_id: str = PSI_WRITER_ID, data_root: str | None = None, seed: int = 0,
+                 id_normalize: list[str] | None = None) -> None:
         """data_root: overrides the site's configured data root. seed: only for the embedded default
-        table, whose split depends on the seed and the site names."""
+        table, whose split depends on the seed and the site names. id_normalize: the ID normalisation
+        of the VFL jobs that will align on this intersection (vflflare.data.ids)."""
         super().__init__(psi_writer_id)
         self.data_root = data_root
         self.seed = seed
+        self.id_normalize = list(id_normalize or [])
         self.sites: list[str] | None = None
         self.site: str | None = None
 
@@ -132,7 +135,7 @@ class VFLSitePSI(PSI):
     def load_items(self) -> List[str]:
         site = self.site or self.fl_ctx.get_identity_name()
         data_root = resolve_party_data_root(self.data_root, self.fl_ctx, site)
-        tables = load_site_tables(site, self.sites or [site], data_root, self.seed)
+        tables = load_site_tables(site, self.sites or [site], data_root, self.seed, id_normalize=self.id_normalize)
         if isinstance(self.psi_writer, VFLPSIWriter):
             self.psi_writer.clear(self.fl_ctx)
         self.intersection = None
@@ -345,24 +348,3 @@ class VFLPSIController(DhPSIController):
                 json.dump(results, f, indent=2)
         return path
 
-
-# ------------------------------------------------------------------------------------- job configs
-def psi_server_workflow(min_sites: int = 2) -> dict:
-    return {"id": "psi_controller", "path": "vflflare.flare.psi.VFLPSIController", "args": {"min_sites": min_sites}}
-
-
-def psi_client_executor() -> dict:
-    return {"tasks": [PSI_TASK], "executor": {"path": "vflflare.flare.psi.VFLPSIExecutor",
-                                              "args": {"psi_algo_id": PSI_ALGO_ID}}}
-
-
-def psi_client_components(seed: int = 0) -> list[dict]:
-    local_args: dict = {"psi_writer_id": PSI_WRITER_ID}
-    if seed:
-        local_args["seed"] = seed
-    return [
-        {"id": PSI_ALGO_ID, "path": "nvflare.app_opt.psi.dh_psi.dh_psi_task_handler.DhPSITaskHandler",
-         "args": {"local_psi_id": LOCAL_PSI_ID}},
-        {"id": LOCAL_PSI_ID, "path": "vflflare.flare.psi.VFLSitePSI", "args": local_args},
-        {"id": PSI_WRITER_ID, "path": "vflflare.flare.psi.VFLPSIWriter", "args": {}},
-    ]

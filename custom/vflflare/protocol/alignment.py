@@ -44,6 +44,11 @@ class PartyRows:
     test: np.ndarray  # positions of the test rows in the party's test table
 
 
+def unmatched_positions(ids: Sequence[str], common: set[str]) -> np.ndarray:
+    """Positions (file order) of a party's rows that are not in the intersection."""
+    return np.asarray([i for i, row_id in enumerate(ids) if row_id not in common], dtype=np.int64)
+
+
 def _positions(digests: list[str], order: list[str]) -> np.ndarray:
     index = {d: i for i, d in enumerate(digests)}
     return np.asarray([index[d] for d in order], dtype=np.int64)
@@ -235,6 +240,11 @@ class PSIView:
             return [row_id for row_id, k in zip(order, mask) if k]
 
         return PSIView(keep(self.train, train_keep), keep(self.test, test_keep))
+
+    def unmatched(self, train_ids: Sequence[str], test_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Positions of a party's train and test rows that are not in the intersection."""
+        return {"train": unmatched_positions(train_ids, set(self.train)),
+                "test": unmatched_positions(test_ids, set(self.test))}
 
     def masks_for(self, train_ids: Iterable[str], test_ids: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
         """Which canonical rows a label party with these label IDs has labels for."""

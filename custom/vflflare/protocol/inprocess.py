@@ -45,5 +45,6 @@ def run_inprocess(cfg: JobConfig, sites: list[str], data_root: str | None) -> di
     runtimes = {s: SiteRuntime(s, data_root) for s in sites}
     net = InProcessTransport(runtimes, fp16=cfg.fp16)
     return run_algorithm(
-        net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed), LogTracker("vflflare.server")
+        net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
+        LogTracker("vflflare.server")
     )

@@ -19,7 +19,8 @@ def run_algorithm(
     if len(net.sites) < 2:
         raise ValueError(f"vertical FL needs at least 2 sites, got {net.sites}")
     plugin = get_algorithm(cfg.algorithm, cfg.plugins)
-    label, rows = setup_parties(net, cfg, plugin, load_server_labels, tracker) if plugin.needs_data else (None, {})
+    label, rows, alignment = (setup_parties(net, cfg, plugin, load_server_labels, tracker) if plugin.needs_data
+                              else (None, {}, {}))
     flow = plugin(cfg, tracker, he_context)
     metrics = flow.run(net, label, rows)
     return {
@@ -29,6 +30,7 @@ def run_algorithm(
         "label_owner": cfg.label_owner,
         "metrics": {k: float(v) for k, v in metrics.items()},
         "rows": rows,
+        "alignment": alignment,
         "training": flow.info,
         "communication": net.ledger.summary(),
         "expected_communication": flow.expected_communications(list(net.sites), rows),

@@ -23,7 +23,17 @@ from vflflare.protocol.alignment import (
     order_key,
     positions_in,
     tag_items,
+    unmatched_positions,
     untag_items,
+)
+from vflflare.protocol.alignment_report import (
+    check_min_aligned,
+    format_report,
+    hash_report,
+    id_variants,
+    partial_test,
+    raise_partial_test,
+    unlabeled_test,
 )
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.label_proxy import RemoteLabelParty
@@ -42,9 +52,9 @@ def alignment_salt(seed: int) -> str:
 
 def setup_parties(
     net: Transport, cfg: JobConfig, plugin: Any, load_server_labels: Callable[[], LabelTables], tracker: Tracker
-) -> tuple[LabelParty | RemoteLabelParty, dict[str, int]]:
-    """Returns the label party handle (plugin.Label here, or a proxy of the one on the label-owning site)
-    and the row counts of the aligned parts."""
+) -> tuple[LabelParty | RemoteLabelParty, dict[str, int], dict]:
+    """Returns the label party handle (plugin.Label here, or a proxy of the one on the label-owning site),
+    the row counts of the aligned parts and the alignment report (alignment_report.py)."""
     if cfg.label_owner != SERVER and cfg.label_owner not in net.sites:
         raise ValueError(f"label_owner '{cfg.label_owner}' is neither 'server' nor one of the sites {net.sites}")
     if cfg.alignment == "psi":
@@ -56,39 +66,50 @@ def setup_parties(
         )
         train = {s: replies[s]["train_ids"] for s in net.sites}
         test = {s: replies[s]["test_ids"] for s in net.sites}
+        variants = {s: replies[s].get("variants") for s in net.sites}
+        label_key = "label:" + cfg.label_owner
         if cfg.label_owner == SERVER:
             tables = load_server_labels()
             label: LabelParty | RemoteLabelParty = plugin.Label(tables, net.sites, cfg, tracker)
-            label_train, label_test = hash_ids(tables.train_ids, salt), hash_ids(tables.test_ids, salt)
+            train[label_key], test[label_key] = hash_ids(tables.train_ids, salt), hash_ids(tables.test_ids, salt)
+            variants[label_key] = id_variants(tables.train_ids, tables.test_ids, salt, cfg.id_normalize)
             num_classes = tables.num_classes
         else:
             info = replies[cfg.label_owner]["label"]
-            label_train, label_test, num_classes = info["train_ids"], info["test_ids"], int(info["num_classes"])
+            train[label_key], test[label_key], num_classes = info["train_ids"], info["test_ids"], int(info["num_classes"])
+            variants[label_key] = info.get("variants")
             label = RemoteLabelParty(net, cfg.label_owner, num_classes, plugin.Label.label_channels())
-        label_key = "label:" + cfg.label_owner
-        rows = align(
-            {**train, label_key: label_train},
-            {**test, label_key: label_test},
-            num_classes=num_classes,
-            val_fraction=cfg.val_fraction,
-            seed=cfg.seed,
-            label_party=cfg.label_owner,
-            labeled_fraction=cfg.labeled_fraction,
-        )
-        payloads = {s: {"train": rows[s].train, "val": rows[s].val, "test": rows[s].test} for s in net.sites}
+        report, common_train, common_test = hash_report(train, test, variants)
+        tracker.info("alignment:\n" + format_report(report))
+        check_min_aligned(len(common_train), cfg.min_aligned, report, net.sites)
+        rows = align(train, test, num_classes=num_classes, val_fraction=cfg.val_fraction, seed=cfg.seed,
+                     label_party=cfg.label_owner, labeled_fraction=cfg.labeled_fraction)
+
+        def unmatched(party: str) -> dict:
+            return {part: unmatched_positions(digests[party], common)
+                    for part, digests, common in (("train", train, common_train), ("test", test, common_test))}
+
+        payloads = {s: {"train": rows[s].train, "val": rows[s].val, "test": rows[s].test, "unmatched": unmatched(s)}
+                    for s in net.sites}
         label_rows = rows[label_key]
+        problems = []
         if cfg.label_owner == SERVER:
+            problems = partial_test("label party 'server'", "test labels", tables.test_ids,
+                                    unmatched(label_key)["test"], cfg.allow_partial_test, tracker.info)
             label.align(label_rows.train, label_rows.val, label_rows.test)
         else:
-            payloads[cfg.label_owner]["label"] = {"train": label_rows.train, "val": label_rows.val, "test": label_rows.test}
-        net.exchange("align", payloads)
+            payloads[cfg.label_owner]["label"] = {"train": label_rows.train, "val": label_rows.val,
+                                                  "test": label_rows.test, "unmatched": unmatched(label_key)}
+        aligned = net.exchange("align", payloads)
+        raise_partial_test([p for s in net.sites for p in aligned[s].get("problems", [])] + problems)
     counts = {"aligned_train": len(label_rows.train), "val": len(label_rows.val), "test": len(label_rows.test)}
-    return label, counts
+    report.update(counts)
+    return label, counts, report
 
 
 def _setup_with_psi(
     net: Transport, cfg: JobConfig, plugin: Any, load_server_labels: Callable[[], LabelTables], tracker: Tracker
-) -> tuple[LabelParty | RemoteLabelParty, dict[str, int]]:
+) -> tuple[LabelParty | RemoteLabelParty, dict[str, int], dict]:
     """Sites read their PSI intersection and order it locally. What reaches the coordinator: each
     site's intersection sizes and fingerprint; from a label site, boolean masks over the canonical
     order (which aligned rows are labeled); for a label party on the coordinator, one OpenMined PSI
@@ -96,8 +117,12 @@ def _setup_with_psi(
     with net.ledger.phase("setup"):
         replies = net.exchange("setup", {s: {"config": cfg.to_dict(), "sites": net.sites} for s in net.sites})
         views = {s: replies[s]["psi"] for s in net.sites}
+        problems = [p for s in net.sites for p in replies[s].get("problems", [])]
         n_train, n_test = _check_same_intersection(views)
         context = "PSI intersection: " + f"{n_train} train and {n_test} test IDs shared by sites {', '.join(net.sites)}"
+        report: dict = {"parties": {s: {"train": {"rows": int(views[s]["rows"]["train"]), "matched": n_train},
+                                        "test": {"rows": int(views[s]["rows"]["test"]), "matched": n_test}}
+                                    for s in net.sites}}
         keep: dict = {"train_keys": None, "test_keys": None, "train_mask": None, "test_mask": None}
         if cfg.label_owner == SERVER:
             tables = load_server_labels()
@@ -112,7 +137,18 @@ def _setup_with_psi(
                 keep["train_keys"] = [order_key(cfg.seed, "train", i) for i in train_ids]
             if len(test_ids) < n_test:
                 keep["test_keys"] = [order_key(cfg.seed, "test", i) for i in test_ids]
+            report["parties"]["label:server"] = {
+                "train": {"rows": len(tables.train_ids), "matched": len(train_ids)},
+                "test": {"rows": len(tables.test_ids), "matched": len(test_ids)}}
+            tracker.info("alignment:\n" + format_report(report))
+            who = "label party 'server'"
+            problems += partial_test(who, "test labels", tables.test_ids,
+                                     unmatched_positions(tables.test_ids, set(test_ids)), cfg.allow_partial_test,
+                                     tracker.info)
+            problems += unlabeled_test(who, n_test - len(test_ids), n_test, cfg.allow_partial_test, tracker.info)
+            raise_partial_test(problems)
             _check_nonempty(train_ids, test_ids, context)
+            check_min_aligned(len(train_ids), cfg.min_aligned, report, net.sites)
             train, val = holdout(canonical_order(train_ids, cfg.seed, "train"), cfg.val_fraction, num_classes,
                                  cfg.label_owner, _labeled(context, len(train_ids), len(test_ids)),
                                  cfg.labeled_fraction)
@@ -127,7 +163,13 @@ def _setup_with_psi(
             label = RemoteLabelParty(net, cfg.label_owner, num_classes, plugin.Label.label_channels())
             train_mask, test_mask = np.asarray(info["train_mask"], bool), np.asarray(info["test_mask"], bool)
             n_labeled, n_labeled_test = int(train_mask.sum()), int(test_mask.sum())
+            report["parties"][f"label:{cfg.label_owner}"] = {
+                "train": {"rows": int(info["rows"]["train"]), "matched": n_labeled},
+                "test": {"rows": int(info["rows"]["test"]), "matched": n_labeled_test}}
+            tracker.info("alignment:\n" + format_report(report))
+            raise_partial_test(problems)
             _check_nonempty(range(n_labeled), range(n_labeled_test), context)
+            check_min_aligned(n_labeled, cfg.min_aligned, report, net.sites)
             train, val = holdout(list(range(n_labeled)), cfg.val_fraction, num_classes, cfg.label_owner,
                                  _labeled(context, n_labeled, n_labeled_test), cfg.labeled_fraction)
             keep["train_mask"] = None if n_labeled == n_train else train_mask
@@ -138,7 +180,8 @@ def _setup_with_psi(
             got = {k: int(v) for k, v in aligned[site]["counts"].items()}
             if got != counts:
                 raise AlignmentError(f"site '{site}' aligned {got} rows, the label party {counts}")
-    return label, counts
+    report.update(counts)
+    return label, counts, report
 
 
 def _check_same_intersection(views: dict[str, dict]) -> tuple[int, int]:

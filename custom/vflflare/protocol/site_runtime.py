@@ -24,9 +24,11 @@ from vflflare.protocol.alignment import (
     psi_root,
     read_psi_file,
 )
+from vflflare.protocol.alignment_report import describe_unmatched, id_variants, partial_test, unlabeled_test
 from vflflare.algorithms.registry import ALGORITHMS, get_algorithm, make_config
 from vflflare.config import JobConfig
 from vflflare.data.loading import load_label_tables, load_site_tables
+from vflflare.data.split import TEST_FILE, TRAIN_FILE
 from vflflare.data.views import TabularView
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
@@ -88,7 +90,7 @@ class SiteRuntime:
         self.fp16 = cfg.fp16
         torch.set_num_threads(cfg.num_threads)
         sites, salt = list(payload["sites"]), payload.get("salt")
-        tables = load_site_tables(self.site, sites, self.data_root, cfg.seed, cfg.numeric_transform)
+        tables = load_site_tables(self.site, sites, self.data_root, cfg.seed, cfg.numeric_transform, cfg.id_normalize)
         if tables.numeric_transform != "standard":
             self.tracker.info(f"site '{self.site}': numeric_transform {tables.numeric_transform}, signed log on "
                               f"{len(tables.log_columns)} column(s) {tables.log_columns}")
@@ -96,16 +98,22 @@ class SiteRuntime:
         self._cfg = cfg
         if cfg.alignment == "psi":
             return self._setup_psi(cfg, sites, tables)
-        reply: Payload = {"train_ids": hash_ids(tables.train_ids, salt), "test_ids": hash_ids(tables.test_ids, salt)}
+        reply = self._digests(tables.train_ids, tables.test_ids, salt, cfg.id_normalize)
         if cfg.label_owner == self.site:
-            labels = load_label_tables(self.site, sites, self.data_root, cfg.seed)
+            labels = load_label_tables(self.site, sites, self.data_root, cfg.seed, cfg.id_normalize)
             self.label = self._plugin.Label(labels, sites, cfg, self.tracker)
-            reply["label"] = {
-                "train_ids": hash_ids(labels.train_ids, salt),
-                "test_ids": hash_ids(labels.test_ids, salt),
-                "num_classes": labels.num_classes,
-            }
+            reply["label"] = {**self._digests(labels.train_ids, labels.test_ids, salt, cfg.id_normalize),
+                              "num_classes": labels.num_classes}
         return reply
+
+    @staticmethod
+    def _digests(train_ids: list[str], test_ids: list[str], salt: str, applied: list[str]) -> Payload:
+        """Salted digests of a party's IDs, and of their normal forms where those differ (for the hint)."""
+        digests: Payload = {"train_ids": hash_ids(train_ids, salt), "test_ids": hash_ids(test_ids, salt)}
+        variants = id_variants(train_ids, test_ids, salt, applied)
+        if variants is not None:
+            digests["variants"] = variants
+        return digests
 
     def _psi_from_file(self) -> list[str]:
         root = psi_root(self.data_root)
@@ -123,13 +131,25 @@ class SiteRuntime:
         self._psi = PSIView.of(self.psi_source(), cfg.seed, f"{owner} PSI output")
         positions_in(tables.train_ids, self._psi.train, owner, "train")
         positions_in(tables.test_ids, self._psi.test, owner, "test")
+        problems = self._report(owner, (TRAIN_FILE, TEST_FILE), tables.train_ids, tables.test_ids,
+                                self._psi.unmatched(tables.train_ids, tables.test_ids))
         reply: Payload = {"psi": {"train": len(self._psi.train), "test": len(self._psi.test),
-                                  "fingerprint": intersection_fingerprint(cfg.seed, self._psi.train, self._psi.test)}}
+                                  "fingerprint": intersection_fingerprint(cfg.seed, self._psi.train, self._psi.test),
+                                  "rows": {"train": len(tables.train_ids), "test": len(tables.test_ids)}}}
         if cfg.label_owner == self.site:
-            labels = load_label_tables(self.site, sites, self.data_root, cfg.seed)
+            labels = load_label_tables(self.site, sites, self.data_root, cfg.seed, cfg.id_normalize)
             self.label = self._plugin.Label(labels, sites, cfg, self.tracker)
+            who = f"label party '{self.site}'"
+            problems += self._report(who, ("train labels", "test labels"), labels.train_ids, labels.test_ids,
+                                     self._psi.unmatched(labels.train_ids, labels.test_ids))
+            labeled = set(labels.test_ids)
+            problems += unlabeled_test(who, [i for i in self._psi.test if i not in labeled], len(self._psi.test),
+                                       cfg.allow_partial_test, self.tracker.info)
             train_mask, test_mask = self._psi.masks_for(labels.train_ids, labels.test_ids)
-            reply["label"] = {"num_classes": labels.num_classes, "train_mask": train_mask, "test_mask": test_mask}
+            reply["label"] = {"num_classes": labels.num_classes, "train_mask": train_mask, "test_mask": test_mask,
+                              "rows": {"train": len(labels.train_ids), "test": len(labels.test_ids)}}
+        if problems:
+            reply["problems"] = problems
         return reply
 
     def _psi_labels(self, payload: Payload) -> Payload:
@@ -160,11 +180,25 @@ class SiteRuntime:
     def _align(self, payload: Payload) -> Payload:
         if "psi" in payload:
             return self._align_psi(payload["psi"])
+        problems = self._report(f"site '{self.site}'", (TRAIN_FILE, TEST_FILE), self.party.view.train_ids,
+                                self.party.view.test_ids, payload["unmatched"])
         self.party.align(payload["train"], payload["val"], payload["test"])
         if "label" in payload:
-            rows = payload["label"]
+            rows, labels = payload["label"], self.label.tables
+            problems += self._report(f"label party '{self.site}'", ("train labels", "test labels"), labels.train_ids,
+                                     labels.test_ids, rows["unmatched"])
             self.label.align(rows["train"], rows["val"], rows["test"])
-        return {}
+        return {"problems": problems} if problems else {}
+
+    def _report(self, owner: str, files: tuple[str, str], train_ids: list[str], test_ids: list[str],
+                unmatched: Payload) -> list[str]:
+        """Log this party's unmatched training IDs (they stay at the site); returns the problem of its test
+        rows without partner, for the coordinator to fail the job with."""
+        train = unmatched["train"]
+        if len(train):
+            self.tracker.info(describe_unmatched(owner, files[0], train_ids, train, len(train), "train rows"))
+        return partial_test(owner, files[1], test_ids, unmatched["test"], self._cfg.allow_partial_test,
+                            self.tracker.info)
 
     def _label_call(self, method: str, payload: Payload) -> Payload:
         if self.label is None:

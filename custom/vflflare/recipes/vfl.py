@@ -47,7 +47,7 @@ def _new_job(name: str, min_clients: int, bundle_code: bool) -> FedJob:
     return job
 
 
-def _add_psi(job: FedJob, min_clients: int, seed: int) -> None:
+def _add_psi(job: FedJob, min_clients: int, seed: int, id_normalize: list[str]) -> None:
     """NVFlare's DH-PSI workflow over the sites' IDs, each site storing its intersection for the VFL
     phases (or later jobs) to align on."""
     from nvflare.app_opt.psi.dh_psi.dh_psi_task_handler import DhPSITaskHandler
@@ -58,7 +58,7 @@ def _add_psi(job: FedJob, min_clients: int, seed: int) -> None:
     job.to_server(VFLPSIController(min_sites=min_clients), id="psi_controller")
     job.to_clients(VFLPSIExecutor(psi_algo_id=PSI_ALGO_ID), id="psi_executor", tasks=[PSI_TASK])
     job.to_clients(DhPSITaskHandler(local_psi_id=LOCAL_PSI_ID), id=PSI_ALGO_ID)
-    job.to_clients(VFLSitePSI(psi_writer_id=PSI_WRITER_ID, seed=seed), id=LOCAL_PSI_ID)
+    job.to_clients(VFLSitePSI(psi_writer_id=PSI_WRITER_ID, seed=seed, id_normalize=id_normalize), id=LOCAL_PSI_ID)
     job.to_clients(VFLPSIWriter(), id=PSI_WRITER_ID)
 
 
@@ -121,7 +121,7 @@ class VFLRecipe(_VFLJobRecipe):
         self.config, self.min_clients = settings, min_clients
         job = _new_job(name or f"{algorithm}_vfl", min_clients, bundle_code)
         if psi:
-            _add_psi(job, min_clients, cfg.seed)
+            _add_psi(job, min_clients, cfg.seed, cfg.id_normalize)
         job.to_server(VFLController(config=settings, min_sites=min_clients), id="vfl_controller")
         job.to_server(TBAnalyticsReceiver(events=TRACKING_EVENTS), id="tb_receiver")
         tasks = plugin.site_tasks()
@@ -136,9 +136,11 @@ class VFLRecipe(_VFLJobRecipe):
 
 
 class PSIRecipe(_VFLJobRecipe):
-    """NVFlare's DH-PSI alone; each site stores the intersection for later jobs with alignment "psi"."""
+    """NVFlare's DH-PSI alone; each site stores the intersection for later jobs with alignment "psi".
+    id_normalize: the ID normalisation those jobs set (the PSI must match IDs the same way)."""
 
-    def __init__(self, *, min_clients: int = 2, name: str = "psi", bundle_code: bool = False) -> None:
+    def __init__(self, *, min_clients: int = 2, name: str = "psi", bundle_code: bool = False,
+                 id_normalize: list[str] | None = None) -> None:
         job = _new_job(name, min_clients, bundle_code)
-        _add_psi(job, min_clients, seed=0)
+        _add_psi(job, min_clients, 0, list(id_normalize or []))
         super().__init__(job, bundle_code)

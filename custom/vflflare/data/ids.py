@@ -1,0 +1,71 @@
+"""Row IDs as the parties join on them, and the optional normalisation of IDs written differently.
+
+IDs are compared exactly by default: "007" and "7" are different rows. A job that knows its parties
+write IDs differently sets ``id_normalize`` (JobConfig), which every party applies to its own IDs
+before hashing or PSI. The job config is one for all parties, so the normalisation is identical
+everywhere by construction. Steps run in the fixed order of `ID_NORMALIZATIONS`, whatever order the
+job lists them in, so two jobs naming the same steps normalise alike.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from typing import Callable
+
+from vflflare.data.table import CsvTable
+
+_LEADING_ZEROS = re.compile(r"^0+(?=.)")
+
+ID_NORMALIZATIONS: dict[str, Callable[[str], str]] = {
+    "nfc": lambda s: unicodedata.normalize("NFC", s),
+    "strip": str.strip,
+    "casefold": str.casefold,
+    # keeps one character, so "000" becomes "0", not ""
+    "strip_leading_zeros": lambda s: _LEADING_ZEROS.sub("", s),
+}
+
+
+def normalizer(steps: Sequence[str]) -> Callable[[str], str]:
+    unknown = sorted(set(steps) - set(ID_NORMALIZATIONS))
+    if unknown:
+        raise ValueError(f"unknown id_normalize steps {unknown}; known: {list(ID_NORMALIZATIONS)}")
+    chosen = [f for name, f in ID_NORMALIZATIONS.items() if name in steps]
+
+    def apply(row_id: str) -> str:
+        for step in chosen:
+            row_id = step(row_id)
+        return row_id
+
+    return apply
+
+
+def normalize_table_ids(table: CsvTable, id_column: str, steps: Sequence[str]) -> None:
+    """Check `table`'s IDs and replace them by their normal form under `steps`. Two IDs of one file
+    that become equal are an error naming both lines, since both rows would join the same partner."""
+    if table.ids is None:
+        table.check_ids(id_column)
+    if not steps:
+        return
+    assert table.ids is not None
+    apply = normalizer(steps)
+    first: dict[str, int] = {}
+    normal = []
+    for row, row_id in enumerate(table.ids):
+        new = apply(row_id)
+        if not new:
+            raise table.error(f"ID is empty under id_normalize {list(steps)}", row=row, column=id_column)
+        if new in first:
+            raise table.error(f"ID is {new!r} under id_normalize {list(steps)}, like {table.ids[first[new]]!r} on "
+                              f"line {table.lines[first[new]]}; make them distinct or drop a normalisation step",
+                              row=row, column=id_column)
+        first[new] = row
+        normal.append(new)
+    table.ids = normal
+
+
+def changing_steps(ids: Sequence[str], applied: Sequence[str]) -> list[str]:
+    """The normalisation steps, beyond those `applied`, that would change at least one of `ids`: what
+    the alignment report suggests when rows fail to match."""
+    return [name for name, step in ID_NORMALIZATIONS.items()
+            if name not in applied and any(step(i) != i for i in ids)]

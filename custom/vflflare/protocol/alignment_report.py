@@ -1,0 +1,146 @@
+"""What alignment kept and left out, per party: the record every run prints before training.
+
+The coordinator sees counts only (salted digests, or PSI sizes). The IDs a party could not match
+stay at that party: each site logs up to `EXAMPLES` of its own unmatched IDs (`describe_unmatched`),
+and fails there, naming them, when a test row or test label has no partner (unless the job sets
+``allow_partial_test``). Unmatched *training* rows are normal in few-overlap VFL (they are each
+site's unlabeled rows) and only reported; ``min_aligned`` guards against training on a sliver.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from vflflare.data.ids import ID_NORMALIZATIONS, changing_steps, normalizer
+from vflflare.protocol.alignment import AlignmentError, hash_ids, unmatched_positions
+
+EXAMPLES = 5
+PARTS = ("train", "test")
+
+
+def party_counts(digests: Mapping[str, Sequence[str]], common: set[str]) -> dict[str, dict[str, int]]:
+    return {p: {"rows": len(d), "matched": len(d) - len(unmatched_positions(d, common))} for p, d in digests.items()}
+
+
+def with_variants(digests: Sequence[str], variants: Mapping | None, part: str) -> list[str]:
+    """A party's digests with those of its normalised IDs swapped in (`variants`: positions and digests
+    of the IDs that full normalisation would change)."""
+    out = list(digests)
+    if variants:
+        for position, digest in zip(np.asarray(variants[f"{part}_pos"]).tolist(), variants[part]):
+            out[position] = digest
+    return out
+
+
+def normalization_hint(
+    train: Mapping[str, Sequence[str]], test: Mapping[str, Sequence[str]], variants: Mapping[str, Mapping | None],
+    matched: tuple[int, int],
+) -> str | None:
+    """How many more rows would align if every party normalised its IDs, and with which steps; None
+    when normalising would not help."""
+    steps = sorted({s for v in variants.values() if v for s in v["steps"]})
+    if not steps:
+        return None
+    gains = []
+    for part, digests, before in (("train", train, matched[0]), ("test", test, matched[1])):
+        after = set.intersection(*(set(with_variants(d, variants.get(p), part)) for p, d in digests.items()))
+        gains.append(len(after) - before)
+    if max(gains) <= 0:
+        return None
+    return (f"{gains[0]} more train and {gains[1]} more test rows would align with id_normalize: {steps} "
+            f"(IDs that differ only in those ways)")
+
+
+def check_min_aligned(aligned: int, min_aligned: float, report: Mapping, sites: Sequence[str]) -> None:
+    """min_aligned below 1 is a fraction of the smallest site's training rows, from 1 on a row count."""
+    if min_aligned <= 0:
+        return
+    smallest = min(report["parties"][s]["train"]["rows"] for s in sites)
+    needed = int(np.ceil(min_aligned * smallest)) if min_aligned < 1 else int(min_aligned)
+    if aligned < needed:
+        what = f"{min_aligned:g} of the smallest site's {smallest} training rows" if min_aligned < 1 else "rows"
+        raise AlignmentError(f"only {aligned} training rows align across all parties, min_aligned asks for {needed} "
+                             f"({what}); alignment report:\n{format_report(report)}")
+
+
+def describe_unmatched(owner: str, file: str, ids: Sequence[str], positions: Sequence[int], count: int,
+                       what: str) -> str:
+    examples = [ids[i] for i in list(positions)[:EXAMPLES]]
+    return f"{owner}: {file}: {count} of {len(ids)} {what} have no partner at every other party, e.g. IDs {examples}"
+
+
+def partial_test(owner: str, file: str, ids: Sequence[str], positions: Sequence[int], allowed: bool,
+                 log: Callable[[str], None]) -> list[str]:
+    """A test row or test label with no partner would silently go unscored. Returns the problem (for the
+    coordinator to fail the job with every party's problems at once) unless the job allows it, in
+    which case it goes to the party's log. When no test row matches at all, the coordinator's "share
+    no test rows" error says it better."""
+    if not len(positions) or len(positions) == len(ids):
+        return []
+    message = describe_unmatched(owner, file, ids, positions, len(positions), "test rows")
+    if allowed:
+        log(message + "; left out of scoring (allow_partial_test)")
+        return []
+    return [message]
+
+
+def unlabeled_test(who: str, unlabeled: Sequence[str] | int, n_test: int, allowed: bool,
+                   log: Callable[[str], None]) -> list[str]:
+    """Test rows every site shares but the label party has no label for (`unlabeled`: their IDs where
+    the label party knows them, else their number) would go unscored, like `partial_test`."""
+    count = unlabeled if isinstance(unlabeled, int) else len(unlabeled)
+    if not count:
+        return []
+    examples = "" if isinstance(unlabeled, int) else f", e.g. IDs {list(unlabeled)[:EXAMPLES]}"
+    message = f"{who}: {count} of the {n_test} test rows the sites share have no test label{examples}"
+    if allowed:
+        log(message + "; left out of scoring (allow_partial_test)")
+        return []
+    return [message]
+
+
+def raise_partial_test(problems: Sequence[str]) -> None:
+    if problems:
+        raise AlignmentError("\n".join(problems) + "\nevery party's test file must hold the same IDs (set "
+                             "allow_partial_test: true to score only the shared rows)")
+
+
+def format_report(report: Mapping) -> str:
+    lines = []
+    for party, parts in report["parties"].items():
+        cells = [f"{part} {c['matched']}/{c['rows']} matched" for part, c in parts.items()]
+        lines.append(f"  {party:<24} " + ", ".join(cells))
+    lines.append("  aligned: " + ", ".join(f"{k} {report[k]}" for k in ("aligned_train", "val", "test")
+                                          if k in report))
+    if report.get("hint"):
+        lines.append(f"  hint: {report['hint']}")
+    return "\n".join(lines)
+
+
+def id_variants(train_ids: Sequence[str], test_ids: Sequence[str], salt: str, applied: Sequence[str]) -> dict | None:
+    """A party's side of the normalisation hint: the salted digests of its IDs under every
+    normalisation step, for the IDs that change (usually none, so clean data sends nothing more)."""
+    steps = changing_steps(list(train_ids) + list(test_ids), applied)
+    if not steps:
+        return None
+    full = normalizer(list(ID_NORMALIZATIONS))
+    variants: dict = {"steps": steps}
+    for part, ids in (("train", train_ids), ("test", test_ids)):
+        positions = [i for i, row_id in enumerate(ids) if full(row_id) != row_id]
+        variants[f"{part}_pos"] = np.asarray(positions, dtype=np.int64)
+        variants[part] = hash_ids([full(ids[i]) for i in positions], salt)
+    return variants
+
+
+def hash_report(train: Mapping[str, Sequence[str]], test: Mapping[str, Sequence[str]],
+                variants: Mapping[str, Mapping | None]) -> tuple[dict, set[str], set[str]]:
+    """The report of a hash alignment, with the train and test intersections it was computed from."""
+    common_train = set.intersection(*(set(d) for d in train.values()))
+    common_test = set.intersection(*(set(d) for d in test.values()))
+    train_counts, test_counts = party_counts(train, common_train), party_counts(test, common_test)
+    report = {
+        "parties": {p: {"train": train_counts[p], "test": test_counts[p]} for p in train},
+        "hint": normalization_hint(train, test, variants, (len(common_train), len(common_test))),
+    }
+    return report, common_train, common_test

@@ -1,0 +1,150 @@
+"""No silent row loss at alignment (issue 10, item 1): the alignment report, id_normalize, min_aligned
+and test rows without partner. The old code dropped every row below silently."""
+from __future__ import annotations
+
+import csv
+import logging
+from pathlib import Path
+
+import pytest
+
+from vflflare.algorithms.registry import make_config
+from vflflare.config import ConfigError
+from vflflare.data.errors import DataError
+from vflflare.protocol.alignment import PSI_FILE, AlignmentError, write_psi_file
+from vflflare.protocol.inprocess import run_inprocess
+
+from simulator_helpers import run_job
+from test_psi import SITES, make_root, true_intersection
+
+FAST = {"algorithm": "vanilla", "split_epochs": 1, "seed": 0}
+
+
+def rewrite_ids(path: Path, change) -> list[str]:
+    """Apply `change(index, id)` to the ID column of a CSV; returns the IDs it changed."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    changed = []
+    for i, row in enumerate(rows[1:]):
+        new = change(i, row[0])
+        if new != row[0]:
+            changed.append(new)
+            row[0] = new
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(rows)
+    return changed
+
+
+def messy_site_2(root: Path) -> tuple[list[str], list[str]]:
+    """site-2 writes some IDs in upper case and some with a trailing space, as exports often do."""
+    def change(i: int, row_id: str) -> str:
+        return row_id.upper() if i % 3 == 0 else row_id + " " if i % 3 == 1 else row_id
+
+    return rewrite_ids(root / "site-2" / "train.csv", change), rewrite_ids(root / "site-2" / "test.csv", change)
+
+
+def run(root: Path, **settings) -> dict:
+    return run_inprocess(make_config({**FAST, **settings}), SITES, str(root))
+
+
+def test_report_of_a_clean_run_is_recorded(split_root):
+    results = run(split_root)
+    report = results["alignment"]
+    assert set(report["parties"]) == {"site-1", "site-2", "label:server"}
+    for party in SITES:
+        assert report["parties"][party]["test"]["matched"] == report["parties"][party]["test"]["rows"] == 114
+        assert report["parties"][party]["train"]["matched"] == 150
+        assert report["parties"][party]["train"]["rows"] > 150  # each site's unaligned rows
+    assert (report["aligned_train"], report["val"], report["test"]) == (120, 30, 114)
+    assert report["hint"] is None
+
+
+def test_test_rows_without_partner_fail_naming_site_file_and_ids(split_root):
+    _, test_changed = messy_site_2(split_root)
+    with pytest.raises(AlignmentError) as error:
+        run(split_root)
+    message = str(error.value)
+    assert message.startswith("site 'site-1': test.csv: 76 of 114 test rows have no partner")
+    assert "\nsite 'site-2': test.csv: 76 of 114 test rows have no partner" in message
+    assert "\nlabel party 'server': test labels: 76 of 114" in message
+    assert repr(test_changed[0]) in message and "allow_partial_test" in message
+
+
+def test_partial_test_when_allowed_is_reported_with_the_normalisation_hint(split_root, caplog):
+    messy_site_2(split_root)
+    with caplog.at_level(logging.INFO):
+        results = run(split_root, allow_partial_test=True)
+    report = results["alignment"]
+    assert report["parties"]["site-2"]["test"] == {"rows": 114, "matched": 38}
+    assert report["test"] == 38 and results["rows"]["test"] == 38
+    assert report["hint"].startswith("100 more train and 76 more test rows would align with id_normalize: "
+                                     "['casefold', 'strip']")
+    logged = caplog.text
+    assert "left out of scoring (allow_partial_test)" in logged and "hint: 100 more train" in logged
+
+
+def test_id_normalize_recovers_every_row_and_the_clean_numbers(split_root, tmp_path):
+    clean = run(split_root)
+    messy_site_2(split_root)
+    normalized = run(split_root, id_normalize=["strip", "casefold"])
+    assert normalized["rows"] == clean["rows"]
+    assert normalized["metrics"] == clean["metrics"]
+
+
+def test_id_normalize_collision_names_both_lines(split_root):
+    path = split_root / "site-1" / "train.csv"
+    rewrite_ids(path, lambda i, row_id: {0: "007", 1: "7"}.get(i, row_id))
+    with pytest.raises(DataError, match=r"train.csv line 3 \(id '7'\), column 'id': ID is '7' under id_normalize "
+                                         r"\['strip_leading_zeros'\], like '007' on line 2"):
+        run(split_root, id_normalize=["strip_leading_zeros"])
+
+
+def test_min_aligned_fails_early_with_the_report(split_root):
+    with pytest.raises(AlignmentError, match=r"only 150 training rows align across all parties, min_aligned asks "
+                                             r"for 200 \(rows\); alignment report:\n  site-1 "):
+        run(split_root, min_aligned=200)
+    with pytest.raises(AlignmentError, match=r"min_aligned asks for \d+ \(0.9 of the smallest site's \d+ training"):
+        run(split_root, min_aligned=0.9)
+    assert run(split_root, min_aligned=150)["rows"]["aligned_train"] == 120
+
+
+def test_bad_id_policy_settings_are_config_errors():
+    with pytest.raises(ConfigError, match="id_normalize may hold only"):
+        make_config({**FAST, "id_normalize": ["lower"]})
+    with pytest.raises(ConfigError, match="min_aligned must be >= 0"):
+        make_config({**FAST, "min_aligned": -1})
+
+
+def test_psi_alignment_reports_and_refuses_unshared_test_rows(tmp_path):
+    """With alignment "psi" each party checks its own rows against its PSI output."""
+    root = make_root(tmp_path)
+    items = true_intersection(root)
+    dropped = [item for item in items if item.startswith("test:")][:3]
+    for site in SITES:
+        write_psi_file(root / site / PSI_FILE, [item for item in items if item not in dropped])
+    with pytest.raises(AlignmentError) as error:
+        run(root, alignment="psi")
+    first = dropped[0].partition(":")[2]
+    lines = str(error.value).splitlines()
+    assert lines[0].startswith("site 'site-1': test.csv: 3 of 114 test rows have no partner") and first in lines[0]
+    assert lines[1].startswith("site 'site-2': test.csv: 3 of 114")
+    assert lines[2].startswith("label party 'server': test labels: 3 of 114")
+    results = run(root, alignment="psi", allow_partial_test=True)
+    assert results["rows"]["test"] == 111
+    assert results["alignment"]["parties"]["site-1"] == {"train": {"rows": 303, "matched": 150},
+                                                         "test": {"rows": 114, "matched": 111}}
+
+
+@pytest.mark.simulator
+def test_simulator_normalises_ids_at_every_party_and_records_the_report(split_root, tmp_path):
+    """In NVFlare the label party (server) and the sites normalise alike; messy IDs at site-2 and at
+    the label party give the clean run's numbers."""
+    clean = run(split_root)
+    messy_site_2(split_root)
+    for name in ("train_labels.csv", "test_labels.csv"):
+        rewrite_ids(split_root / "server" / name, lambda i, row_id: f" {row_id}" if i % 2 else row_id)
+    results = run_job(tmp_path, "vanilla", data_root=split_root, timeout=300, split_epochs=1,
+                      id_normalize=["strip", "casefold"])
+    assert "error" not in results, results.get("error")
+    assert results["metrics"] == clean["metrics"]
+    assert results["alignment"]["parties"]["label:server"]["test"] == {"rows": 114, "matched": 114}
