@@ -78,8 +78,9 @@ def job_rows(root: Path, seed: int, val_fraction: float, sites: list[str] = SITE
     labels = load_label_tables(SERVER, sites, str(root), seed)
     salt = alignment_salt(seed)
     key = "label:" + SERVER
+    digests = hash_ids(labels.train_ids, salt)
     rows = align(
-        {key: hash_ids(labels.train_ids, salt)}, {key: hash_ids(labels.test_ids, salt)},
+        {key: digests}, {key: hash_ids(labels.test_ids, salt)}, dict(zip(digests, labels.train_labels.tolist())),
         labels.num_classes, val_fraction, seed, SERVER, labeled_fraction,
     )[key]  # fmt: skip
     pick = lambda ids, positions: [ids[i] for i in positions]  # noqa: E731

@@ -148,3 +148,22 @@ def test_simulator_normalises_ids_at_every_party_and_records_the_report(split_ro
     assert "error" not in results, results.get("error")
     assert results["metrics"] == clean["metrics"]
     assert results["alignment"]["parties"]["label:server"]["test"] == {"rows": 114, "matched": 114}
+
+
+@pytest.mark.parametrize("label_owner", ["server", "site-1"])
+def test_single_class_test_labels_fail_before_training(tmp_path, label_owner):
+    """The old code trained first and failed at the end with "AUC needs rows of both classes"."""
+    root = make_root(tmp_path, label_owner=label_owner)
+    folder = root / label_owner
+    path = folder / "test_labels.csv"
+    with open(path, newline="") as handle:
+        rows = list(csv.reader(handle))
+    column = rows[0].index("label")
+    for row in rows[1:]:
+        row[column] = "1"
+    with open(path, "w", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(rows)
+    with pytest.raises(AlignmentError, match=rf"label party '{label_owner}': the test rows hold only class\(es\) \[1\] "
+                                             r"\(rows per class: aligned \{0: \d+, 1: \d+\}; val \{0: \d+, 1: \d+\}; "
+                                             r"test \{1: 114\}\)"):
+        run(root, label_owner=label_owner, split_epochs=50)

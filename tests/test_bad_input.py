@@ -171,7 +171,7 @@ def test_labels_must_be_0_to_c_minus_1_without_labels_json(split_root):
     first = next(n for n, line in enumerate(path.read_text().splitlines(), 1) if line.endswith(",2"))
     message = label_error(split_root)
     assert message.startswith(f"label party 'server': {path} line {first} (id ")
-    assert "label 2 outside 0..1 (C = 2 distinct labels; add labels.json" in message
+    assert "label 2 outside 0..1 (C = 2 distinct labels; number the classes 0..C-1 with every class present" in message
 
 
 def test_label_files_missing_or_misdeclared(split_root):

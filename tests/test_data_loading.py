@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from vflflare.data.errors import DataError
+
 from vflflare.data.loading import load_label_tables, load_site_tables, resolve_data_root
 from vflflare.data.split import configure_split_parser, run_split
 from vflflare.data.types import SiteTables
@@ -130,8 +132,13 @@ def test_custom_id_column_and_site_label_owner(tmp_path, write_csv):
     (folder / "labels.json").write_text(json.dumps({"num_classes": 4, "id_column": "key", "label_column": "y"}))
     tables = load_site_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
     assert tables.train_ids == ["k1", "k2", "k3"] and tables.feature_names == ["f"]
+    # a declared C above the classes present used to switch the metric silently; now it names the counts
+    with pytest.raises(DataError, match=r"labels.json: declares num_classes 4 but the train and test labels hold 3 "
+                                        r"classes \(rows per class: \{0: 1, 1: 1, 2: 1\}\); set num_classes to 3"):
+        load_label_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
+    (folder / "labels.json").write_text(json.dumps({"num_classes": 3, "id_column": "key", "label_column": "y"}))
     labels = load_label_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
-    assert labels.num_classes == 4 and labels.train_labels.tolist() == [2, 0] and labels.test_ids == ["k9"]
+    assert labels.num_classes == 3 and labels.train_labels.tolist() == [2, 0] and labels.test_ids == ["k9"]
 
 
 def test_num_classes_inferred_without_labels_json(split_root):
@@ -180,6 +187,7 @@ def test_labels_from_the_owner_sites_label_column(tmp_path, write_csv):
     assert labels.num_classes == 3 and labels.train_labels.dtype == np.int64  # C inferred: distinct labels
 
     (folder / "schema.json").write_text(json.dumps({"label_column": "y", "num_classes": 5}))
-    assert load_label_tables("site-1", [], str(tmp_path), 0).num_classes == 5
+    with pytest.raises(DataError, match=r"schema.json: declares num_classes 5 but the train and test labels hold 3"):
+        load_label_tables("site-1", [], str(tmp_path), 0)
     # A site that is not the label owner but declares a label column: still excluded from its features.
     assert load_site_tables("site-1", [], str(tmp_path), 0).feature_names == ["f", "g"]

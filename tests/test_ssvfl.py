@@ -75,11 +75,12 @@ def test_pretraining_never_sees_validation_or_test_features():
 
 def test_labeled_fraction_keeps_the_first_rows_of_the_canonical_order():
     order = list(range(100))
-    train, val = holdout(order, 0.2, 2, "server", "", labeled_fraction=0.1)
+    labels = [i % 2 for i in order]
+    train, val = holdout(order, labels, 0.2, 2, "server", "", labeled_fraction=0.1)
     # validation is carved out of the 10 labeled rows, not out of all 100
     assert val == order[:2] and train == order[2:10]
     with pytest.raises(AlignmentError, match="labeled_fraction 0.01 keeps 1 of 100"):
-        holdout(order, 0.2, 2, "server", "", labeled_fraction=0.01)
+        holdout(order, labels, 0.2, 2, "server", "", labeled_fraction=0.01)
     with pytest.raises(ValueError, match="labeled_fraction"):
         make_config(labeled_fraction=0.0)
 

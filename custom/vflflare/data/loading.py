@@ -172,6 +172,14 @@ def _label_tables(
     num_classes = spec.num_classes or _infer_num_classes(
         spec, declared_in, train_csv, train_labels, test_csv, test_labels
     )
+    seen = np.unique(np.concatenate([train_labels, test_labels]), return_counts=True)
+    if len(seen[0]) < num_classes:
+        # a declared C above the classes present would silently change the metric (accuracy for AUC)
+        per_class = dict(zip(seen[0].tolist(), seen[1].tolist()))
+        raise DataError.at(train_csv.owner, Path(train_csv.source).parent / declared_in,
+                           f"declares num_classes {num_classes} but the train and test labels hold {len(per_class)} "
+                           f"classes (rows per class: {per_class}); set num_classes to {len(per_class)}, or remove it "
+                           f"to infer it")
     assert train_csv.ids is not None and test_csv.ids is not None
     return LabelTables(
         train_ids=train_csv.ids,
@@ -195,8 +203,7 @@ def _infer_num_classes(
     num_classes = len(set(train_labels.tolist()) | set(test_labels.tolist()))
     if num_classes < 2:
         raise train_csv.error(f"all labels are {int(train_labels[0])}; a classifier needs at least 2 classes")
-    where = f"add {LABELS_FILE} with num_classes" if declared_in == LABELS_FILE else f"add num_classes to {SCHEMA_FILE}"
-    why = f"distinct labels; {where} if classes are missing from the data"
+    why = "distinct labels; number the classes 0..C-1 with every class present in the data"
     check_label_range(train_csv, train_labels, num_classes, spec.label_column, why)
     check_label_range(test_csv, test_labels, num_classes, spec.label_column, why)
     return num_classes

@@ -122,7 +122,7 @@ class VFLSitePSI(PSI):
         super().__init__(psi_writer_id)
         self.data_root = data_root
         self.seed = seed
-        self.id_normalize = list(id_normalize or [])
+        self.id_normalize = id_normalize
         self.sites: list[str] | None = None
         self.site: str | None = None
 
@@ -135,7 +135,7 @@ class VFLSitePSI(PSI):
     def load_items(self) -> List[str]:
         site = self.site or self.fl_ctx.get_identity_name()
         data_root = resolve_party_data_root(self.data_root, self.fl_ctx, site)
-        tables = load_site_tables(site, self.sites or [site], data_root, self.seed, id_normalize=self.id_normalize)
+        tables = load_site_tables(site, self.sites or [site], data_root, self.seed, id_normalize=self.id_normalize or ())
         if isinstance(self.psi_writer, VFLPSIWriter):
             self.psi_writer.clear(self.fl_ctx)
         self.intersection = None

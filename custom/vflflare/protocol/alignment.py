@@ -49,68 +49,101 @@ def unmatched_positions(ids: Sequence[str], common: set[str]) -> np.ndarray:
     return np.asarray([i for i, row_id in enumerate(ids) if row_id not in common], dtype=np.int64)
 
 
-def _positions(digests: list[str], order: list[str]) -> np.ndarray:
+def positions_of(digests: list[str], order: list[str]) -> np.ndarray:
     index = {d: i for i, d in enumerate(digests)}
     return np.asarray([index[d] for d in order], dtype=np.int64)
+
+
+def aligned_order(train_digests: dict[str, list[str]], test_digests: dict[str, list[str]],
+                  seed: int) -> tuple[list[str], list[str]]:
+    """The rows every party has (the label party's train digests are its labeled rows): the train
+    intersection as sorted digests shuffled by the job seed, so the order reveals nothing about any
+    party's file order, and the test intersection sorted."""
+    common_train = set.intersection(*(set(d) for d in train_digests.values()))
+    common_test = set.intersection(*(set(d) for d in test_digests.values()))
+    if not common_train:
+        sizes = ", ".join(f"{p}: {len(d)}" for p, d in train_digests.items())
+        raise AlignmentError(f"the parties share no training rows (train rows per party: {sizes})")
+    if not common_test:
+        raise AlignmentError("the parties share no test rows; every party's test file must hold the same IDs")
+    order = sorted(common_train)
+    np.random.default_rng(seed).shuffle(order)
+    return order, sorted(common_test)
 
 
 def align(
     train_digests: dict[str, list[str]],
     test_digests: dict[str, list[str]],
+    labels: dict[str, int],
     num_classes: int,
     val_fraction: float,
     seed: int,
     label_party: str,
     labeled_fraction: float = 1.0,
 ) -> dict[str, PartyRows]:
-    """Intersect every party's digests (the label party's train digests are its labeled rows).
-
-    The canonical order is the sorted digests, shuffled by the job seed, so it reveals nothing about
-    any party's file order. The first ceil(val_fraction * n) aligned rows are the validation split.
-    """
-    parties = list(train_digests)
-    common_train = set.intersection(*(set(d) for d in train_digests.values()))
-    common_test = set.intersection(*(set(d) for d in test_digests.values()))
-    sizes = ", ".join(f"{p}: {len(train_digests[p])}" for p in parties)
-    if not common_train:
-        raise AlignmentError(f"the parties share no training rows (train rows per party: {sizes})")
-    if not common_test:
-        raise AlignmentError("the parties share no test rows; every party's test file must hold the same IDs")
-    rng = np.random.default_rng(seed)
-    order = sorted(common_train)
-    rng.shuffle(order)
-    train, val = holdout(order, val_fraction, num_classes, label_party, f"train rows per party: {sizes}",
-                         labeled_fraction)
-    test = sorted(common_test)
-    return {
-        p: PartyRows(
-            _positions(train_digests[p], train),
-            _positions(train_digests[p], val),
-            _positions(test_digests[p], test),
-        )
-        for p in parties
-    }
+    """Every party's positions of the aligned train, validation and test rows, with a label party that
+    knows the `labels` of its train digests (the validation split is stratified by them)."""
+    order, test = aligned_order(train_digests, test_digests, seed)
+    sizes = ", ".join(f"{p}: {len(d)}" for p, d in train_digests.items())
+    train, val = holdout(order, [labels[d] for d in order], val_fraction, num_classes, label_party,
+                         f"train rows per party: {sizes}", labeled_fraction)
+    return {p: PartyRows(positions_of(train_digests[p], train), positions_of(train_digests[p], val),
+                         positions_of(test_digests[p], test)) for p in train_digests}
 
 
-def holdout(
-    order: list, val_fraction: float, num_classes: int, label_party: str, context: str, labeled_fraction: float = 1.0
-) -> tuple[list, list]:
-    """(train, val): the first ceil(labeled_fraction * n) rows of the canonical order are the labeled
-    ones (the others are left to the sites as unlabeled rows); of those, the first
-    ceil(val_fraction * n_labeled) are the validation split and the rest the labeled training rows.
-    Validation comes out of the labeled rows so that a scarce-label run does not select its model on
-    more labels than it trains on. Fails when fewer training rows than classes remain."""
-    labeled = order[: int(np.ceil(labeled_fraction * len(order)))] if labeled_fraction < 1.0 else order
-    n_val = int(np.ceil(val_fraction * len(labeled))) if val_fraction > 0 else 0
-    val, train = labeled[:n_val], labeled[n_val:]
+def labeled_rows(order: list, labeled_fraction: float) -> list:
+    """The first ceil(labeled_fraction * n) rows of the canonical order are the labeled ones; the others
+    are left to the sites as unlabeled rows (labeled-fraction benchmarks, SS-VFL paper Fig. 3)."""
+    return order[: int(np.ceil(labeled_fraction * len(order)))] if labeled_fraction < 1.0 else list(order)
+
+
+def stratified_val_mask(labels: Sequence[int] | np.ndarray, val_fraction: float) -> np.ndarray:
+    """Which labeled rows (in canonical order) are validation rows: ceil(val_fraction * n) of them, each
+    class contributing in proportion to its count (largest remainder), its first rows in canonical
+    order. Stratified so that a rare class is not missing from validation by chance."""
+    labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+    mask = np.zeros(len(labels), dtype=bool)
+    n_val = int(np.ceil(val_fraction * len(labels))) if val_fraction > 0 else 0
+    if n_val == 0:
+        return mask
+    classes, counts = np.unique(labels, return_counts=True)
+    quota = counts * n_val / len(labels)
+    take = np.floor(quota).astype(np.int64)
+    for i in np.argsort(-(quota - take), kind="stable")[: n_val - int(take.sum())]:
+        take[i] += 1
+    for c, k in zip(classes, take):
+        mask[np.flatnonzero(labels == c)[:k]] = True
+    return mask
+
+
+def split_by_mask(labeled: list, val_mask: np.ndarray, num_classes: int, label_party: str, context: str,
+                  n_order: int, labeled_fraction: float = 1.0) -> tuple[list, list]:
+    """(train, val) of the labeled rows; fails when fewer training rows than classes remain."""
+    val_mask = np.asarray(val_mask, dtype=bool).reshape(-1)
+    if len(val_mask) != len(labeled):
+        raise AlignmentError(f"validation mask has {len(val_mask)} entries for {len(labeled)} labeled rows")
+    train = [row for row, v in zip(labeled, val_mask) if not v]
+    val = [row for row, v in zip(labeled, val_mask) if v]
     if len(train) < num_classes:
-        kept = f", labeled_fraction {labeled_fraction} keeps {len(labeled)} of {len(order)}" if labeled_fraction < 1.0 else ""
+        kept = f", labeled_fraction {labeled_fraction} keeps {len(labeled)} of {n_order}" if labeled_fraction < 1.0 else ""
         raise AlignmentError(
-            f"only {len(train)} aligned labeled rows for training ({len(order)} shared{kept}, {n_val} held out for "
+            f"only {len(train)} aligned labeled rows for training ({n_order} shared{kept}, {len(val)} held out for "
             f"validation) but the task has {num_classes} classes; party '{label_party}' needs at least one "
             f"labeled row per class ({context})"
         )
     return train, val
+
+
+def holdout(
+    order: list, labels: Sequence[int], val_fraction: float, num_classes: int, label_party: str, context: str,
+    labeled_fraction: float = 1.0,
+) -> tuple[list, list]:
+    """(train, val) of the canonical `order` whose rows have `labels`: validation comes out of the labeled
+    rows, stratified, so that a scarce-label run does not select its model on more labels than it
+    trains on."""
+    labeled = labeled_rows(order, labeled_fraction)
+    mask = stratified_val_mask(list(labels)[: len(labeled)], val_fraction)
+    return split_by_mask(labeled, mask, num_classes, label_party, context, len(order), labeled_fraction)
 
 
 # ---------------------------------------------------------------------------------------------- PSI

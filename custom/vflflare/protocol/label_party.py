@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from vflflare.algorithms.blocks.classifier import fit_head, predict_proba
 from vflflare.config import JobConfig
+from vflflare.protocol.alignment import AlignmentError
 from vflflare.protocol.state import PartyState
 from vflflare.data.types import LabelTables
 from vflflare.metrics import metric_name, score
@@ -21,6 +22,24 @@ from vflflare.protocol.feature_party import declared
 from vflflare.tracking import LogTracker, Tracker
 
 LABEL_PARTS = ("aligned", "val", "test")
+
+
+def class_counts(labels: np.ndarray) -> dict[int, int]:
+    values, counts = np.unique(labels, return_counts=True)
+    return dict(zip(values.tolist(), counts.tolist()))
+
+
+def check_classes(who: str, labels: dict[str, np.ndarray]) -> None:
+    """Before any training: the aligned training, validation and test rows (those there are) each hold at
+    least 2 classes; else the job would only fail at the end, when no AUC can be computed."""
+    counts = {part: class_counts(y) for part, y in labels.items()}
+    for part, seen in counts.items():
+        if seen and len(seen) < 2:
+            summary = "; ".join(f"{p} {c}" for p, c in counts.items())
+            raise AlignmentError(
+                f"{who}: the {part} rows hold only class(es) {sorted(seen)} (rows per class: {summary}); a "
+                f"classifier needs at least 2 classes in each: align more rows of the missing class (more overlap "
+                f"or labels), or change val_fraction / labeled_fraction")
 
 
 class LabelParty:
@@ -64,6 +83,7 @@ class LabelParty:
             raise ValueError("label party: some train rows are both aligned-labeled and validation rows")
         if len(labels["aligned"]) == 0:
             raise ValueError("label party: no aligned labeled rows")
+        check_classes(f"label party '{self.cfg.label_owner}'", labels)
         self.state["labels"] = {part: torch.as_tensor(y) for part, y in labels.items()}
 
     def _labels_of(self, part: str, rows: np.ndarray, all_labels: np.ndarray, table: str) -> np.ndarray:

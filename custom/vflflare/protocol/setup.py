@@ -16,10 +16,13 @@ import numpy as np
 from vflflare.protocol.alignment import (
     AlignmentError,
     LabelMatchClient,
-    align,
+    aligned_order,
+    labeled_rows,
+    positions_of,
+    split_by_mask,
+    stratified_val_mask,
     canonical_order,
     hash_ids,
-    holdout,
     order_key,
     positions_in,
     tag_items,
@@ -82,27 +85,41 @@ def setup_parties(
         report, common_train, common_test = hash_report(train, test, variants)
         tracker.info("alignment:\n" + format_report(report))
         check_min_aligned(len(common_train), cfg.min_aligned, report, net.sites)
-        rows = align(train, test, num_classes=num_classes, val_fraction=cfg.val_fraction, seed=cfg.seed,
-                     label_party=cfg.label_owner, labeled_fraction=cfg.labeled_fraction)
+        order, test_order = aligned_order(train, test, cfg.seed)
+        labeled = labeled_rows(order, cfg.labeled_fraction)
+
+        def rows_of(party: str, part: list[str], digests: dict = train) -> np.ndarray:
+            return positions_of(digests[party], part)
 
         def unmatched(party: str) -> dict:
             return {part: unmatched_positions(digests[party], common)
                     for part, digests, common in (("train", train, common_train), ("test", test, common_test))}
 
-        payloads = {s: {"train": rows[s].train, "val": rows[s].val, "test": rows[s].test, "unmatched": unmatched(s)}
-                    for s in net.sites}
-        label_rows = rows[label_key]
-        problems = []
+        problems, replies = [], {}
+        if cfg.label_owner == SERVER:
+            label_of = dict(zip(train[label_key], tables.train_labels.tolist()))
+            val_mask = stratified_val_mask([label_of[d] for d in labeled], cfg.val_fraction)
+        else:
+            # the label site splits its labeled rows into training and validation rows, stratified by class,
+            # before the other sites learn which of their rows are which
+            owner = cfg.label_owner
+            replies = net.exchange("align", {owner: {
+                "labeled": rows_of(owner, labeled), "test": rows_of(owner, test_order, test), "unmatched": unmatched(owner),
+                "label": {"labeled": rows_of(label_key, labeled), "test": rows_of(label_key, test_order, test),
+                          "unmatched": unmatched(label_key)}}})
+            val_mask = replies[owner]["val_mask"]
+        sizes = ", ".join(f"{p}: {len(d)}" for p, d in train.items())
+        train_rows, val_rows = split_by_mask(labeled, val_mask, num_classes, cfg.label_owner,
+                                             f"train rows per party: {sizes}", len(order), cfg.labeled_fraction)
         if cfg.label_owner == SERVER:
             problems = partial_test("label party 'server'", "test labels", tables.test_ids,
                                     unmatched(label_key)["test"], cfg.allow_partial_test, tracker.info)
-            label.align(label_rows.train, label_rows.val, label_rows.test)
-        else:
-            payloads[cfg.label_owner]["label"] = {"train": label_rows.train, "val": label_rows.val,
-                                                  "test": label_rows.test, "unmatched": unmatched(label_key)}
-        aligned = net.exchange("align", payloads)
-        raise_partial_test([p for s in net.sites for p in aligned[s].get("problems", [])] + problems)
-    counts = {"aligned_train": len(label_rows.train), "val": len(label_rows.val), "test": len(label_rows.test)}
+            label.align(rows_of(label_key, train_rows), rows_of(label_key, val_rows), rows_of(label_key, test_order, test))
+        replies.update(net.exchange("align", {
+            s: {"train": rows_of(s, train_rows), "val": rows_of(s, val_rows), "test": rows_of(s, test_order, test),
+                "unmatched": unmatched(s)} for s in net.sites if s not in replies}))
+        raise_partial_test([p for s in net.sites for p in replies[s].get("problems", [])] + problems)
+    counts = {"aligned_train": len(train_rows), "val": len(val_rows), "test": len(test_order)}
     report.update(counts)
     return label, counts, report
 
@@ -123,7 +140,7 @@ def _setup_with_psi(
         report: dict = {"parties": {s: {"train": {"rows": int(views[s]["rows"]["train"]), "matched": n_train},
                                         "test": {"rows": int(views[s]["rows"]["test"]), "matched": n_test}}
                                     for s in net.sites}}
-        keep: dict = {"train_keys": None, "test_keys": None, "train_mask": None, "test_mask": None}
+        keep: dict = {"train_keys": None, "test_keys": None, "train_mask": None, "test_mask": None, "val_mask": None}
         if cfg.label_owner == SERVER:
             tables = load_server_labels()
             label: LabelParty | RemoteLabelParty = plugin.Label(tables, net.sites, cfg, tracker)
@@ -149,9 +166,12 @@ def _setup_with_psi(
             raise_partial_test(problems)
             _check_nonempty(train_ids, test_ids, context)
             check_min_aligned(len(train_ids), cfg.min_aligned, report, net.sites)
-            train, val = holdout(canonical_order(train_ids, cfg.seed, "train"), cfg.val_fraction, num_classes,
-                                 cfg.label_owner, _labeled(context, len(train_ids), len(test_ids)),
-                                 cfg.labeled_fraction)
+            labeled = labeled_rows(canonical_order(train_ids, cfg.seed, "train"), cfg.labeled_fraction)
+            label_of = dict(zip(tables.train_ids, tables.train_labels.tolist()))
+            keep["val_mask"] = stratified_val_mask([label_of[i] for i in labeled], cfg.val_fraction)
+            train, val = split_by_mask(labeled, keep["val_mask"], num_classes, cfg.label_owner,
+                                       _labeled(context, len(train_ids), len(test_ids)), len(train_ids),
+                                       cfg.labeled_fraction)
             test = canonical_order(test_ids, cfg.seed, "test")
             label.align(positions_in(tables.train_ids, train, "label party 'server'", "train labels"),
                         positions_in(tables.train_ids, val, "label party 'server'", "train labels"),
@@ -170,8 +190,10 @@ def _setup_with_psi(
             raise_partial_test(problems)
             _check_nonempty(range(n_labeled), range(n_labeled_test), context)
             check_min_aligned(n_labeled, cfg.min_aligned, report, net.sites)
-            train, val = holdout(list(range(n_labeled)), cfg.val_fraction, num_classes, cfg.label_owner,
-                                 _labeled(context, n_labeled, n_labeled_test), cfg.labeled_fraction)
+            keep["val_mask"] = np.asarray(info["val_mask"], dtype=bool)
+            train, val = split_by_mask(labeled_rows(list(range(n_labeled)), cfg.labeled_fraction), keep["val_mask"],
+                                       num_classes, cfg.label_owner, _labeled(context, n_labeled, n_labeled_test),
+                                       n_labeled, cfg.labeled_fraction)
             keep["train_mask"] = None if n_labeled == n_train else train_mask
             keep["test_mask"] = None if n_labeled_test == n_test else test_mask
             counts = {"aligned_train": len(train), "val": len(val), "test": n_labeled_test}

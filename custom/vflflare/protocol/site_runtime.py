@@ -17,7 +17,9 @@ from vflflare.protocol.alignment import (
     PSIView,
     answer_label_match,
     hash_ids,
-    holdout,
+    labeled_rows,
+    split_by_mask,
+    stratified_val_mask,
     intersection_fingerprint,
     positions_in,
     psi_file,
@@ -146,7 +148,11 @@ class SiteRuntime:
             problems += unlabeled_test(who, [i for i in self._psi.test if i not in labeled], len(self._psi.test),
                                        cfg.allow_partial_test, self.tracker.info)
             train_mask, test_mask = self._psi.masks_for(labels.train_ids, labels.test_ids)
+            label_of = dict(zip(labels.train_ids, labels.train_labels.tolist()))
+            labeled = labeled_rows(self._psi.labeled(train_mask, None).train, cfg.labeled_fraction)
+            val_mask = stratified_val_mask([label_of[i] for i in labeled], cfg.val_fraction)
             reply["label"] = {"num_classes": labels.num_classes, "train_mask": train_mask, "test_mask": test_mask,
+                              "val_mask": val_mask,
                               "rows": {"train": len(labels.train_ids), "test": len(labels.test_ids)}}
         if problems:
             reply["problems"] = problems
@@ -164,8 +170,9 @@ class SiteRuntime:
         if keep.get("train_keys") is not None or keep.get("test_keys") is not None:
             train_mask, test_mask = self._psi.masks_from_keys(cfg.seed, keep.get("train_keys"), keep.get("test_keys"))
         view = self._psi.labeled(train_mask, test_mask)
-        # the label party checked the class count already; only the split is repeated here
-        train, val = holdout(view.train, cfg.val_fraction, 0, cfg.label_owner, "", cfg.labeled_fraction)
+        # the label party chose the stratified validation rows and checked the class count already
+        labeled = labeled_rows(view.train, cfg.labeled_fraction)
+        train, val = split_by_mask(labeled, keep["val_mask"], 0, cfg.label_owner, "", len(view.train))
         tables = self.party.view
         self.party.align(positions_in(tables.train_ids, train, owner, "train"),
                          positions_in(tables.train_ids, val, owner, "train"),
@@ -180,15 +187,25 @@ class SiteRuntime:
     def _align(self, payload: Payload) -> Payload:
         if "psi" in payload:
             return self._align_psi(payload["psi"])
+        if "labeled" in payload:
+            return self._align_label_site(payload)
         problems = self._report(f"site '{self.site}'", (TRAIN_FILE, TEST_FILE), self.party.view.train_ids,
                                 self.party.view.test_ids, payload["unmatched"])
         self.party.align(payload["train"], payload["val"], payload["test"])
-        if "label" in payload:
-            rows, labels = payload["label"], self.label.tables
-            problems += self._report(f"label party '{self.site}'", ("train labels", "test labels"), labels.train_ids,
-                                     labels.test_ids, rows["unmatched"])
-            self.label.align(rows["train"], rows["val"], rows["test"])
         return {"problems": problems} if problems else {}
+
+    def _align_label_site(self, payload: Payload) -> Payload:
+        """The label-owning site gets its labeled rows in canonical order and splits them into training
+        and validation rows itself, stratified by its labels; the coordinator passes the split on."""
+        rows, labels = payload["label"], self.label.tables
+        val = stratified_val_mask(labels.train_labels[rows["labeled"]], self._cfg.val_fraction)
+        problems = self._report(f"site '{self.site}'", (TRAIN_FILE, TEST_FILE), self.party.view.train_ids,
+                                self.party.view.test_ids, payload["unmatched"])
+        problems += self._report(f"label party '{self.site}'", ("train labels", "test labels"), labels.train_ids,
+                                 labels.test_ids, rows["unmatched"])
+        self.party.align(payload["labeled"][~val], payload["labeled"][val], payload["test"])
+        self.label.align(rows["labeled"][~val], rows["labeled"][val], rows["test"])
+        return {"val_mask": val, **({"problems": problems} if problems else {})}
 
     def _report(self, owner: str, files: tuple[str, str], train_ids: list[str], test_ids: list[str],
                 unmatched: Payload) -> list[str]:

@@ -47,7 +47,7 @@ def _new_job(name: str, min_clients: int, bundle_code: bool) -> FedJob:
     return job
 
 
-def _add_psi(job: FedJob, min_clients: int, seed: int, id_normalize: list[str]) -> None:
+def _add_psi(job: FedJob, min_clients: int, seed: int, id_normalize: list[str] | None) -> None:
     """NVFlare's DH-PSI workflow over the sites' IDs, each site storing its intersection for the VFL
     phases (or later jobs) to align on."""
     from nvflare.app_opt.psi.dh_psi.dh_psi_task_handler import DhPSITaskHandler
@@ -121,7 +121,7 @@ class VFLRecipe(_VFLJobRecipe):
         self.config, self.min_clients = settings, min_clients
         job = _new_job(name or f"{algorithm}_vfl", min_clients, bundle_code)
         if psi:
-            _add_psi(job, min_clients, cfg.seed, cfg.id_normalize)
+            _add_psi(job, min_clients, cfg.seed, cfg.id_normalize or None)
         job.to_server(VFLController(config=settings, min_sites=min_clients), id="vfl_controller")
         job.to_server(TBAnalyticsReceiver(events=TRACKING_EVENTS), id="tb_receiver")
         tasks = plugin.site_tasks()
@@ -142,5 +142,5 @@ class PSIRecipe(_VFLJobRecipe):
     def __init__(self, *, min_clients: int = 2, name: str = "psi", bundle_code: bool = False,
                  id_normalize: list[str] | None = None) -> None:
         job = _new_job(name, min_clients, bundle_code)
-        _add_psi(job, min_clients, 0, list(id_normalize or []))
+        _add_psi(job, min_clients, 0, id_normalize)
         super().__init__(job, bundle_code)
