@@ -62,6 +62,11 @@ def test_fewshot_finetune_with_site_label_owner(tmp_path):
     assert_ok(results, 0.90)
     assert "pre_finetune_test_auc" in results["metrics"]
     assert 1 <= results["training"]["split_epochs"] <= 5
+    # determinism with a label site and split-NN fine-tuning: the in-process run gives the same numbers
+    reference = run_inprocess(make_config(algorithm="fewshot", label_owner="site-2", finetune_epochs=5,
+                                          split_patience=5), ["site-1", "site-2"], None)
+    assert reference["metrics"] == pytest.approx(results["metrics"], abs=1e-6)
+    assert reference["communication"]["per_site"] == results["communication"]["per_site"]
 
 
 @pytest.mark.parametrize("algorithm,local_steps", [("vanilla", 1), ("fedbcd", 5)])
