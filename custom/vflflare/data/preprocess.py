@@ -44,6 +44,9 @@ def signed_log(values: np.ndarray) -> np.ndarray:
 
 def tail_statistics(values: np.ndarray) -> tuple[float, float]:
     """(skewness, excess kurtosis) from the population moments; (0, 0) for a constant column."""
+    peak = float(np.abs(values).max(initial=0.0))
+    if peak > 0:  # both are scale-free: dividing by the largest |x| first keeps the moments of values near 1e308 finite
+        values = values / peak
     std = float(values.std())
     if not std > 0:
         return 0.0, 0.0
@@ -90,7 +93,7 @@ class Preprocessor:
                 if numeric_transform == SIGNED_LOG or (numeric_transform == AUTO and is_heavy_tailed(values)):
                     log_columns.append(name)
                     values = signed_log(values)
-                with np.errstate(over="ignore"):
+                with np.errstate(over="ignore", invalid="ignore"):  # checked just below (inf - inf gives NaN)
                     mean, std = float(values.mean()), float(values.std())
                 if not (np.isfinite(mean) and np.isfinite(std)):  # dividing by inf would zero the column
                     row = int(np.argmax(np.abs(values)))
@@ -130,12 +133,15 @@ class Preprocessor:
                 mean, divisor = self.scales[name]
                 if name in self.log_columns:
                     values = signed_log(values)
-                scaled = (values - mean) / divisor
+                with np.errstate(over="ignore"):  # an overflow gives inf, refused just below
+                    scaled = (values - mean) / divisor
                 beyond = np.flatnonzero(np.abs(scaled) > FLOAT32_MAX)
                 if len(beyond):  # would become inf in float32, then NaN in training or scoring
                     row = int(beyond[0])
+                    # inf when the difference itself overflowed: say so in words rather than "inf"
+                    distance = f"{abs(scaled[row]):.3g}" if np.isfinite(scaled[row]) else "more than 1.8e+308"
                     raise table.csv.error(
-                        f"value {table.columns[name][row]:g} is {abs(scaled[row]):.3g} standard deviations from the "
+                        f"value {table.columns[name][row]:g} is {distance} standard deviations from the "
                         f"training mean, beyond float32; check the value or set numeric_transform: signed_log",
                         row=row, column=name)
                 numeric.append(scaled[:, None])

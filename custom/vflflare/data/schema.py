@@ -9,6 +9,7 @@ would otherwise fall back to a default silently, e.g. a categorical column read 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,9 +138,17 @@ def _read_json_object(owner: str, path: Path, allowed: set[str]) -> dict[str, An
     if not path.exists():
         return None
     try:
-        values = json.loads(path.read_text(encoding="utf-8"))
+        # utf-8-sig: editors that save UTF-8 with a byte-order mark are accepted, as for the CSV files.
+        values = json.loads(path.read_text(encoding="utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError.at(owner, path, f"not valid JSON: {exc}") from exc
+    # Past its own limits json gives up with a bare ValueError or RecursionError instead.
+    except RecursionError as exc:
+        raise DataError.at(owner, path, "not valid JSON: arrays or objects nested too deeply") from exc
+    except ValueError as exc:
+        raise DataError.at(
+            owner, path, f"not valid JSON: an integer has more than {sys.get_int_max_str_digits()} digits"
+        ) from exc
     if not isinstance(values, dict):
         raise DataError.at(owner, path, f"expected a JSON object, got {type(values).__name__}")
     unknown = sorted(set(values) - allowed)
