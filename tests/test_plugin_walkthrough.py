@@ -76,7 +76,8 @@ def local_only_config(**values: Any) -> dict[str, Any]:
 
 def test_registered_and_validated():
     assert ALGORITHMS["local_only"] is LocalOnly
-    assert LocalOnly.site_tasks() == ["setup", "align", "psi_labels", "represent", "fit_locally", "label.fit_classifier"]
+    assert LocalOnly.site_tasks() == ["setup", "align", "psi_labels", "resume_from_checkpoint", "represent", "fit_locally",
+                                      "label.fit_classifier"]
     with pytest.raises(ConfigError, match=r"algorithm 'local_only' has no setting \['ssl_epochs'\]"):
         make_config(local_only_config(ssl_epochs=3))
     with pytest.raises(ConfigError, match="algorithm 'local_only': local_epochs must be >= 1, got 0"):

@@ -73,6 +73,10 @@ class JobConfig(Settings):
     # the label party's classifier on fixed representations (one-shot Alg. 1 step 6, SS-VFL-I)
     classifier_epochs: int = 100
     classifier_patience: int = 10
+    # resume (protocol/checkpoint.py): journal every phase exchange and checkpoint every party's state
+    # under a run id (the NVFlare job id); resume: that run id, to go on from its last completed exchange
+    checkpoint: bool = False
+    resume: str = ""
     # transport
     fp16: bool = False
     num_threads: int = 1

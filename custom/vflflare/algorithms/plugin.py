@@ -22,7 +22,7 @@ from vflflare.protocol.transport import Transport
 from vflflare.tracking import Tracker
 
 # tasks every data-holding site answers whatever the algorithm (protocol/site_runtime.py)
-PROTOCOL_TASKS = ("setup", "align", "psi_labels")
+PROTOCOL_TASKS = ("setup", "align", "psi_labels", "resume_from_checkpoint")
 
 
 class Algorithm:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import traceback
+import uuid
 
 from vflflare.torch_runtime import prepare_torch
 from nvflare.apis.fl_context import FLContext
@@ -14,6 +15,7 @@ from nvflare.apis.client import Client
 
 from vflflare.algorithms.registry import make_config
 from vflflare.config import SERVER
+from vflflare.protocol.checkpoint import runs_root
 from vflflare.protocol.runner import run_algorithm
 from vflflare.data.loading import load_label_tables
 from vflflare.flare.site_config import resolve_party_data_root
@@ -63,6 +65,8 @@ class VFLController(Controller):
             self, fl_ctx, abort_signal, sites, self.cfg.fp16, self.task_timeout, self.step_timeout, he=self.cfg.he
         )
         tracker = FlareTracker(self, fl_ctx, on_site=False)
+        # the id to resume this run by (a checkpointed run); resuming keeps the id of the run it goes on with
+        run_id = (self.cfg.resume or uuid.uuid4().hex[:12]) if self.cfg.checkpoint or self.cfg.resume else None
         try:
             data_root = resolve_party_data_root(self.data_root, fl_ctx, SERVER)
             self.log_info(fl_ctx, f"label data root: {data_root or '<embedded default>'}")
@@ -73,13 +77,14 @@ class VFLController(Controller):
             cfg = self.cfg
             results = run_algorithm(
                 net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize), tracker,
-                server_he
+                server_he, runs_root=runs_root(engine.get_workspace().get_root_dir()), run_id=run_id
             )
         except Exception as error:  # any failure ends the job with the reason in the result file
             tracker.close()
             message = f"{type(error).__name__}: {error}"
             self.log_error(fl_ctx, f"vflflare job failed: {message}\n{traceback.format_exc()}")
             self._write(run_dir, {"algorithm": self.cfg.algorithm, "sites": sites, "error": message,
+                                  **({"run_id": run_id} if run_id else {}),
                                   "communication": net.ledger.summary(), "wall_s": net.ledger.wall_s()})
             self.system_panic(f"vflflare: {message}", fl_ctx)
             return

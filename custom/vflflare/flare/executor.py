@@ -14,6 +14,7 @@ from nvflare.apis.signal import Signal
 
 from vflflare import wire
 from vflflare.protocol.payload import Payload, encode, tensor_kinds
+from vflflare.protocol.checkpoint import runs_root
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.flare.he_filters import workspace_context
 from vflflare.flare.psi import psi_source
@@ -48,7 +49,8 @@ class VFLExecutor(Executor):
                 self.config_error, data_root = f"{type(error).__name__}: {error}", None
             self.log_info(fl_ctx, f"data root: {data_root or '<embedded default>'}; vflflare code: {Path(__file__).parents[1]}")
             # alignment "psi": the intersection from this job's PSI workflow or an earlier PSI job
-            self.runtime = SiteRuntime(site, data_root, self.tracker, psi_source(fl_ctx, site, data_root))
+            self.runtime = SiteRuntime(site, data_root, self.tracker, psi_source(fl_ctx, site, data_root),
+                                       runs_root=runs_root(fl_ctx.get_engine().get_workspace().get_root_dir()))
             fl_ctx.get_engine().register_aux_message_handler(AUX_TOPIC, self._on_step)
         elif event_type == EventType.END_RUN and self.tracker is not None:
             self.tracker.close()

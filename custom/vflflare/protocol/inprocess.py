@@ -3,6 +3,7 @@ to bytes so payload and wire accounting match the NVFlare path. For fast tests a
 for measuring NVFlare's overhead."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Mapping
 
 from vflflare import wire
@@ -40,11 +41,17 @@ class InProcessTransport:
     step = _send
 
 
-def run_inprocess(cfg: JobConfig, sites: list[str], data_root: str | None) -> dict:
+def run_inprocess(cfg: JobConfig, sites: list[str], data_root: str | None, runs_root: str | None = None) -> dict:
+    """runs_root: where the coordinator (runs_root/server) and each site (runs_root/<site>) keep the
+    checkpoints of a run with cfg.checkpoint or cfg.resume."""
     prepare_torch(cfg.num_threads)
-    runtimes = {s: SiteRuntime(s, data_root) for s in sites}
+
+    def root(party: str) -> str | None:
+        return str(Path(runs_root) / party) if runs_root else None
+
+    runtimes = {s: SiteRuntime(s, data_root, runs_root=root(s)) for s in sites}
     net = InProcessTransport(runtimes, fp16=cfg.fp16)
     return run_algorithm(
         net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
-        LogTracker("vflflare.server")
+        LogTracker("vflflare.server"), runs_root=root(SERVER)
     )

@@ -1,11 +1,13 @@
 """Run one algorithm plug-in end to end on any Transport and produce the job's result record."""
 from __future__ import annotations
 
+import uuid
 from typing import Any, Callable
 
 from vflflare.algorithms.registry import get_algorithm
 from vflflare.config import JobConfig
 from vflflare.data.types import LabelTables
+from vflflare.protocol.checkpoint import CheckpointedTransport, Journal
 from vflflare.protocol.setup import setup_parties
 from vflflare.protocol.transport import Transport
 from vflflare.tracking import Tracker
@@ -13,17 +15,30 @@ from vflflare.tracking import Tracker
 
 def run_algorithm(
     net: Transport, cfg: JobConfig, load_server_labels: Callable[[], LabelTables], tracker: Tracker,
-    he_context: Any = None,
+    he_context: Any = None, runs_root: str | None = None, run_id: str | None = None,
 ) -> dict:
-    """he_context: the coordinator's public CKKS context when cfg.he (it can add, never decrypt)."""
+    """he_context: the coordinator's public CKKS context when cfg.he (it can add, never decrypt).
+    runs_root, run_id: where the coordinator journals a run with cfg.checkpoint, and its id (default:
+    a fresh one); cfg.resume names the run to go on with."""
     if len(net.sites) < 2:
         raise ValueError(f"vertical FL needs at least 2 sites, got {net.sites}")
+    resumable = None
+    if cfg.checkpoint or cfg.resume:
+        if runs_root is None:
+            raise ValueError("checkpoint/resume needs a place for the run's journal (the coordinator's workspace)")
+        run_id = cfg.resume or run_id or uuid.uuid4().hex[:12]
+        net = resumable = CheckpointedTransport(net, Journal(runs_root, run_id, cfg.to_dict(), bool(cfg.resume)))
+        tracker.info(f"run id {run_id}: checkpoints under {runs_root}; go on after a failure with resume: {run_id}")
     plugin = get_algorithm(cfg.algorithm, cfg.plugins)
     label, rows, alignment = (setup_parties(net, cfg, plugin, load_server_labels, tracker) if plugin.needs_data
                               else (None, {}, {}))
     flow = plugin(cfg, tracker, he_context)
+    if resumable is not None:
+        resumable.start()
     metrics = flow.run(net, label, rows)
+    resume = {"run_id": run_id, "replayed_exchanges": resumable.replayed} if resumable is not None else {}
     return {
+        **resume,
         "algorithm": cfg.algorithm,
         "seed": cfg.seed,
         "sites": list(net.sites),

@@ -26,6 +26,7 @@ from vflflare.protocol.alignment import (
     psi_root,
     read_psi_file,
 )
+from vflflare.protocol.checkpoint import MARK, RESTORE_TASK, SiteCheckpoints
 from vflflare.protocol.alignment_report import describe_unmatched, id_variants, partial_test, unlabeled_test
 from vflflare.algorithms.registry import ALGORITHMS, get_algorithm, make_config
 from vflflare.config import JobConfig
@@ -46,12 +47,15 @@ class SiteRuntime:
         data_root: str | None,
         tracker: Tracker | None = None,
         psi_source: Callable[[], list[str]] | None = None,
+        runs_root: str | None = None,
     ) -> None:
         """psi_source: returns this site's PSI intersection (tagged items) for alignment "psi"; default:
-        read <psi root>/<site>/psi_intersection.csv (psi root: VFLFLARE_PSI_ROOT, else data_root)."""
+        read <psi root>/<site>/psi_intersection.csv (psi root: VFLFLARE_PSI_ROOT, else data_root).
+        runs_root: where the site keeps the checkpoints of runs with `checkpoint` (its workspace)."""
         self.site = site
         self.data_root = data_root
         self.psi_source = psi_source or self._psi_from_file
+        self.checkpoints = SiteCheckpoints(runs_root, site)
         self._psi: PSIView | None = None
         self._cfg: JobConfig | None = None
         self._plugin = None
@@ -65,25 +69,42 @@ class SiteRuntime:
             "setup": self._setup,
             "align": self._align,
             "psi_labels": self._psi_labels,
+            RESTORE_TASK: self._restore,
         }
 
     def handle(self, task: str, payload: Payload) -> Payload:
         with self._lock:
-            if task in self._tasks:
-                if task != "setup" and self.party is None:
-                    raise RuntimeError(f"site '{self.site}': task '{task}' before setup")
-                return self._tasks[task](payload)
-            if task.startswith(LABEL_PREFIX):
-                return self._label_call(task[len(LABEL_PREFIX):], payload)
-            if self.party is not None and task in self._steps:
-                return getattr(self.party, task)(payload)
-            for plugin in ALGORITHMS.values():
-                if task in plugin.stateless_steps:
-                    return plugin.stateless_steps[task](self.site, payload)
-            if self.party is None:
+            mark = payload.pop(MARK, None)
+            reply = self._handle(task, payload)
+            if mark is not None:  # a checkpointed run's phase exchange: save the state it left (checkpoint.py)
+                reply = {**reply, MARK: self.checkpoints.save(mark, *self._states())}
+            return reply
+
+    def _states(self) -> tuple:
+        return (self.party.state if self.party is not None else None,
+                self.label.state if self.label is not None else None)
+
+    def _restore(self, payload: Payload) -> Payload:
+        self.checkpoints.load(payload, *self._states())
+        self.tracker.info(f"site '{self.site}': resumed run {payload['run']!r} from its exchange {payload['seq']}")
+        return {}
+
+    def _handle(self, task: str, payload: Payload) -> Payload:
+        if task in self._tasks:
+            if task != "setup" and self.party is None:
                 raise RuntimeError(f"site '{self.site}': task '{task}' before setup")
-            raise ValueError(f"site '{self.site}': algorithm '{self._cfg.algorithm}' has no site step '{task}'; "
-                             f"its steps: {self._steps}")
+            return self._tasks[task](payload)
+        if task.startswith(LABEL_PREFIX):
+            return self._label_call(task[len(LABEL_PREFIX):], payload)
+        if self.party is not None and task in self._steps:
+            return getattr(self.party, task)(payload)
+        for plugin in ALGORITHMS.values():
+            if task in plugin.stateless_steps:
+                return plugin.stateless_steps[task](self.site, payload)
+        if self.party is None:
+            raise RuntimeError(f"site '{self.site}': task '{task}' before setup")
+        raise ValueError(f"site '{self.site}': algorithm '{self._cfg.algorithm}' has no site step '{task}'; "
+                         f"its steps: {self._steps}")
 
     def _setup(self, payload: Payload) -> Payload:
         cfg = make_config(payload["config"])

@@ -1,0 +1,205 @@
+"""Resume a run from its last completed phase exchange.
+
+With ``checkpoint: true`` every phase exchange after setup is journaled by the coordinator (its replies,
+and the hash of the checkpoint each site wrote of its state right after answering), and each site
+saves its `PartyState` (and its label party's) under the run id. A job submitted again with
+``resume: <run id>`` runs setup (data loading and alignment are deterministic), then replays the
+plug-in's `run` against the journal: every exchange already answered returns its journaled replies
+without a message. At the first exchange past the journal, or the first per-batch step, the sites load
+their checkpoint of the last replayed exchange, verifying its hash, and the run goes on live.
+Coordinator-side computation (a label party on the server) is re-executed on the journaled inputs,
+which is deterministic (seeded, see test_determinism.py).
+
+Layout under a party's runs root (its NVFlare workspace root unless VFLFLARE_RUNS_ROOT is set, or the
+in-process checkpoint root):
+``vflflare_runs/<run id>/journal/`` on the coordinator, ``vflflare_runs/<run id>/<site>/`` on a site.
+
+A per-batch split-NN phase is not journaled: a run stopped inside one resumes from the exchange before
+it and trains that phase again.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from vflflare import wire
+from vflflare.protocol.payload import Payload, decode, encode
+from vflflare.protocol.state import PartyState
+
+RUNS_DIR = "vflflare_runs"
+RUNS_ROOT_ENV = "VFLFLARE_RUNS_ROOT"  # overrides the workspace root, e.g. for the simulator, which wipes it
+MARK = "_checkpoint"  # the key an exchange payload carries to ask for a checkpoint, and its reply the hash
+RESTORE_TASK = "resume_from_checkpoint"
+UNCHECKED = ("checkpoint", "resume")  # config keys a resumed run may change
+
+
+class ResumeError(RuntimeError):
+    """A run cannot be resumed as asked: the message names the run, the party and the file."""
+
+
+def runs_root(workspace_root: str) -> str:
+    return os.environ.get(RUNS_ROOT_ENV) or workspace_root
+
+
+def run_dir(root: str | Path, run_id: str) -> Path:
+    return Path(root) / RUNS_DIR / run_id
+
+
+def file_hash(*paths: Path) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@dataclass
+class Entry:
+    seq: int
+    task: str
+    replies: dict[str, Payload]
+    hashes: dict[str, str]
+
+
+class Journal:
+    """The coordinator's record of a run's phase exchanges, in order, each file with its hash."""
+
+    def __init__(self, root: str | Path, run_id: str, config: Mapping[str, Any], resume: bool) -> None:
+        self.run_id = run_id
+        self.folder = run_dir(root, run_id) / "journal"
+        self.index = self.folder / "index.jsonl"
+        settings = {k: v for k, v in config.items() if k not in UNCHECKED}
+        config_file = self.folder / "config.json"
+        if resume:
+            if not config_file.is_file():
+                raise ResumeError(f"resume {run_id!r}: no journal at {self.folder}; the run ids there: "
+                                  f"{sorted(p.name for p in self.folder.parents[1].glob('*'))}")
+            before = json.loads(config_file.read_text())
+            changed = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
+            if changed:
+                raise ResumeError(f"resume {run_id!r}: the job's settings {changed} differ from the run's; resume "
+                                  f"with the same settings")
+        else:
+            if self.index.exists():
+                raise ResumeError(f"run {run_id!r} already has a journal at {self.folder}; resume it or use another id")
+            self.folder.mkdir(parents=True, exist_ok=True)
+            config_file.write_text(json.dumps(settings, sort_keys=True))
+            self.index.write_text("")
+
+    def entries(self) -> list[Entry]:
+        out = []
+        for line in self.index.read_text().splitlines():
+            record = json.loads(line)
+            path = self.folder / record["file"]
+            if not path.is_file() or file_hash(path) != record["sha256"]:
+                raise ResumeError(f"resume {self.run_id!r}: journal entry {path} is missing or altered")
+            data = wire.loads(path.read_bytes())
+            out.append(Entry(record["seq"], record["task"], {s: decode(r) for s, r in data.items()},
+                             record["hashes"]))
+        return out
+
+    def write(self, seq: int, task: str, replies: Mapping[str, Payload], hashes: Mapping[str, str]) -> None:
+        path = self.folder / f"{seq:05d}-{task}.bin"
+        path.write_bytes(wire.dumps({s: encode(r, False) for s, r in replies.items()}))
+        record = {"seq": seq, "task": task, "file": path.name, "sha256": file_hash(path), "hashes": dict(hashes)}
+        with open(self.index, "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def truncate(self, keep: int) -> None:
+        """Forget entries from `keep` on: the live run recomputes them."""
+        lines = self.index.read_text().splitlines()[:keep]
+        self.index.write_text("".join(line + "\n" for line in lines))
+
+
+class CheckpointedTransport:
+    """The transport a plug-in runs on when checkpointing: journals and replays phase exchanges."""
+
+    def __init__(self, net: Any, journal: Journal) -> None:
+        """Passes everything through until `start` (setup is never journaled: it is re-run on resume)."""
+        self.net, self.journal = net, journal
+        self.sites, self.ledger = net.sites, net.ledger
+        self._replay = journal.entries()
+        self._seq = 0
+        self._live = not self._replay
+        self._replayed = 0
+        self._started = False
+
+    def start(self) -> None:
+        self._started = True
+
+    @property
+    def replayed(self) -> int:
+        """Exchanges answered from the journal rather than by the sites."""
+        return self._replayed if self._live else self._seq
+
+    def exchange(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
+        if not self._started:
+            return self.net.exchange(task, payloads)
+        if not self._live:
+            if self._seq < len(self._replay):
+                entry = self._replay[self._seq]
+                if entry.task != task or sorted(entry.replies) != sorted(payloads):
+                    raise ResumeError(f"resume {self.journal.run_id!r}: exchange {self._seq} of the run was "
+                                      f"'{entry.task}' to {sorted(entry.replies)}, the job now asks '{task}' to "
+                                      f"{sorted(payloads)}: the run is not the same")
+                self._seq += 1
+                return entry.replies
+            self._go_live()
+        mark = {"run": self.journal.run_id, "seq": self._seq}
+        replies = self.net.exchange(task, {s: {**p, MARK: mark} for s, p in payloads.items()})
+        hashes = {s: str(r.pop(MARK)) for s, r in replies.items()}
+        self.journal.write(self._seq, task, replies, hashes)
+        self._seq += 1
+        return replies
+
+    def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
+        if self._started and not self._live:
+            self._go_live()
+        return self.net.step(task, payloads)
+
+    def _go_live(self) -> None:
+        """Sites load their state as of the last replayed exchange they took part in."""
+        last: dict[str, Entry] = {}
+        for entry in self._replay[: self._seq]:
+            for site in entry.replies:
+                last[site] = entry
+        if last:
+            self.net.exchange(RESTORE_TASK, {s: {"run": self.journal.run_id, "seq": e.seq, "hash": e.hashes[s]}
+                                             for s, e in last.items()})
+        self.journal.truncate(self._seq)
+        self._replayed, self._live = self._seq, True
+
+
+class SiteCheckpoints:
+    """A site's side: save its states after a marked exchange, load them back on restore."""
+
+    def __init__(self, root: str | Path | None, site: str) -> None:
+        self.root, self.site = root, site
+
+    def _paths(self, run_id: str, seq: int) -> tuple[Path, Path]:
+        if self.root is None:
+            raise ResumeError(f"site '{self.site}': checkpointing needs a runs root (the site's workspace)")
+        folder = run_dir(self.root, run_id) / self.site
+        return folder / f"{seq:05d}.party.pt", folder / f"{seq:05d}.label.pt"
+
+    def save(self, mark: Mapping[str, Any], party: PartyState | None, label: PartyState | None) -> str:
+        party_path, label_path = self._paths(str(mark["run"]), int(mark["seq"]))
+        (party or PartyState("none")).save(party_path)
+        (label or PartyState("none")).save(label_path)
+        return file_hash(party_path, label_path)
+
+    def load(self, request: Mapping[str, Any], party: PartyState | None, label: PartyState | None) -> None:
+        party_path, label_path = self._paths(str(request["run"]), int(request["seq"]))
+        if not (party_path.is_file() and label_path.is_file()):
+            raise ResumeError(f"site '{self.site}': no checkpoint {party_path} to resume run {request['run']!r} "
+                              f"from; was the site's workspace changed?")
+        if file_hash(party_path, label_path) != request["hash"]:
+            raise ResumeError(f"site '{self.site}': checkpoint {party_path} does not match the coordinator's journal "
+                              f"of run {request['run']!r}; it was altered or comes from another run")
+        if party is not None:
+            party.load(party_path)
+        if label is not None:
+            label.load(label_path)
