@@ -64,21 +64,28 @@ def check_min_aligned(aligned: int, min_aligned: float, report: Mapping, sites: 
                              f"({what}); alignment report:\n{format_report(report)}")
 
 
-def describe_unmatched(owner: str, file: str, ids: Sequence[str], positions: Sequence[int], count: int,
-                       what: str) -> str:
-    examples = [ids[i] for i in list(positions)[:EXAMPLES]]
-    return f"{owner}: {file}: {count} of {len(ids)} {what} have no partner at every other party, e.g. IDs {examples}"
+def summarize(unmatched: Mapping[str, Sequence[int]]) -> dict[str, dict]:
+    """Per part, the count of a party's unmatched rows and the positions of the first `EXAMPLES`: all a
+    party needs for its log (sending every position would cost 8 bytes per unaligned row)."""
+    return {part: {"first": np.asarray(positions[:EXAMPLES], dtype=np.int64), "count": len(positions)}
+            for part, positions in unmatched.items()}
 
 
-def partial_test(owner: str, file: str, ids: Sequence[str], positions: Sequence[int], allowed: bool,
+def describe_unmatched(owner: str, file: str, ids: Sequence[str], unmatched: Mapping, what: str) -> str:
+    examples = [ids[int(i)] for i in unmatched["first"]]
+    return (f"{owner}: {file}: {int(unmatched['count'])} of {len(ids)} {what} have no partner at every other "
+            f"party, e.g. IDs {examples}")
+
+
+def partial_test(owner: str, file: str, ids: Sequence[str], unmatched: Mapping, allowed: bool,
                  log: Callable[[str], None]) -> list[str]:
     """A test row or test label with no partner would silently go unscored. Returns the problem (for the
     coordinator to fail the job with every party's problems at once) unless the job allows it, in
     which case it goes to the party's log. When no test row matches at all, the coordinator's "share
     no test rows" error says it better."""
-    if not len(positions) or len(positions) == len(ids):
+    if not unmatched["count"] or unmatched["count"] == len(ids):
         return []
-    message = describe_unmatched(owner, file, ids, positions, len(positions), "test rows")
+    message = describe_unmatched(owner, file, ids, unmatched, "test rows")
     if allowed:
         log(message + "; left out of scoring (allow_partial_test)")
         return []

@@ -36,6 +36,7 @@ from vflflare.protocol.alignment_report import (
     id_variants,
     partial_test,
     raise_partial_test,
+    summarize,
     unlabeled_test,
 )
 from vflflare.protocol.label_party import LabelParty
@@ -92,8 +93,8 @@ def setup_parties(
             return positions_of(digests[party], part)
 
         def unmatched(party: str) -> dict:
-            return {part: unmatched_positions(digests[party], common)
-                    for part, digests, common in (("train", train, common_train), ("test", test, common_test))}
+            return summarize({part: unmatched_positions(digests[party], common)
+                              for part, digests, common in (("train", train, common_train), ("test", test, common_test))})
 
         problems, replies = [], {}
         if cfg.label_owner == SERVER:
@@ -160,8 +161,8 @@ def _setup_with_psi(
             tracker.info("alignment:\n" + format_report(report))
             who = "label party 'server'"
             problems += partial_test(who, "test labels", tables.test_ids,
-                                     unmatched_positions(tables.test_ids, set(test_ids)), cfg.allow_partial_test,
-                                     tracker.info)
+                                     summarize({"test": unmatched_positions(tables.test_ids, set(test_ids))})["test"],
+                                     cfg.allow_partial_test, tracker.info)
             problems += unlabeled_test(who, n_test - len(test_ids), n_test, cfg.allow_partial_test, tracker.info)
             raise_partial_test(problems)
             _check_nonempty(train_ids, test_ids, context)

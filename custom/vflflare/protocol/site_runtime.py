@@ -27,7 +27,7 @@ from vflflare.protocol.alignment import (
     read_psi_file,
 )
 from vflflare.protocol.checkpoint import MARK, RESTORE_TASK, SiteCheckpoints
-from vflflare.protocol.alignment_report import describe_unmatched, id_variants, partial_test, unlabeled_test
+from vflflare.protocol.alignment_report import describe_unmatched, id_variants, partial_test, summarize, unlabeled_test
 from vflflare.algorithms.registry import ALGORITHMS, get_algorithm, make_config
 from vflflare.config import JobConfig
 from vflflare.data.loading import load_label_tables, load_site_tables
@@ -155,7 +155,7 @@ class SiteRuntime:
         positions_in(tables.train_ids, self._psi.train, owner, "train")
         positions_in(tables.test_ids, self._psi.test, owner, "test")
         problems = self._report(owner, (TRAIN_FILE, TEST_FILE), tables.train_ids, tables.test_ids,
-                                self._psi.unmatched(tables.train_ids, tables.test_ids))
+                                summarize(self._psi.unmatched(tables.train_ids, tables.test_ids)))
         reply: Payload = {"psi": {"train": len(self._psi.train), "test": len(self._psi.test),
                                   "fingerprint": intersection_fingerprint(cfg.seed, self._psi.train, self._psi.test),
                                   "rows": {"train": len(tables.train_ids), "test": len(tables.test_ids)}}}
@@ -164,7 +164,7 @@ class SiteRuntime:
             self.label = self._plugin.Label(labels, sites, cfg, self.tracker)
             who = f"label party '{self.site}'"
             problems += self._report(who, ("train labels", "test labels"), labels.train_ids, labels.test_ids,
-                                     self._psi.unmatched(labels.train_ids, labels.test_ids))
+                                     summarize(self._psi.unmatched(labels.train_ids, labels.test_ids)))
             labeled = set(labels.test_ids)
             problems += unlabeled_test(who, [i for i in self._psi.test if i not in labeled], len(self._psi.test),
                                        cfg.allow_partial_test, self.tracker.info)
@@ -232,9 +232,8 @@ class SiteRuntime:
                 unmatched: Payload) -> list[str]:
         """Log this party's unmatched training IDs (they stay at the site); returns the problem of its test
         rows without partner, for the coordinator to fail the job with."""
-        train = unmatched["train"]
-        if len(train):
-            self.tracker.info(describe_unmatched(owner, files[0], train_ids, train, len(train), "train rows"))
+        if unmatched["train"]["count"]:
+            self.tracker.info(describe_unmatched(owner, files[0], train_ids, unmatched["train"], "train rows"))
         return partial_test(owner, files[1], test_ids, unmatched["test"], self._cfg.allow_partial_test,
                             self.tracker.info)
 
