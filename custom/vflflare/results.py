@@ -1,7 +1,42 @@
-"""The job's result record (vflflare_results.json) and the table printed at the end of a run."""
+"""The job's result record (vflflare_results.json) and the table printed at the end of a run.
+
+Every record a job writes has "status": "completed", or "failed" with "error" (the reason), "phase"
+(where it happened), "site" (the site to blame, or null) and "progress" (what was done before).
+"""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # deployment scripts import this module for RESULTS_FILE: keep it light
+    from vflflare.protocol.ledger import CommLedger
+
 RESULTS_FILE = "vflflare_results.json"
+COMPLETED, FAILED = "completed", "failed"
+
+
+def completed(results: dict[str, Any]) -> dict[str, Any]:
+    """A finished run's record, marked as such."""
+    return {"status": COMPLETED, **results}
+
+
+def failed(algorithm: str, sites: list[str], error: str, site: str | None, ledger: CommLedger) -> dict[str, Any]:
+    """The record of a run that stopped with `error`: where (phase, site) and how far it got."""
+    phase = ledger.failure_phase()
+    return {
+        "status": FAILED,
+        "algorithm": algorithm,
+        "sites": sites,
+        "error": error,
+        "phase": phase,
+        "site": site,
+        "progress": {
+            "phases_completed": [p["name"] for p in ledger.phases if not p.get("failed")],
+            "split_steps": ledger.steps_done(),
+        },
+        "communication": ledger.summary(),
+        "phases": ledger.phases,
+        "wall_s": ledger.wall_s(),
+    }
 
 
 def _mb(nbytes: int) -> str:
@@ -12,7 +47,9 @@ def format_table(results: dict) -> str:
     lines = [f"vflflare {results['algorithm']}  seed {results.get('seed')}  sites {', '.join(results['sites'])}  "
              f"label owner {results.get('label_owner')}  wall {results.get('wall_s', 0):.1f} s"]
     if "error" in results:
-        lines.append(f"FAILED: {results['error']}")
+        where = f" in phase {results['phase']}" if results.get("phase") else ""
+        where += f" (site {results['site']})" if results.get("site") else ""
+        lines.append(f"FAILED{where}: {results['error']}")
     for name, value in sorted(results.get("metrics", {}).items()):
         lines.append(f"  {name:<28} {value:.4f}")
     comm = results.get("communication", {})

@@ -7,11 +7,14 @@ import traceback
 import uuid
 
 from vflflare.torch_runtime import prepare_torch
+from nvflare.apis.event_type import EventType
+from nvflare.apis.fl_constant import FLContextKey
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.controller import Controller
 from nvflare.apis.signal import Signal
 from nvflare.apis.shareable import Shareable
 from nvflare.apis.client import Client
+from nvflare.apis.wf_comm_spec import WFCommSpec
 
 from vflflare.algorithms.registry import make_config
 from vflflare.config import SERVER
@@ -20,9 +23,10 @@ from vflflare.protocol.runner import run_algorithm
 from vflflare.data.loading import load_label_tables
 from vflflare.flare.site_config import resolve_party_data_root
 from vflflare.flare.he_filters import workspace_context
+from vflflare.flare.site_health import SiteHealth
 from vflflare.flare.tracking import FlareTracker
 from vflflare.flare.transport import FlareTransport
-from vflflare.results import RESULTS_FILE, format_table
+from vflflare.results import RESULTS_FILE, completed, failed, format_table
 
 
 
@@ -45,6 +49,31 @@ class VFLController(Controller):
         self.min_sites = min_sites
         self.task_timeout, self.step_timeout = task_timeout, step_timeout
         self.data_root = data_root
+        self.health = SiteHealth()  # sites known to have stopped; the transport fails fast on them
+
+    def set_communicator(self, communicator: WFCommSpec) -> None:
+        super().set_communicator(communicator)
+        # NVFlare's dead-job report (a site's parent no longer lists this job in its heartbeat) goes
+        # to the communicator only, which waits out a grace period (60 s) before it fires
+        # CLIENT_DISCONNECTED: note the site at once as well
+        report = getattr(communicator, "process_dead_client_report", None)
+        if report is not None:
+            def noted(client_name: str, fl_ctx: FLContext) -> None:
+                self._site_dead(client_name, "NVFlare reported its job process dead (dead-job report)", fl_ctx)
+                report(client_name, fl_ctx)
+
+            communicator.process_dead_client_report = noted
+
+    def handle_event(self, event_type: str, fl_ctx: FLContext) -> None:
+        super().handle_event(event_type, fl_ctx)
+        if event_type == EventType.CLIENT_DISCONNECTED:
+            site = fl_ctx.get_prop(FLContextKey.DISCONNECTED_CLIENT_NAME)
+            if site:
+                self._site_dead(site, "NVFlare reported the site disconnected (no heartbeat)", fl_ctx)
+
+    def _site_dead(self, site: str, reason: str, fl_ctx: FLContext) -> None:
+        if self.health.mark_dead(site, reason):
+            self.log_error(fl_ctx, f"site '{site}' stopped: {reason}")
 
     def start_controller(self, fl_ctx: FLContext) -> None:
         prepare_torch(self.cfg.num_threads)
@@ -62,8 +91,10 @@ class VFLController(Controller):
         sites = sorted(c.name for c in engine.get_clients())
         run_dir = engine.get_workspace().get_run_dir(fl_ctx.get_job_id())
         net = FlareTransport(
-            self, fl_ctx, abort_signal, sites, self.cfg.fp16, self.task_timeout, self.step_timeout, he=self.cfg.he
+            self, fl_ctx, abort_signal, sites, self.cfg.fp16, self.task_timeout, self.step_timeout, he=self.cfg.he,
+            health=self.health,
         )
+        net.ledger.on_phase = lambda name: self.log_info(fl_ctx, f"vflflare phase '{name}' started")
         tracker = FlareTracker(self, fl_ctx, on_site=False)
         # the id to resume this run by (a checkpointed run); resuming keeps the id of the run it goes on with
         run_id = (self.cfg.resume or uuid.uuid4().hex[:12]) if self.cfg.checkpoint or self.cfg.resume else None
@@ -83,12 +114,17 @@ class VFLController(Controller):
             tracker.close()
             message = f"{type(error).__name__}: {error}"
             self.log_error(fl_ctx, f"vflflare job failed: {message}\n{traceback.format_exc()}")
-            self._write(run_dir, {"algorithm": self.cfg.algorithm, "sites": sites, "error": message,
-                                  **({"run_id": run_id} if run_id else {}),
-                                  "communication": net.ledger.summary(), "wall_s": net.ledger.wall_s()})
+            record = failed(self.cfg.algorithm, sites, message, getattr(error, "site", None), net.ledger)
+            if run_id:
+                record["run_id"] = run_id
+            path = self._write(run_dir, record)
+            self.log_error(fl_ctx, f"results written to {path}\n{format_table(record)}")
+            net.close()
             self.system_panic(f"vflflare: {message}", fl_ctx)
             return
         tracker.close()
+        net.close()
+        results = completed(results)
         path = self._write(run_dir, results)
         table = format_table(results)
         self.log_info(fl_ctx, f"results written to {path}\n{table}")

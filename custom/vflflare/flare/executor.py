@@ -8,8 +8,9 @@ from pathlib import Path
 from vflflare.torch_runtime import prepare_torch
 from nvflare.apis.event_type import EventType
 from nvflare.apis.executor import Executor
+from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.fl_context import FLContext
-from nvflare.apis.shareable import Shareable
+from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
 from vflflare import wire
@@ -19,7 +20,9 @@ from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.flare.he_filters import workspace_context
 from vflflare.flare.psi import psi_source
 from vflflare.flare.site_config import resolve_party_data_root
-from vflflare.flare.messages import AUX_TOPIC, ERROR_HEADER, TASK_HEADER, error_reply, from_shareable, to_shareable
+from vflflare.flare.messages import (
+    AUX_TOPIC, ERROR_HEADER, PING_TOPIC, TASK_HEADER, error_reply, from_shareable, to_shareable,
+)
 from vflflare.flare.tracking import FlareTracker
 from vflflare.privacy import ckks
 
@@ -52,6 +55,8 @@ class VFLExecutor(Executor):
             self.runtime = SiteRuntime(site, data_root, self.tracker, psi_source(fl_ctx, site, data_root),
                                        runs_root=runs_root(fl_ctx.get_engine().get_workspace().get_root_dir()))
             fl_ctx.get_engine().register_aux_message_handler(AUX_TOPIC, self._on_step)
+            # the coordinator's liveness probe (flare/liveness.py): answering at all is the message
+            fl_ctx.get_engine().register_aux_message_handler(PING_TOPIC, self._on_ping)
         elif event_type == EventType.END_RUN and self.tracker is not None:
             self.tracker.close()
 
@@ -81,6 +86,10 @@ class VFLExecutor(Executor):
         if problem:
             return error_reply(problem)
         return self._run(task_name, from_shareable(shareable), fl_ctx)
+
+    @staticmethod
+    def _on_ping(topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
+        return make_reply(ReturnCode.OK)
 
     def _on_step(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
         return self._run(request.get_header(TASK_HEADER), from_shareable(request), fl_ctx, aux=True)

@@ -11,6 +11,11 @@ PAYLOAD_KEY = "vflflare_payload"
 TASK_HEADER = "vflflare_task"
 ERROR_HEADER = "vflflare_error"
 AUX_TOPIC = "vflflare.step"
+# a liveness probe: the executor answers it with an empty OK reply (flare/site_health.py says why)
+PING_TOPIC = "vflflare.ping"
+# what NVFlare returns for an aux request whose target's job cell does not exist (any more): the
+# request was never delivered, so the site cannot have answered it
+UNREACHABLE_CODES = frozenset({ReturnCode.COMMUNICATION_ERROR, ReturnCode.ERROR})
 
 
 def to_shareable(data: bytes, task: str | None = None) -> Shareable:

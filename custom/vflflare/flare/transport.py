@@ -1,23 +1,38 @@
 """Transport over NVFlare: phase exchanges are tasks (job Filters apply), per-batch steps are aux
-requests from the server to the sites (about 37 ms instead of a 0.6-2 s task round trip)."""
+requests from the server to the sites (about 37 ms instead of a 0.6-2 s task round trip).
+
+Every wait ends as soon as a site it waits on is known to have stopped (SiteHealth, fed by NVFlare's
+reports and by the liveness probes of flare/liveness.py), with a TransportError naming the site, the
+phase and the task; and as soon as NVFlare aborts the job.
+"""
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
 import time
-from typing import Mapping
+from typing import Callable, Iterable, Mapping
 
 from nvflare.apis.controller_spec import ClientTask, Task, TaskCompletionStatus
+from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.controller import Controller
+from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
 
 from vflflare import wire
 from vflflare.protocol.ledger import CommLedger
 from vflflare.protocol.payload import Payload, decode, encode, tensor_kinds
 from vflflare.protocol.transport import TransportError
-from vflflare.flare.messages import AUX_TOPIC, error_of, payload_bytes_of, to_shareable
+from vflflare.flare.liveness import PROBE_AFTER_S, PROBE_TIMEOUT_S, SiteProber
+from vflflare.flare.messages import AUX_TOPIC, PING_TOPIC, UNREACHABLE_CODES, error_of, payload_bytes_of, to_shareable
+from vflflare.flare.site_health import SiteHealth
 from vflflare.privacy.ckks import key_ids
+
+# after NVFlare aborts the job (it does so about 2 s after a site's parent reports the site's job
+# process dead, without saying which site), wait this long for a probe or NVFlare's dead-job report
+# to name the site; NVFlare gives the server job 10 s before it terminates it
+ABORT_GRACE_S = 3.0
+POLL_S = 0.02
 
 
 class FlareTransport:
@@ -31,9 +46,11 @@ class FlareTransport:
         task_timeout: float,
         step_timeout: float,
         he: bool = False,
+        health: SiteHealth | None = None,
     ) -> None:
         """he: the sites encrypt every float tensor (vflflare.privacy.ckks); the coordinator then refuses
-        any plaintext float tensor in either direction, and ciphertexts of differing keys."""
+        any plaintext float tensor in either direction, and ciphertexts of differing keys.
+        health: where the controller records NVFlare's dead-site reports (shared with the probes)."""
         self.controller, self.fl_ctx, self.abort_signal = controller, fl_ctx, abort_signal
         self.he = he
         self._key_ids: dict[str, str] = {}  # HE key fingerprint -> first site that used it
@@ -42,6 +59,57 @@ class FlareTransport:
         self.task_timeout, self.step_timeout = task_timeout, step_timeout
         self.ledger = CommLedger()
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(sites)), thread_name_prefix="vflflare-step")
+        self.health = health if health is not None else SiteHealth()
+        self.prober = SiteProber(self._ping, self.health, sites)
+
+    # ------------------------------------------------------------------ failure detection
+    def _ping(self, site: str) -> Shareable | None:
+        engine = self.fl_ctx.get_engine()
+        with engine.new_context() as fl_ctx:
+            replies = engine.send_aux_request([site], PING_TOPIC, Shareable(), PROBE_TIMEOUT_S, fl_ctx, optional=True) or {}
+        return replies.get(site)
+
+    def _dead_error(self, site: str, task: str, note: str = "") -> TransportError:
+        return TransportError(
+            f"site '{site}' stopped during phase '{self.ledger.current}' (task '{task}'): "
+            f"{self.health.reason(site)}{note}", site=site)
+
+    def _fail_if_dead(self, sites: Iterable[str], task: str) -> None:
+        dead = self.health.first_dead(sites)
+        if dead:
+            raise self._dead_error(dead, task)
+
+    def _aborted_error(self, task: str, waiting: list[str]) -> TransportError:
+        """NVFlare aborted the job: name the stopped site if a probe or NVFlare's report does in time."""
+        deadline = time.monotonic() + ABORT_GRACE_S
+        while not self.health.first_dead(self.sites) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        dead = self.health.first_dead(waiting) or self.health.first_dead(self.sites)
+        if dead:
+            return self._dead_error(dead, task, " (NVFlare aborted the job)")
+        return TransportError(f"job aborted by NVFlare during phase '{self.ledger.current}' (task '{task}') while "
+                              f"waiting for {', '.join(waiting) or 'no site'}; no site was reported dead")
+
+    def _wait(self, task: str, waiting: Callable[[], list[str]]) -> None:
+        """Return once `waiting()` is empty; raise as soon as a site it lists stops or the job is aborted.
+        Meanwhile the sites still waited on are probed (flare/liveness.py)."""
+        start = time.monotonic()
+        while True:
+            pending = waiting()
+            if not pending:
+                return
+            self._fail_if_dead(pending, task)
+            if self.abort_signal.triggered:
+                raise self._aborted_error(task, pending)
+            self.prober.watch(pending, time.monotonic() - start)
+            time.sleep(POLL_S)
+
+    def _check_reply(self, site: str, task: str, reply: Shareable | None) -> None:
+        """An aux reply NVFlare made up because the site was unreachable: confirm with a probe, and
+        report a stopped site as such instead of as a bare return code."""
+        if reply is None or reply.get_return_code(ReturnCode.OK) in UNREACHABLE_CODES:
+            if self.health.reason(site) or not self.prober.probe(site):
+                raise self._dead_error(site, task)
 
     def _check_he(self, site: str, task: str, payload: Payload, direction: str) -> None:
         plaintext = tensor_kinds(payload)["plaintext"]
@@ -70,7 +138,7 @@ class FlareTransport:
     def _incoming(self, site: str, task: str, reply) -> Payload:
         problem = error_of(reply)
         if problem:
-            raise TransportError(f"site '{site}' failed task '{task}': {problem}")
+            raise TransportError(f"site '{site}' failed task '{task}' in phase '{self.ledger.current}': {problem}", site=site)
         data = payload_bytes_of(reply)
         received = wire.loads(data) if data else {}
         self.ledger.record(site, "up", received, len(data))
@@ -79,12 +147,21 @@ class FlareTransport:
         return decode(received)
 
     def exchange(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
+        self._fail_if_dead(payloads, task)
         replies: dict[str, object] = {}
         lock = threading.Lock()
 
         def on_result(client_task: ClientTask, fl_ctx: FLContext) -> None:
             with lock:
                 replies[client_task.client.name] = client_task.result
+            self.prober.seen(client_task.client.name)
+
+        def waiting() -> list[str]:
+            pending = [site for site, t in tasks.items() if t.completion_status is None]
+            for site in pending:
+                if tasks[site].client_tasks:  # the site picked the task up: its job is running
+                    self.prober.seen(site)
+            return pending
 
         tasks = {}
         for site, payload in payloads.items():
@@ -95,15 +172,13 @@ class FlareTransport:
                 result_received_cb=on_result,
             )
             self.controller.broadcast(tasks[site], self.fl_ctx, targets=[site], min_responses=1)
-        while any(t.completion_status is None for t in tasks.values()):
-            if self.abort_signal.triggered:
-                raise TransportError(f"job aborted while waiting for task '{task}'")
-            time.sleep(0.02)
+        self._wait(task, waiting)
         for site, t in tasks.items():
             if site not in replies:
                 status = t.completion_status
                 why = "timed out" if status == TaskCompletionStatus.TIMEOUT else f"ended with status {status}"
-                raise TransportError(f"site '{site}' gave no result for task '{task}': {why} (timeout {self.task_timeout}s)")
+                raise TransportError(f"site '{site}' gave no result for task '{task}' in phase '{self.ledger.current}': "
+                                     f"{why} (timeout {self.task_timeout}s)", site=site)
         return {site: self._incoming(site, task, replies[site]) for site in payloads}
 
     def _send_aux(self, site: str, request) -> object:
@@ -115,9 +190,24 @@ class FlareTransport:
     def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
         # One aux request per site, in parallel. (nvflare 2.9.0's multicast_aux_requests passes an
         # abort_signal argument CoreCell.broadcast_multi_requests does not take, so it always fails.)
+        if self.health:  # the only cost on the per-batch path while every site is alive
+            self._fail_if_dead(payloads, task)
         requests = {site: to_shareable(self._outgoing(site, p, task), task) for site, p in payloads.items()}
         futures = {site: self._pool.submit(self._send_aux, site, request) for site, request in requests.items()}
-        replies = {site: future.result() for site, future in futures.items()}
+        deadline = time.monotonic() + PROBE_AFTER_S
+        try:
+            replies = {site: f.result(timeout=max(0.0, deadline - time.monotonic())) for site, f in futures.items()}
+        except FutureTimeout:  # slow: watch for a stopped site while the requests run out their timeout
+            self._wait(task, lambda: [site for site, f in futures.items() if not f.done()])
+            replies = {site: f.result() for site, f in futures.items()}
         if self.abort_signal.triggered:
-            raise TransportError(f"job aborted during step '{task}'")
+            raise self._aborted_error(task, [s for s, r in replies.items() if error_of(r)])
+        for site, reply in replies.items():
+            if error_of(reply):
+                self._check_reply(site, task, reply)
         return {site: self._incoming(site, task, replies.get(site)) for site in payloads}
+
+    def close(self) -> None:
+        """Let go of the worker threads; requests to a stopped site may still be running out their timeout."""
+        self.prober.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -10,7 +10,7 @@ import statistics
 import threading
 import time
 from collections import defaultdict
-from typing import Iterator
+from typing import Callable, Iterator
 
 from vflflare.protocol.payload import Payload, payload_bytes, tensor_kinds
 
@@ -27,23 +27,44 @@ class CommLedger:
         self.per_site: dict[str, dict[str, int]] = defaultdict(_zero)
         self.per_phase: dict[str, dict[str, int]] = defaultdict(_zero)
         self.per_phase_site: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(_zero))
-        self.phases: list[dict[str, float | str]] = []
+        self.phases: list[dict[str, float | str | bool]] = []
         self.current = "setup"
         self._start = time.monotonic()
         self._step_s: list[float] = []
         # float tensors that crossed, by direction and kind: with HE on, the coordinator must only ever
         # see "encrypted" ones (vflflare.privacy.ckks)
         self.tensor_kinds = {d: {"plaintext": 0, "encrypted": 0} for d in ("up", "down")}
+        # the innermost phase an exception left first: a failed job's results name it, while
+        # `current` has already unwound to the outer phase by the time the job reports the error
+        self.failed_phase: str | None = None
+        self.on_phase: Callable[[str], None] | None = None  # told each phase's name as it starts (logging)
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
         previous, self.current = self.current, name
+        if self.on_phase is not None:
+            self.on_phase(name)
         start = time.monotonic()
+        entry: dict[str, float | str | bool] = {"name": name}
         try:
             yield
+        except BaseException:
+            if self.failed_phase is None:
+                self.failed_phase = name
+            entry["failed"] = True
+            raise
         finally:
-            self.phases.append({"name": name, "wall_s": round(time.monotonic() - start, 4)})
+            entry["wall_s"] = round(time.monotonic() - start, 4)
+            self.phases.append(entry)
             self.current = previous
+
+    def failure_phase(self) -> str:
+        """The phase a failure happened in: the innermost one an exception left, else the current one."""
+        return self.failed_phase or self.current
+
+    def steps_done(self) -> int:
+        """Per-batch round trips timed so far (split-NN progress)."""
+        return len(self._step_s)
 
     @contextlib.contextmanager
     def timed_step(self) -> Iterator[None]:

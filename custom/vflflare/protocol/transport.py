@@ -22,4 +22,9 @@ class Transport(Protocol):
 
 
 class TransportError(RuntimeError):
-    """A site failed or did not answer in time; the message names the site and the task."""
+    """A site failed or did not answer in time; the message names the site and the task. `site` is the
+    site to blame where one is known (the job's results file names it)."""
+
+    def __init__(self, message: str, site: str | None = None) -> None:
+        super().__init__(message)
+        self.site = site

@@ -1,0 +1,79 @@
+"""Liveness probes for the sites the coordinator is waiting on.
+
+A site's task or step that is still pending after PROBE_AFTER_S gets a tiny aux request
+(messages.PING_TOPIC) every PROBE_EVERY_S, in the background. A live site answers it at once, even
+in the middle of a long local phase (aux messages are handled on their own threads). For a site
+whose job process is gone, NVFlare answers the request itself with a communication error, because
+the job's cell has no connection any more: that reply marks the site dead in SiteHealth. A probe
+that merely times out proves nothing (a busy machine) and marks nothing.
+
+NVFlare's own reaction to a dead site job (the site's parent reports it, and the server fails the
+whole job about 2 s later) carries no site name into the server job, and its dead-job report comes
+up to a heartbeat (10 s) later, often after the job has ended: the probes name the site first.
+
+A site is only probed once it has shown that its job is up (it picked up or answered a task): before
+that, a missing job cell means "still starting", not "dead".
+"""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Iterable
+
+from nvflare.apis.fl_constant import ReturnCode
+from nvflare.apis.shareable import Shareable
+
+from vflflare.flare.messages import UNREACHABLE_CODES
+from vflflare.flare.site_health import SiteHealth
+
+PROBE_AFTER_S = 0.5  # a split-NN step takes 10-70 ms; a phase task seconds to minutes
+PROBE_EVERY_S = 0.5
+PROBE_TIMEOUT_S = 5.0
+
+Ping = Callable[[str], Shareable | None]
+
+
+class SiteProber:
+    def __init__(self, ping: Ping, health: SiteHealth, sites: Iterable[str]) -> None:
+        """ping(site): send the site one probe and return NVFlare's reply (None when there is none)."""
+        self._ping, self.health = ping, health
+        self._seen: set[str] = set()
+        self._last: dict[str, float] = {}
+        self._inflight: dict[str, Future] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=max(2, len(list(sites))), thread_name_prefix="vflflare-probe")
+
+    def seen(self, site: str) -> None:
+        """`site` showed that its job is up: from now on a missing job cell means it stopped."""
+        if site not in self._seen:
+            self._seen.add(site)
+
+    def watch(self, waiting: Iterable[str], waited_s: float) -> None:
+        """Called while waiting on `waiting` for `waited_s` seconds: start the probes that are due."""
+        if waited_s < PROBE_AFTER_S:
+            return
+        now = time.monotonic()
+        with self._lock:
+            for site in waiting:
+                busy = self._inflight.get(site)
+                if site not in self._seen or (busy is not None and not busy.done()):
+                    continue
+                if now - self._last.get(site, 0.0) >= PROBE_EVERY_S:
+                    self._last[site] = now
+                    self._inflight[site] = self._pool.submit(self.probe, site)
+
+    def probe(self, site: str) -> bool:
+        """Probe `site` now; returns False (and marks it dead) when NVFlare says it is unreachable."""
+        try:
+            reply = self._ping(site)
+        except Exception:  # a probe that fails on our side says nothing about the site
+            return True
+        code = reply.get_return_code(ReturnCode.OK) if reply is not None else None
+        if code in UNREACHABLE_CODES:
+            self.health.mark_dead(site, f"its job process is unreachable (NVFlare answered a liveness probe with {code})")
+            return False
+        return True
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
