@@ -208,3 +208,38 @@ def env_without_vflflare(folder: Path) -> dict:
     (folder / "sitecustomize.py").write_text(SITECUSTOMIZE)
     installed = Path(vflflare.__file__).resolve().parents[1]
     return env_with(VFLFLARE_DATA_ROOT=None, PYTHONPATH=str(folder), **{HIDE_ENV: str(installed)})
+
+
+# ---------------------------------------------------------------- job processes
+def job_worker_pid(job_id: str, site: str) -> int | None:
+    """The pid of `site`'s job process for `job_id` (NVFlare's client worker_process, started with
+    `-n <job id> -c <site>`), or None while there is none."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if not any(a.endswith("worker_process") for a in args) or job_id not in args:
+            continue
+        if "-c" in args and args.index("-c") + 1 < len(args) and args[args.index("-c") + 1] == site:
+            return int(entry.name)
+    return None
+
+
+def wait_for_text(path: Path, text: str, timeout: float, fail_text: str | None = None) -> float:
+    """Wait until the file at `path` contains `text`; returns the seconds waited. Raises
+    AssertionError after `timeout`, or at once when `fail_text` shows up instead."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        try:
+            content = path.read_text(errors="replace")
+        except OSError:
+            content = ""
+        if text in content:
+            return time.monotonic() - t0
+        if fail_text and fail_text in content:
+            raise AssertionError(f"{fail_text!r} in {path} before {text!r}:\n{content[-3000:]}")
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} did not appear in {path} within {timeout:.0f} s")

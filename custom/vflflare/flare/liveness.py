@@ -13,6 +13,10 @@ up to a heartbeat (10 s) later, often after the job has ended: the probes name t
 
 A site is only probed once it has shown that its job is up (it picked up or answered a task): before
 that, a missing job cell means "still starting", not "dead".
+
+A probe in flight when the site dies never gets an answer (NVFlare does not fail pending requests
+when their target goes away), and a busy site on a loaded machine can take a while to answer, so a
+site may have several probes in flight: a new one every PROBE_EVERY_S, up to MAX_INFLIGHT.
 """
 from __future__ import annotations
 
@@ -29,7 +33,8 @@ from vflflare.flare.site_health import SiteHealth
 
 PROBE_AFTER_S = 0.5  # a split-NN step takes 10-70 ms; a phase task seconds to minutes
 PROBE_EVERY_S = 0.5
-PROBE_TIMEOUT_S = 5.0
+PROBE_TIMEOUT_S = 2.0
+MAX_INFLIGHT = 6  # per site: PROBE_TIMEOUT_S / PROBE_EVERY_S of them, plus headroom
 
 Ping = Callable[[str], Shareable | None]
 
@@ -40,9 +45,10 @@ class SiteProber:
         self._ping, self.health = ping, health
         self._seen: set[str] = set()
         self._last: dict[str, float] = {}
-        self._inflight: dict[str, Future] = {}
+        self._inflight: dict[str, list[Future]] = {}
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=max(2, len(list(sites))), thread_name_prefix="vflflare-probe")
+        self._pool = ThreadPoolExecutor(max_workers=MAX_INFLIGHT * max(2, len(list(sites))),
+                                        thread_name_prefix="vflflare-probe")
 
     def seen(self, site: str) -> None:
         """`site` showed that its job is up: from now on a missing job cell means it stopped."""
@@ -56,12 +62,13 @@ class SiteProber:
         now = time.monotonic()
         with self._lock:
             for site in waiting:
-                busy = self._inflight.get(site)
-                if site not in self._seen or (busy is not None and not busy.done()):
+                if site not in self._seen or now - self._last.get(site, 0.0) < PROBE_EVERY_S:
                     continue
-                if now - self._last.get(site, 0.0) >= PROBE_EVERY_S:
+                inflight = [f for f in self._inflight.get(site, []) if not f.done()]
+                if len(inflight) < MAX_INFLIGHT:
                     self._last[site] = now
-                    self._inflight[site] = self._pool.submit(self.probe, site)
+                    inflight.append(self._pool.submit(self.probe, site))
+                self._inflight[site] = inflight
 
     def probe(self, site: str) -> bool:
         """Probe `site` now; returns False (and marks it dead) when NVFlare says it is unreachable."""

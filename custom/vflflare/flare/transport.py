@@ -13,7 +13,7 @@ import time
 from typing import Callable, Iterable, Mapping
 
 from nvflare.apis.controller_spec import ClientTask, Task, TaskCompletionStatus
-from nvflare.apis.fl_constant import ReturnCode
+from nvflare.apis.fl_constant import ReservedKey, ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.controller import Controller
 from nvflare.apis.shareable import Shareable
@@ -31,7 +31,7 @@ from vflflare.privacy.ckks import key_ids
 # after NVFlare aborts the job (it does so about 2 s after a site's parent reports the site's job
 # process dead, without saying which site), wait this long for a probe or NVFlare's dead-job report
 # to name the site; NVFlare gives the server job 10 s before it terminates it
-ABORT_GRACE_S = 3.0
+ABORT_GRACE_S = 5.0
 POLL_S = 0.02
 
 
@@ -66,8 +66,13 @@ class FlareTransport:
     def _ping(self, site: str) -> Shareable | None:
         engine = self.fl_ctx.get_engine()
         with engine.new_context() as fl_ctx:
-            replies = engine.send_aux_request([site], PING_TOPIC, Shareable(), PROBE_TIMEOUT_S, fl_ctx, optional=True) or {}
-        return replies.get(site)
+            # NVFlare's aux requests return early once the job's abort signal fires. A probe must not:
+            # NVFlare aborts the job ~2 s after a site's job process died without telling us which,
+            # and a probe already on its way is what names it. So this context (only) gets a signal
+            # of its own; `put` does not write it back to the job's shared context.
+            fl_ctx.put(ReservedKey.RUN_ABORT_SIGNAL, Signal(), private=True, sticky=False)
+            replies = engine.send_aux_request([site], PING_TOPIC, Shareable(), PROBE_TIMEOUT_S, fl_ctx, optional=True)
+        return (replies or {}).get(site)
 
     def _dead_error(self, site: str, task: str, note: str = "") -> TransportError:
         return TransportError(
