@@ -123,42 +123,65 @@ class Preprocessor:
         """Numeric-block column names, then categorical-block column names."""
         return self.numeric_names + self.categorical_names
 
-    def transform(self, table: FeatureTable) -> FeatureBlock:
+    def transform(self, table: FeatureTable, release: bool = False) -> FeatureBlock:
+        """The float32 block of `table`. release: drop each of `table`'s columns once transformed, for a
+        caller that has no further use for them, so a large table's float64 columns go one by one while
+        the block fills."""
         if set(table.columns) != set(self.columns):
             raise ValueError(f"columns {sorted(table.columns)} differ from the fitted {sorted(self.columns)}")
-        numeric: list[np.ndarray] = []
+        rows = len(table.ids)
+        # Filled column-major: writing column j touches only column j's pages, so the memory of the
+        # float64 columns released so far is reused. Made row-major at the end, as the models read rows.
+        numeric = np.empty((rows, len(self.numeric_names)), dtype=np.float32, order="F")
+        start = 0
         for name in self.columns:
-            values = table.columns[name]
             if name in self.scales:
-                mean, divisor = self.scales[name]
-                if name in self.log_columns:
-                    values = signed_log(values)
-                with np.errstate(over="ignore"):  # an overflow gives inf, refused just below
-                    scaled = (values - mean) / divisor
-                beyond = np.flatnonzero(np.abs(scaled) > FLOAT32_MAX)
-                if len(beyond):  # would become inf in float32, then NaN in training or scoring
-                    row = int(beyond[0])
-                    # inf when the difference itself overflowed: say so in words rather than "inf"
-                    distance = f"{abs(scaled[row]):.3g}" if np.isfinite(scaled[row]) else "more than 1.8e+308"
-                    raise table.csv.error(
-                        f"value {table.columns[name][row]:g} is {distance} standard deviations from the "
-                        f"training mean, beyond float32; check the value or set numeric_transform: signed_log",
-                        row=row, column=name)
-                numeric.append(scaled[:, None])
+                numeric[:, start] = self._scaled(table, name)  # float64 -> float32, as astype would round
+                start += 1
             elif name in self.one_hot:
-                position = {category: i for i, category in enumerate(self.one_hot[name])}
-                block = np.zeros((len(values), len(position)))
-                for row, value in enumerate(values):
-                    if value in position:
-                        block[row, position[value]] = 1.0
-                numeric.append(block)
+                block = self._one_hot(table.columns[name], self.one_hot[name])
+                numeric[:, start : start + block.shape[1]] = block
+                start += block.shape[1]
+            if release and name not in self.embedded:
+                table.release(name)
         categorical: list[np.ndarray] = []
         for name in self.categorical_names:
             index = {category: i + 1 for i, category in enumerate(self.embedded[name])}
             categorical.append(np.array([index.get(value, 0) for value in table.columns[name]], dtype=np.int64))
-        rows = len(table.ids)
+            if release:
+                table.release(name)
         return FeatureBlock(
-            numeric=np.concatenate(numeric, axis=1).astype(np.float32) if numeric else np.zeros((rows, 0), np.float32),
+            numeric=np.ascontiguousarray(numeric),
             categorical=np.stack(categorical, axis=1) if categorical else np.zeros((rows, 0), np.int64),
             cardinalities=[len(self.embedded[name]) + 1 for name in self.categorical_names],
         )
+
+    def _scaled(self, table: FeatureTable, name: str) -> np.ndarray:
+        """float64 (x - mean) / divisor of a numeric column (signed-logged first if chosen); a value that
+        float32 cannot hold is an error naming its row."""
+        values = table.columns[name]
+        mean, divisor = self.scales[name]
+        if name in self.log_columns:
+            values = signed_log(values)
+        with np.errstate(over="ignore"):  # an overflow gives inf, refused just below
+            scaled = (values - mean) / divisor
+        beyond = np.flatnonzero(np.abs(scaled) > FLOAT32_MAX)
+        if len(beyond):  # would become inf in float32, then NaN in training or scoring
+            row = int(beyond[0])
+            # inf when the difference itself overflowed: say so in words rather than "inf"
+            distance = f"{abs(scaled[row]):.3g}" if np.isfinite(scaled[row]) else "more than 1.8e+308"
+            raise table.csv.error(
+                f"value {table.columns[name][row]:g} is {distance} standard deviations from the "
+                f"training mean, beyond float32; check the value or set numeric_transform: signed_log",
+                row=row, column=name)
+        return scaled
+
+    @staticmethod
+    def _one_hot(values: np.ndarray, categories: list[str]) -> np.ndarray:
+        """One column per training category; an unseen category is all zeros."""
+        position = {category: i for i, category in enumerate(categories)}
+        block = np.zeros((len(values), len(position)))
+        for row, value in enumerate(values):
+            if value in position:
+                block[row, position[value]] = 1.0
+        return block

@@ -4,12 +4,20 @@ CSV is parsed with the standard `csv` module rather than pandas so that every ro
 it started on (header = line 1): a bad cell is then reported as "line 18 (id '4411'), column
 'PAY_0'", which is what a site operator needs to fix it. Values are kept exactly as written:
 no row is dropped, no string is stripped, NaN is an error rather than a missing value.
+
+A site's feature tables can be large (a million rows of 50 columns is 50 million cells, gigabytes as
+Python strings), so they are read with a `ColumnPlan`: chunk by chunk, numeric columns go straight
+to float64 and only the text columns (ID, categories, labels) stay strings. A bad numeric cell is
+remembered as its row and text, so the message is the one a table of strings would give, and it is
+raised at the same point: when the column is asked for as numbers. Small files (labels, source
+datasets) are read without a plan and keep every cell as text.
 """
 from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable, Sequence
+from array import array
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,83 +27,137 @@ from vflflare.data.errors import DataError
 from vflflare.data.schema import LABELS_FILE, SCHEMA_FILE, LabelSpec, TableSchema
 
 _CATEGORICAL_HINT = " (if the column is categorical, list it in schema.json 'categorical_columns')"
+CHUNK_ROWS = 8192  # rows held as strings at a time when reading with a ColumnPlan
+
+
+@dataclass(frozen=True)
+class ColumnPlan:
+    """Which columns of a CSV file to keep, and how: `text` columns as str; every other column as
+    float64 when `numbers`, else not at all. `skip` columns are never kept."""
+
+    text: frozenset[str] = frozenset()
+    numbers: bool = True
+    skip: frozenset[str] = frozenset()
+
+    @classmethod
+    def features(cls, schema: TableSchema) -> "ColumnPlan":
+        """A site's train/test table: ID and categorical columns as text, the label column (never a
+        feature, read separately by the label owner) not at all, every other column as numbers."""
+        text = frozenset({schema.id_column, *schema.categorical_columns})
+        skip = frozenset({schema.label_column} - text - {None})
+        return cls(text=text, numbers=True, skip=skip)
+
+    @classmethod
+    def only(cls, names: Collection[str]) -> "ColumnPlan":
+        """Just these columns, as text (e.g. the ID and label columns of a site's own table)."""
+        return cls(text=frozenset(names), numbers=False)
+
+    def kind(self, name: str) -> str | None:
+        if name in self.text:
+            return "text"
+        return "number" if self.numbers and name not in self.skip else None
+
+
+@dataclass
+class NumberColumn:
+    """A column parsed as float64 while reading. `bad`: the first cell (row, text) that is empty,
+    non-numeric, NaN or infinite; the column then has no usable values and asking for them raises
+    the error that cell gives (CsvTable.floats)."""
+
+    values: np.ndarray
+    bad: tuple[int, str] | None = None
 
 
 @dataclass
 class CsvTable:
-    """Header and rows of one CSV file, each row with the line it starts on."""
+    """Header and rows of one CSV file, each row with the line it starts on.
+
+    Read without a plan, `rows` holds every cell as text. Read with a ColumnPlan, `rows` is empty and
+    the kept columns are stored column-wise (text as list[str], numbers as NumberColumn)."""
 
     owner: str
     source: str
     header: list[str]
     rows: list[list[str]]
-    lines: list[int]
+    lines: Sequence[int]
     ids: list[str] | None = None
-    _columns: list[tuple[str, ...]] | None = field(default=None, repr=False)
+    _columns: dict[str, Sequence[str] | NumberColumn] | None = field(default=None, repr=False)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.lines)
 
     def error(self, problem: str, *, row: int | None = None, column: str | None = None) -> DataError:
-        """A DataError pointing at a row (index into `rows`) and/or column of this file."""
+        """A DataError pointing at a row (index into the table) and/or column of this file."""
         line = self.lines[row] if row is not None else None
         row_id = self.ids[row] if row is not None and self.ids is not None else None
         return DataError.at(self.owner, self.source, problem, line=line, row_id=row_id, column=column)
 
-    def column(self, name: str) -> tuple[str, ...]:
+    def _stored(self, name: str) -> Sequence[str] | NumberColumn:
         if name not in self.header:
             raise self.error(f"missing column {name!r}; the header has {self.header}")
-        if self._columns is None:
-            self._columns = list(zip(*self.rows)) if self.rows else [() for _ in self.header]
-        return self._columns[self.header.index(name)]
+        if self._columns is None:  # read without a plan: transpose the rows once
+            transposed = list(zip(*self.rows)) if self.rows else [() for _ in self.header]
+            self._columns = dict(zip(self.header, transposed))
+        if name not in self._columns:  # a caller bug, not bad data
+            raise KeyError(f"{self.source}: column {name!r} was not kept when reading the file")
+        return self._columns[name]
+
+    def column(self, name: str) -> Sequence[str]:
+        values = self._stored(name)
+        if isinstance(values, NumberColumn):  # a caller bug: its text was not kept
+            raise TypeError(f"{self.source}: column {name!r} was read as numbers; its text was not kept")
+        return values
+
+    def release(self, name: str) -> None:
+        """Forget a column's values once they have been used, so their memory can go. A table read
+        without a plan keeps its rows, so there is nothing to gain and the column stays readable."""
+        if self._columns is not None and not self.rows:
+            self._columns.pop(name, None)
 
     def check_ids(self, id_column: str) -> None:
         """Fill `ids` from `id_column`, which must exist, be non-empty and unique (rows are joined by it)."""
         if id_column not in self.header:
             raise self.error(f"missing ID column {id_column!r}; the header has {self.header}")
         values = self.column(id_column)
-        first_row: dict[str, int] = {}
+        seen: set[str] = set()  # not a dict to the first row: less memory on large tables; found again on error
         for row, value in enumerate(values):
             if value == "":
                 raise self.error("empty ID", row=row, column=id_column)
-            if value in first_row:
+            if value in seen:
+                first = list(values).index(value)
                 raise DataError.at(
                     self.owner,
                     self.source,
-                    f"duplicate ID {value!r}, first seen on line {self.lines[first_row[value]]}",
+                    f"duplicate ID {value!r}, first seen on line {self.lines[first]}",
                     line=self.lines[row],
                     row_id=value,
                     column=id_column,
                 )
-            first_row[value] = row
-        self.ids = list(values)
+            seen.add(value)
+        self.ids = values if isinstance(values, list) else list(values)
 
     def subset(self, rows: Sequence[int]) -> "CsvTable":
         """The same file restricted to some rows, each keeping its line and ID for messages."""
         ids = [self.ids[row] for row in rows] if self.ids is not None else None
-        rows_kept, lines_kept = [self.rows[row] for row in rows], [self.lines[row] for row in rows]
-        return CsvTable(self.owner, self.source, self.header, rows_kept, lines_kept, ids)
+        lines_kept = [self.lines[row] for row in rows]
+        if self._columns is None or self.rows:
+            return CsvTable(self.owner, self.source, self.header, [self.rows[row] for row in rows], lines_kept, ids)
+        columns: dict[str, Sequence[str] | NumberColumn] = {}
+        for name, values in self._columns.items():
+            if isinstance(values, NumberColumn):  # not needed so far: subsets are of label tables
+                raise TypeError(f"{self.source}: subset of column {name!r}, which was read as numbers")
+            columns[name] = [values[row] for row in rows]
+        return CsvTable(self.owner, self.source, self.header, [], lines_kept, ids, columns)
 
     def floats(self, name: str, hint: str = "") -> np.ndarray:
         """float64 values of a numeric column; empty, non-numeric, NaN and infinite cells are errors."""
-        values = self.column(name)
-        try:
-            array = np.array(values, dtype=np.float64)
-        except ValueError:
-            array = None
-        if array is not None and np.isfinite(array).all():
-            return array
-        parsed = np.empty(len(values), dtype=np.float64)
-        for row, text in enumerate(values):
-            if text.strip() == "":
-                raise self.error(f"empty value in a numeric column{hint}", row=row, column=name)
-            try:
-                number = float(text)
-            except ValueError:
-                raise self.error(f"non-numeric value {text!r}{hint}", row=row, column=name) from None
-            if math.isnan(number):
-                raise self.error(f"NaN value {text!r}; missing values are not allowed", row=row, column=name)
-            if math.isinf(number):
-                raise self.error(f"infinite value {text!r}", row=row, column=name)
-            parsed[row] = number
-        return parsed
+        stored = self._stored(name)
+        column = stored if isinstance(stored, NumberColumn) else parse_numbers(stored)
+        if column.bad is not None:
+            row, text = column.bad
+            raise self.error(_number_problem(text, hint), row=row, column=name)
+        return column.values
 
     def integers(self, name: str, what: str = "value") -> np.ndarray:
         """int64 values of a column; anything `int()` rejects (including '1.0') is an error."""
@@ -107,6 +169,108 @@ class CsvTable:
             except (ValueError, OverflowError):
                 raise self.error(f"non-integer {what} {text!r}", row=row, column=name) from None
         return parsed
+
+
+def parse_numbers(texts: Sequence[str]) -> NumberColumn:
+    """float64 values of `texts`, or the first cell that is not a finite number. numpy parses the whole
+    sequence at once (as Python's float() does); only a sequence it rejects is gone through cell by cell."""
+    try:
+        array_ = np.array(texts, dtype=np.float64)
+    except ValueError:
+        array_ = None
+    if array_ is not None and np.isfinite(array_).all():
+        return NumberColumn(array_)
+    parsed = np.empty(len(texts), dtype=np.float64)
+    for row, text in enumerate(texts):
+        number = _finite_float(text)
+        if number is None:
+            return NumberColumn(parsed[:row], bad=(row, text))
+        parsed[row] = number
+    return NumberColumn(parsed)
+
+
+def _finite_float(text: str) -> float | None:
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _number_problem(text: str, hint: str) -> str:
+    """What is wrong with a cell of a numeric column, as the error says it."""
+    if text.strip() == "":
+        return f"empty value in a numeric column{hint}"
+    try:
+        number = float(text)
+    except ValueError:
+        return f"non-numeric value {text!r}{hint}"
+    if math.isnan(number):
+        return f"NaN value {text!r}; missing values are not allowed"
+    return f"infinite value {text!r}"
+
+
+class _Numbers:
+    """One numeric column of a file read with a ColumnPlan, parsed a chunk at a time into one buffer.
+
+    The buffer is sized from the file's line count, an upper bound on its rows, so each chunk is copied
+    in once and freed at once. (Chunks kept in a list and concatenated at the end would leave the freed
+    chunks, interleaved across columns, in the heap as a second copy of the table's numbers.)"""
+
+    def __init__(self, capacity: int) -> None:
+        self.buffer = np.empty(capacity, dtype=np.float64)
+        self.size = 0
+        self.bad: tuple[int, str] | None = None
+
+    def add(self, texts: Sequence[str]) -> None:
+        if self.bad is not None:  # after a bad cell the column is an error; its values are not needed
+            self.size += len(texts)
+            return
+        parsed = parse_numbers(texts)
+        if parsed.bad is not None:
+            row, text = parsed.bad
+            self.bad, self.buffer = (self.size + row, text), np.empty(0, dtype=np.float64)
+            self.size += len(texts)
+            return
+        end = self.size + len(texts)
+        if end > len(self.buffer):  # more rows than expected (no line count given): grow by doubling
+            grown = np.empty(max(end, 2 * len(self.buffer)), dtype=np.float64)
+            grown[: self.size] = self.buffer[: self.size]
+            self.buffer = grown
+        self.buffer[self.size : end] = parsed.values
+        self.size = end
+
+    def finish(self) -> NumberColumn:
+        values = self.buffer[: self.size] if self.bad is None else self.buffer
+        return NumberColumn(values, self.bad)
+
+
+class _ColumnStore:
+    """The columns of a file read with a ColumnPlan, filled one chunk of rows at a time."""
+
+    def __init__(self, header: list[str], plan: ColumnPlan, capacity: int) -> None:
+        kinds = [plan.kind(name) for name in header]
+        self.header = header
+        self.text: dict[int, list[str]] = {i: [] for i, kind in enumerate(kinds) if kind == "text"}
+        self.numbers = {i: _Numbers(capacity) for i, kind in enumerate(kinds) if kind == "number"}
+
+    def add(self, rows: list[list[str]]) -> None:
+        if not rows:
+            return
+        for position, values in enumerate(zip(*rows)):
+            if position in self.text:
+                self.text[position].extend(values)
+            elif position in self.numbers:
+                self.numbers[position].add(values)
+
+    def finish(self) -> dict[str, Sequence[str] | NumberColumn]:
+        columns: dict[str, Sequence[str] | NumberColumn] = {}
+        for position, name in enumerate(self.header):
+            if position in self.text:
+                columns[name] = self.text[position]
+            elif position in self.numbers:
+                columns[name] = self.numbers[position].finish()
+        return columns
 
 
 @dataclass
@@ -126,27 +290,54 @@ class FeatureTable:
         assert self.csv.ids is not None
         return self.csv.ids
 
+    def release(self, name: str) -> None:
+        """Drop a column once preprocessed: here and in the CSV table, the two places that hold it."""
+        self.columns.pop(name, None)
+        self.csv.release(name)
 
-def read_csv(owner: str, path: Path, id_column: str | None = None, preamble: int = 0) -> CsvTable:
-    """Read a CSV file; with `id_column`, also validate its IDs. `preamble` lines before the header are skipped."""
+
+def read_csv(
+    owner: str, path: Path, id_column: str | None = None, preamble: int = 0, plan: ColumnPlan | None = None
+) -> CsvTable:
+    """Read a CSV file; with `id_column`, also validate its IDs. `preamble` lines before the header are
+    skipped. `plan`: keep the columns column-wise as it says (large tables) rather than every cell as text."""
     if not path.is_file():
         raise DataError.at(owner, path, "file not found")
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
-            return parse_csv(owner, str(path), handle, id_column, preamble)
+            return parse_csv(owner, str(path), handle, id_column, preamble, plan,
+                             expected_rows=_line_bound(path) if plan is not None else None)
     except UnicodeDecodeError as exc:
         raise DataError.at(owner, path, f"not UTF-8 text: {exc}") from exc
 
 
+def _line_bound(path: Path) -> int:
+    """At least the number of rows of a CSV file: a row ends at a line break (\\n, \\r\\n or \\r) or at
+    the end of the file. Counted on the bytes, in 1 MiB blocks: cheap next to parsing."""
+    breaks = 1
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            breaks += block.count(b"\n") + block.count(b"\r")
+    return breaks
+
+
 def parse_csv(
-    owner: str, source: str, text_lines: Iterable[str], id_column: str | None = None, preamble: int = 0
+    owner: str, source: str, text_lines: Iterable[str], id_column: str | None = None, preamble: int = 0,
+    plan: ColumnPlan | None = None, expected_rows: int | None = None,
 ) -> CsvTable:
     """Parse CSV text whose first non-blank line after `preamble` lines is the header. Blank lines hold
-    no values and are skipped; every other row must have as many fields as the header."""
+    no values and are skipped; every other row must have as many fields as the header.
+
+    With a `plan`, rows are turned into columns every CHUNK_ROWS rows, so only one chunk of them exists
+    as strings at a time (the ID column is always kept as text). `expected_rows`: an upper bound on the
+    rows, to size the numeric columns once (read_csv counts the file's lines)."""
+    if plan is not None and id_column is not None:
+        plan = ColumnPlan(plan.text | {id_column}, plan.numbers, plan.skip - {id_column})
     reader = csv.reader(text_lines)
     header: list[str] | None = None
+    store: _ColumnStore | None = None
     rows: list[list[str]] = []
-    lines: list[int] = []
+    lines = array("q") if plan is not None else []  # 8 bytes a row rather than a Python int's 36
     previous_end = 0
     try:
         for record in reader:
@@ -156,6 +347,7 @@ def parse_csv(
             if header is None:
                 header = record
                 _check_header(owner, source, header, start)
+                store = _ColumnStore(header, plan, expected_rows or CHUNK_ROWS) if plan is not None else None
                 continue
             if len(record) != len(header):
                 row_id = _field(record, header, id_column)
@@ -168,11 +360,18 @@ def parse_csv(
                 )
             rows.append(record)
             lines.append(start)
+            if store is not None and len(rows) == CHUNK_ROWS:
+                store.add(rows)
+                rows = []
     except csv.Error as exc:
         raise DataError.at(owner, source, f"malformed CSV: {exc}", line=reader.line_num) from exc
     if header is None:
         raise DataError.at(owner, source, "empty file; expected a header line")
-    table = CsvTable(owner, source, header, rows, lines)
+    if store is None:
+        table = CsvTable(owner, source, header, rows, lines)
+    else:
+        store.add(rows)
+        table = CsvTable(owner, source, header, [], lines, None, store.finish())
     if id_column is not None:
         table.check_ids(id_column)
     return table
@@ -192,7 +391,7 @@ def parse_features(table: CsvTable, schema: TableSchema) -> FeatureTable:
         if schema.label_column is not None:
             kept += f" and the label column {schema.label_column!r}"
         raise table.error(f"no feature columns; the header has only {kept}")
-    if not table.rows:
+    if not table.num_rows:
         raise table.error("no data rows")
     for name in schema.categorical_columns:
         if name not in names:
@@ -254,13 +453,13 @@ def parse_column_labels(table: CsvTable, spec: LabelSpec, every_row: bool) -> tu
             if value == "":
                 raise table.error("empty label; every test row needs a label", row=row, column=spec.label_column)
     labeled = table.subset([row for row, value in enumerate(values) if value != ""])
-    if table.rows and not labeled.rows:
+    if table.num_rows and not labeled.num_rows:
         raise table.error("no labeled rows: every cell of the label column is empty", column=spec.label_column)
     return labeled, _label_values(labeled, spec, SCHEMA_FILE)
 
 
 def _label_values(table: CsvTable, spec: LabelSpec, declared_in: str) -> np.ndarray:
-    if not table.rows:
+    if not table.num_rows:
         raise table.error("no data rows")
     labels = table.integers(spec.label_column, what="label")
     if spec.num_classes is not None:

@@ -111,17 +111,22 @@ class FeatureParty:
     def representations(self, parts: list[str]) -> dict[str, np.ndarray]:
         """float32 [n_part, rep_dim] representations (eval mode, no grad) of each requested part."""
         self.encoder.eval()
-        out = {}
         with torch.no_grad():
-            for part in parts:
-                n = len(self.rows_of(part))
-                chunks = [
-                    self.encode(self.part(part, torch.arange(s, min(s + _REPRESENT_CHUNK, n))))
-                    for s in range(0, n, _REPRESENT_CHUNK)
-                ]
-                reps = torch.cat(chunks) if chunks else torch.zeros(0, self.cfg.rep_dim)
-                out[part] = reps.numpy().astype(np.float32)
-        return out
+            return {part: self._represent_part(part) for part in parts}
+
+    def _represent_part(self, part: str) -> np.ndarray:
+        """f_k of a part's rows, _REPRESENT_CHUNK rows per forward, written into one preallocated array:
+        a large part (the test rows, the unaligned rows) is then held once, not as chunks plus their
+        concatenation plus a float32 copy."""
+        n = len(self.rows_of(part))
+        reps: np.ndarray | None = None
+        for start in range(0, n, _REPRESENT_CHUNK):
+            end = min(start + _REPRESENT_CHUNK, n)
+            chunk = self.encode(self.part(part, torch.arange(start, end))).numpy()
+            if reps is None:  # the width is the encoder's output, known from the first chunk
+                reps = np.empty((n, chunk.shape[1]), dtype=np.float32)
+            reps[start:end] = chunk
+        return reps if reps is not None else np.zeros((0, self.cfg.rep_dim), dtype=np.float32)
 
     def represent(self, payload: Payload) -> Payload:
         """Step: the representations of payload["parts"]."""

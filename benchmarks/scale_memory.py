@@ -1,0 +1,188 @@
+"""Peak memory of a VFL run at scale (issue 10, item 10), measured two ways on a split written by
+`vflflare split`:
+
+- `tree`: `vflflare inprocess` as a child process (coordinator and sites in one process, as the
+  in-process driver runs them). Reported: the peak RSS of the process tree, sampled with psutil, and
+  the child's own peak (getrusage's ru_maxrss, exact).
+- `sites`: the same protocol and numbers, but each site's SiteRuntime lives in its own process and
+  the coordinator talks to it through a pipe, as NVFlare's site processes would. Each site reports
+  its exact peak RSS (ru_maxrss) and its RSS and peak after every task, so the phase that sets a
+  site's peak is visible. The metrics must equal the `tree` run's: only the process boundary differs.
+
+    vflflare split --dataset synthetic --synthetic-rows 1650000 --synthetic-features 100 --sites 2 \
+        --overlap 10000 --seed 0 --out /tmp/scale/s1m
+    python benchmarks/scale_memory.py tree --data-root /tmp/scale/s1m --set ssl_epochs=1
+    python benchmarks/scale_memory.py sites --data-root /tmp/scale/s1m --set ssl_epochs=1
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+MB = 2**20
+POLL_S = 0.05
+
+
+# ---------------------------------------------------------------- tree: one in-process run
+def tree_peak(data_root: str, algorithm: str, settings: list[str], sites: int) -> dict[str, Any]:
+    """Run `vflflare inprocess` and sample the RSS of its process tree until it exits."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "results.json"
+        command = [str(Path(sys.executable).with_name("vflflare")), "inprocess", "--algorithm", algorithm,
+                   "--sites", str(sites), "--data-root", data_root, "--json", str(out)]
+        for setting in settings:
+            command += ["--set", setting]
+        started = time.perf_counter()
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+        peak = _sample_tree(child)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"{' '.join(command)} failed with exit code {os.waitstatus_to_exitcode(status)}")
+        results = json.loads(out.read_text())
+    return {"mode": "tree", "command": " ".join(["vflflare", *command[1:-2]]), "wall_s": round(wall, 1),
+            "tree_peak_mb": round(peak / MB), "process_peak_mb": round(usage.ru_maxrss * 1024 / MB),
+            "metrics": results["metrics"], "rows": results["rows"]}
+
+
+def _sample_tree(child: subprocess.Popen) -> int:
+    """Largest sum of RSS over the child and its descendants, polled until the child exits. The wait
+    itself is os.wait4's, so the child's exact ru_maxrss is still there to read afterwards."""
+    process, peak = psutil.Process(child.pid), 0
+    while True:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return peak
+            members = [process, *process.children(recursive=True)]
+            total = 0
+            for member in members:
+                try:
+                    total += member.memory_info().rss
+                except psutil.NoSuchProcess:
+                    pass
+        except psutil.NoSuchProcess:
+            return peak
+        peak = max(peak, total)
+        time.sleep(POLL_S)
+
+
+# ---------------------------------------------------------------- sites: one process per site
+def _site_main(site: str, data_root: str, pipe) -> None:  # noqa: ANN001 - a multiprocessing Connection
+    """A site process: answer (task, payload) requests with (reply, fp16, error) until None arrives,
+    then send the memory log: the RSS and peak RSS after every task."""
+    from vflflare.protocol.site_runtime import SiteRuntime
+
+    runtime = SiteRuntime(site, data_root)
+    log = [{"task": "start", "rss_mb": _rss_mb(), "peak_mb": _peak_mb()}]
+    while (request := pipe.recv()) is not None:
+        task, payload = request
+        try:
+            pipe.send((runtime.handle(task, payload), runtime.fp16, None))
+        except Exception as error:  # noqa: BLE001 - handed to the coordinator, which raises it
+            pipe.send((None, runtime.fp16, error))
+        log.append({"task": task, "rss_mb": _rss_mb(), "peak_mb": _peak_mb()})
+    pipe.send(log)
+
+
+class SiteProcess:
+    """What InProcessTransport needs of a SiteRuntime (`handle`, `fp16`), answered by a site process."""
+
+    def __init__(self, site: str, data_root: str, context: mp.context.BaseContext) -> None:
+        self.pipe, child_end = context.Pipe()
+        self.process = context.Process(target=_site_main, args=(site, data_root, child_end), name=site)
+        self.process.start()
+        self.fp16 = False
+
+    def handle(self, task: str, payload: dict) -> dict:
+        self.pipe.send((task, payload))
+        reply, self.fp16, error = self.pipe.recv()
+        if error is not None:
+            raise error
+        return reply
+
+    def close(self) -> list[dict]:
+        self.pipe.send(None)
+        log = self.pipe.recv()
+        self.process.join()
+        return log
+
+
+def sites_peak(data_root: str, algorithm: str, settings: list[str], sites: int) -> dict[str, Any]:
+    from vflflare.algorithms.registry import make_config
+    from vflflare.cli import parse_overrides
+    from vflflare.config import SERVER
+    from vflflare.data.loading import load_label_tables
+    from vflflare.protocol.inprocess import InProcessTransport
+    from vflflare.protocol.runner import run_algorithm
+    from vflflare.torch_runtime import prepare_torch
+    from vflflare.tracking import LogTracker
+
+    cfg = make_config({"algorithm": algorithm, **parse_overrides(settings)})
+    names = [f"site-{i + 1}" for i in range(sites)]
+    context = mp.get_context("spawn")  # fresh interpreters: a site's peak is its own, not a fork of ours
+    processes = {site: SiteProcess(site, data_root, context) for site in names}
+    started = time.perf_counter()
+    try:
+        prepare_torch(cfg.num_threads)
+        net = InProcessTransport(processes, fp16=cfg.fp16)
+        results = run_algorithm(net, cfg, lambda: load_label_tables(SERVER, names, data_root, cfg.seed, cfg.id_normalize),
+                                LogTracker("vflflare.server"))
+    finally:
+        logs = {site: process.close() for site, process in processes.items()}
+    per_site = {site: {"peak_mb": log[-1]["peak_mb"], "after_start_mb": log[0]["rss_mb"],
+                       "peak_set_by": _peak_task(log), "log": log} for site, log in logs.items()}
+    return {"mode": "sites", "wall_s": round(time.perf_counter() - started, 1), "coordinator_peak_mb": _peak_mb(),
+            "sites": per_site, "metrics": results["metrics"], "rows": results["rows"]}
+
+
+def _peak_task(log: list[dict]) -> str:
+    """The first task after which the site's peak RSS reached its final value."""
+    final = log[-1]["peak_mb"]
+    return next(entry["task"] for entry in log if entry["peak_mb"] == final)
+
+
+def _rss_mb() -> int:
+    return round(psutil.Process().memory_info().rss / MB)
+
+
+def _peak_mb() -> int:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MB)  # ru_maxrss is in KiB on Linux
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=["tree", "sites"])
+    parser.add_argument("--data-root", required=True, help="a folder written by `vflflare split`")
+    parser.add_argument("--algorithm", default="oneshot")
+    parser.add_argument("--sites", type=int, default=2)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="job settings")
+    parser.add_argument("--json", help="append the result as one JSON line to this file")
+    args = parser.parse_args(argv)
+    measure = tree_peak if args.mode == "tree" else sites_peak
+    result = measure(args.data_root, args.algorithm, args.set, args.sites)
+    result.update(data_root=args.data_root, algorithm=args.algorithm, settings=args.set)
+    brief = {k: v for k, v in result.items() if k != "sites"}
+    if "sites" in result:
+        brief["sites"] = {s: {k: v for k, v in info.items() if k != "log"} for s, info in result["sites"].items()}
+        for site, info in result["sites"].items():
+            print(f"{site}: " + ", ".join(f"{e['task']} {e['rss_mb']}/{e['peak_mb']}" for e in info["log"]))
+    print(json.dumps(brief, indent=2))
+    if args.json:
+        with open(args.json, "a") as handle:
+            handle.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
