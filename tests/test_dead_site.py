@@ -4,7 +4,8 @@ and the phase (issue 10 item 2).
 The POC tests run a real POC (server, 2 sites, admin on localhost) and kill site-1's NVFlare job
 process (the client worker_process of that job) with SIGKILL: once in the middle of a phase task
 (one-shot's local_ssl, made long with many SSL epochs) and once during split-NN training (vanilla
-VFL, many epochs). Both jobs share one POC. The other tests check the transport's failure paths
+VFL, many epochs). The same POC runs the resume test of issue 10 item 3: a checkpointed run killed in
+local_ssl and submitted again with `resume`. The other tests check the transport's failure paths
 without NVFlare.
 """
 from __future__ import annotations
@@ -23,9 +24,11 @@ from nvflare.apis.shareable import make_reply
 from nvflare.apis.signal import Signal
 
 from deployment_helpers import REPO, env_with, free_port, job_worker_pid, wait_for_text
+from vflflare.algorithms.registry import make_config
 from vflflare.flare import transport as flare_transport
 from vflflare.flare.liveness import SiteProber
 from vflflare.flare.transport import FlareTransport
+from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.ledger import CommLedger
 from vflflare.protocol.transport import TransportError
 from vflflare.results import RESULTS_FILE, failed, format_table
@@ -208,3 +211,28 @@ def test_site_killed_during_split_nn(poc):
                            delay_s=2.0)
     results = _assert_named(outcome, "split_training")
     assert results["progress"]["phases_completed"] == ["setup"] and results["progress"]["split_steps"] > 0
+
+
+def _run_to_end(poc, algorithm: str, config: dict, timeout: float = 300) -> dict:
+    run, session, work = poc
+    job_id = _submit(poc, algorithm, config)
+    t0 = time.monotonic()
+    while session.get_job_meta(job_id)["status"].startswith(("RUNNING", "SUBMITTED", "DISPATCHED")):
+        assert time.monotonic() - t0 < timeout, f"job {job_id} still running after {timeout} s"
+        time.sleep(0.5)
+    folder = Path(session.download_job_result(job_id, str(work / "download" / job_id)))
+    return json.loads(next(folder.rglob(RESULTS_FILE)).read_text())
+
+
+@pytest.mark.simulator
+def test_run_killed_in_local_ssl_resumes_to_the_uninterrupted_result(poc):
+    """Issue 10 item 3: a checkpointed one-shot run loses site-1 in local_ssl; the same job submitted
+    again with resume: <run id> (a new job process at site-1) ends with the AUC of a run never stopped."""
+    settings = {"ssl_epochs": 150}  # about 10 s of local SSL, so the kill 1 s in lands inside it
+    outcome = _kill_during(poc, "oneshot", {**settings, "checkpoint": True}, "local_ssl", delay_s=1.0)
+    run_id = _assert_named(outcome, "local_ssl")["run_id"]
+    resumed = _run_to_end(poc, "oneshot", {**settings, "resume": run_id})
+    assert resumed.get("status") != "failed", resumed.get("error")
+    assert resumed["run_id"] == run_id and resumed["replayed_exchanges"] == 1
+    reference = run_inprocess(make_config(algorithm="oneshot", **settings), SITES, None)
+    assert resumed["metrics"] == pytest.approx(reference["metrics"], abs=1e-6)
