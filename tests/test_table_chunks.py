@@ -92,3 +92,17 @@ def test_label_column_is_not_kept_with_the_features(small_chunks):
     assert set(parse_features(table, schema).columns) == {"a", "city"}
     with pytest.raises(KeyError, match="not kept"):
         table.column("label")
+
+
+def test_missing_test_file_fails_before_train_is_parsed(split_root):
+    """The train table is preprocessed before the test table is read (loading.py), but a missing
+    test.csv is still reported at once, even when train.csv is bad too."""
+    from vflflare.data.loading import load_site_tables
+
+    train = split_root / "site-1" / "train.csv"
+    lines = train.read_text().splitlines()
+    lines[1] = lines[1].rsplit(",", 1)[0] + ",abc"
+    train.write_text("\n".join(lines) + "\n")
+    (split_root / "site-1" / "test.csv").unlink()
+    with pytest.raises(DataError, match="test.csv: file not found"):
+        load_site_tables("site-1", ["site-1", "site-2"], str(split_root), 0)

@@ -132,6 +132,9 @@ def _site_reader(
     check_sites_match(owner, data_root, sites)
     folder = _party_folder(owner, site, data_root)
     schema = read_table_schema(owner, folder / SCHEMA_FILE)
+    for name in (TRAIN_FILE, TEST_FILE):  # a missing test.csv fails at once, not after preprocessing train.csv
+        if not (folder / name).is_file():
+            raise DataError.at(owner, folder / name, "file not found")
     plan = ColumnPlan.features(schema)
     return schema, lambda name: read_csv(owner, folder / name, schema.id_column, plan=plan)
 
