@@ -50,8 +50,15 @@ def format_table(results: dict) -> str:
         where = f" in phase {results['phase']}" if results.get("phase") else ""
         where += f" (site {results['site']})" if results.get("site") else ""
         lines.append(f"FAILED{where}: {results['error']}")
+    if results.get("run_id"):
+        lines.append(f"  run id {results['run_id']} (resume: {results['run_id']}), "
+                     f"{results.get('replayed_exchanges', 0)} exchange(s) replayed")
     for name, value in sorted(results.get("metrics", {}).items()):
         lines.append(f"  {name:<28} {value:.4f}")
+    if results.get("alignment"):
+        from vflflare.protocol.alignment_report import format_report  # noqa: PLC0415 - keeps this module light
+
+        lines.append("  alignment (matched/rows per party):\n" + format_report(results["alignment"]))
     comm = results.get("communication", {})
     header = f"  {'':<26} {'uploads':>8} {'downloads':>9} {'payload MB':>11} {'wire MB':>9}"
     expected = results.get("expected_communication", {})
