@@ -136,8 +136,8 @@ def sites_peak(data_root: str, algorithm: str, settings: list[str], sites: int) 
     try:
         prepare_torch(cfg.num_threads)
         net = InProcessTransport(processes, fp16=cfg.fp16)
-        results = run_algorithm(net, cfg, lambda: load_label_tables(SERVER, names, data_root, cfg.seed, cfg.id_normalize),
-                                LogTracker("vflflare.server"))
+        labels = lambda: load_label_tables(SERVER, names, data_root, cfg.seed, cfg.id_normalize)  # noqa: E731
+        results = run_algorithm(net, cfg, labels, LogTracker("vflflare.server"))
     finally:
         logs = {site: process.close() for site, process in processes.items()}
     per_site = {site: {"peak_mb": log[-1]["peak_mb"], "after_start_mb": log[0]["rss_mb"],

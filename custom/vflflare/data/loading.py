@@ -185,7 +185,8 @@ def _column_labels(who: str, folder: Path, schema: TableSchema, id_normalize: Se
             f"label files {present}; keep the labels in one place (remove the label files or 'label_column')",
         )
     spec = schema.label_spec()
-    plan = ColumnPlan.only([spec.id_column, spec.label_column])  # the feature columns are the site's, not the label party's
+    # only the ID and label columns: the features are the site's business, not the label party's
+    plan = ColumnPlan.only([spec.id_column, spec.label_column])
     train_table = read_csv(who, folder / TRAIN_FILE, spec.id_column, plan=plan)
     test_table = read_csv(who, folder / TEST_FILE, spec.id_column, plan=plan)
     for table in (train_table, test_table):
