@@ -27,6 +27,7 @@ from deployment_helpers import REPO, env_with, free_port, job_worker_pid, wait_f
 from vflflare.algorithms.registry import make_config
 from vflflare.flare import transport as flare_transport
 from vflflare.flare.liveness import SiteProber
+from vflflare.flare.site_health import SiteHealth
 from vflflare.flare.transport import FlareTransport
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.ledger import CommLedger
@@ -103,6 +104,17 @@ def test_an_abort_names_the_site_a_report_identifies_in_time(monkeypatch):
         net._wait("split", lambda: ["site-1"])
     assert time.monotonic() - t0 < 2
     net.close()
+
+
+def test_the_site_reported_first_is_the_one_named():
+    # once NVFlare aborts a job it stops the other sites' job processes too, which then look dead as well
+    health = SiteHealth()
+    assert not health and health.first_dead(SITES) is None
+    health.mark_dead("site-2", "probe")
+    assert not health.mark_dead("site-2", "later report")  # the first reason stays
+    health.mark_dead("site-1", "probe")
+    assert health.first_dead(SITES) == "site-2" and health.first_dead(["site-1"]) == "site-1"
+    assert health.reason("site-2") == "probe"
 
 
 def test_failed_record_has_status_phase_site_and_progress():

@@ -15,7 +15,7 @@ per-batch path only pay `bool(health)` while every site is alive.
 from __future__ import annotations
 
 import threading
-from typing import Iterable
+from typing import Collection
 
 
 class SiteHealth:
@@ -38,11 +38,13 @@ class SiteHealth:
     def reason(self, site: str) -> str | None:
         return self._dead.get(site)
 
-    def first_dead(self, sites: Iterable[str]) -> str | None:
-        """The first of `sites` known to have stopped, or None."""
+    def first_dead(self, sites: Collection[str]) -> str | None:
+        """Of `sites`, the one first reported stopped, or None. The first report matters: once NVFlare
+        aborts a job it also stops the other sites' job processes, which may then look dead too."""
         if not self._dead:
             return None
-        return next((site for site in sites if site in self._dead), None)
+        with self._lock:
+            return next((site for site in self._dead if site in sites), None)
 
     def dead(self) -> dict[str, str]:
         with self._lock:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
 import time
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Collection, Mapping
 
 from nvflare.apis.controller_spec import ClientTask, Task, TaskCompletionStatus
 from nvflare.apis.fl_constant import ReservedKey, ReturnCode
@@ -79,7 +79,7 @@ class FlareTransport:
             f"site '{site}' stopped during phase '{self.ledger.current}' (task '{task}'): "
             f"{self.health.reason(site)}{note}", site=site)
 
-    def _fail_if_dead(self, sites: Iterable[str], task: str) -> None:
+    def _fail_if_dead(self, sites: Collection[str], task: str) -> None:
         dead = self.health.first_dead(sites)
         if dead:
             raise self._dead_error(dead, task)
@@ -122,14 +122,16 @@ class FlareTransport:
             what = f"site '{site}' sent" if direction == "up" else f"the coordinator was about to send site '{site}'"
             raise TransportError(
                 f"HE is on but {what} {plaintext} plaintext float tensor(s) in task '{task}': with he: true every "
-                f"float tensor must cross the coordinator as a CKKS ciphertext (are the job's HE filters configured?)"
+                f"float tensor must cross the coordinator as a CKKS ciphertext (are the job's HE filters configured?)",
+                site=site,
             )
         for key in key_ids(payload):
             first = self._key_ids.setdefault(key, site)
             if len(self._key_ids) > 1:
                 raise TransportError(
                     f"HE is on but site '{site}' encrypted task '{task}' with key {key}, site '{first}' with "
-                    f"{next(k for k in self._key_ids if k != key)}: all sites must share one client_context.tenseal"
+                    f"{next(k for k in self._key_ids if k != key)}: all sites must share one client_context.tenseal",
+                    site=site,
                 )
 
     def _outgoing(self, site: str, payload: Payload, task: str = "") -> bytes:
