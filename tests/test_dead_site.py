@@ -4,7 +4,7 @@ and the phase (issue 10 item 2).
 The POC tests run a real POC (server, 2 sites, admin on localhost) and kill site-1's NVFlare job
 process (the client worker_process of that job) with SIGKILL: once in the middle of a phase task
 (one-shot's local_ssl, made long with many SSL epochs) and once during split-NN training (vanilla
-VFL, many epochs). The same POC runs the resume test of issue 10 item 3: a checkpointed run killed in
+VFL, many epochs); the two jobs run side by side. The same POC runs the resume test of issue 10 item 3: a checkpointed run killed in
 local_ssl and submitted again with `resume`. The other tests check the transport's failure paths
 without NVFlare.
 """
@@ -168,34 +168,84 @@ def _log_time(line: str) -> float:
     return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
+def _kill_when(poc, job_id: str, phase: str, delay_s: float) -> tuple[float, float]:
+    """SIGKILL site-1's job process of `job_id` `delay_s` after `phase` starts; returns when (wall
+    clock, monotonic)."""
+    run, _, _ = poc
+    server_log = run.prod / "server" / job_id / "log.txt"
+    wait_for_text(server_log, f"vflflare phase '{phase}' started", 240, fail_text="vflflare job failed")
+    time.sleep(delay_s)
+    pid = job_worker_pid(job_id, KILLED)
+    assert pid is not None, f"no job process of {KILLED} for job {job_id}"
+    os.kill(pid, signal.SIGKILL)
+    return time.time(), time.monotonic()
+
+
+def _outcomes(poc, killed: dict[str, tuple[float, float]]) -> dict[str, dict]:
+    """Wait for the killed jobs ({job id: kill time}) to end; per job its results file, its status and
+    how long ending and detection took. A job still running after the wait is aborted."""
+    _, session, work = poc
+    status = {job_id: "RUNNING" for job_id in killed}
+    ended: dict[str, float] = {}
+    try:
+        while len(ended) < len(killed) and time.monotonic() - min(t for _, t in killed.values()) < END_WITHIN_S + 30:
+            for job_id in set(killed) - set(ended):
+                status[job_id] = session.get_job_meta(job_id)["status"]
+                if not status[job_id].startswith("RUNNING"):
+                    ended[job_id] = time.monotonic() - killed[job_id][1]
+            time.sleep(0.5)
+    finally:
+        for job_id in set(killed) - set(ended):
+            session.abort_job(job_id)
+    outcomes = {}
+    for job_id, (killed_at, t0) in killed.items():
+        folder = Path(session.download_job_result(job_id, str(work / "download" / job_id)))
+        results = json.loads(next(folder.rglob(RESULTS_FILE)).read_text())
+        log = next(folder.rglob("log.txt")).read_text().splitlines()
+        failure = next(line for line in log if "vflflare job failed" in line)
+        outcomes[job_id] = {"results": results, "status": status[job_id], "ended_s": ended.get(job_id, float("inf")),
+                            "detected_s": _log_time(failure) - killed_at}
+        print(f"{results['algorithm']}: killed {KILLED} in {results.get('phase')}; detected after "
+              f"{outcomes[job_id]['detected_s']:.1f} s, job {status[job_id]} {outcomes[job_id]['ended_s']:.1f} s "
+              f"after the kill: {results['error']}")
+    return outcomes
+
+
 def _kill_during(poc, algorithm: str, config: dict, phase: str, delay_s: float) -> dict:
     """Run the job, SIGKILL site-1's job process `delay_s` after `phase` starts, and return what the
     job left: its results file, the job status, and how long ending and detection took."""
-    run, session, work = poc
     job_id = _submit(poc, algorithm, config)
     try:
-        server_log = run.prod / "server" / job_id / "log.txt"
-        wait_for_text(server_log, f"vflflare phase '{phase}' started", 240, fail_text="vflflare job failed")
-        time.sleep(delay_s)
-        pid = job_worker_pid(job_id, KILLED)
-        assert pid is not None, f"no job process of {KILLED} for job {job_id}"
-        os.kill(pid, signal.SIGKILL)
-        killed_at, t0 = time.time(), time.monotonic()
-        status = session.get_job_meta(job_id)["status"]
-        while status.startswith("RUNNING") and time.monotonic() - t0 < END_WITHIN_S + 30:
-            time.sleep(0.5)
-            status = session.get_job_meta(job_id)["status"]
-        ended_s = time.monotonic() - t0
-    finally:
-        if session.get_job_meta(job_id)["status"].startswith("RUNNING"):
-            session.abort_job(job_id)
-    folder = Path(session.download_job_result(job_id, str(work / "download" / job_id)))
-    results = json.loads(next(folder.rglob(RESULTS_FILE)).read_text())
-    failure = next(line for line in next(folder.rglob("log.txt")).read_text().splitlines() if "vflflare job failed" in line)
-    detected_s = _log_time(failure) - killed_at
-    print(f"{algorithm}: killed {KILLED} in {phase}; detected after {detected_s:.1f} s, job {status} "
-          f"{ended_s:.1f} s after the kill: {results['error']}")
-    return {"results": results, "status": status, "ended_s": ended_s, "detected_s": detected_s}
+        killed = _kill_when(poc, job_id, phase, delay_s)
+    except BaseException:
+        poc[1].abort_job(job_id)
+        raise
+    return _outcomes(poc, {job_id: killed})[job_id]
+
+
+# (algorithm, config, phase to kill site-1 in, seconds into the phase). Many SSL epochs and split-NN
+# epochs keep each phase running for minutes, so the kill lands inside it.
+KILL_CASES = {
+    "task": ("oneshot", {"ssl_epochs": 20000}, "local_ssl", 1.0),
+    "split": ("vanilla", {"split_epochs": 100000, "split_patience": 100000}, "split_training", 2.0),
+}
+
+
+@pytest.fixture(scope="module")
+def killed_sites(poc) -> dict[str, dict]:
+    """Both kill cases at once: their jobs run side by side in the POC (half the wall time of one after
+    the other), each losing site-1's job process at its own moment."""
+    jobs = {case: _submit(poc, algorithm, config) for case, (algorithm, config, _, _) in KILL_CASES.items()}
+    killed = {}
+    try:
+        for case, (_, _, phase, delay_s) in KILL_CASES.items():
+            killed[jobs[case]] = _kill_when(poc, jobs[case], phase, delay_s)
+    except BaseException:
+        for job_id in jobs.values():
+            poc[1].abort_job(job_id)
+        raise
+    outcomes = _outcomes(poc, killed)
+    return {case: outcomes[job_id] for case, job_id in jobs.items()}
 
 
 def _assert_named(outcome: dict, phase: str) -> dict:
@@ -209,19 +259,15 @@ def _assert_named(outcome: dict, phase: str) -> dict:
 
 
 @pytest.mark.simulator
-def test_site_killed_during_a_phase_task(poc):
-    # 20000 SSL epochs: minutes of local training, so the kill lands inside the task
-    outcome = _kill_during(poc, "oneshot", {"ssl_epochs": 20000}, "local_ssl", delay_s=1.0)
-    results = _assert_named(outcome, "local_ssl")
+def test_site_killed_during_a_phase_task(killed_sites):
+    results = _assert_named(killed_sites["task"], "local_ssl")
     assert "task 'oneshot_update'" in results["error"]
     assert results["progress"]["phases_completed"] == ["setup", "representations", "partial_gradients"]
 
 
 @pytest.mark.simulator
-def test_site_killed_during_split_nn(poc):
-    outcome = _kill_during(poc, "vanilla", {"split_epochs": 100000, "split_patience": 100000}, "split_training",
-                           delay_s=2.0)
-    results = _assert_named(outcome, "split_training")
+def test_site_killed_during_split_nn(killed_sites):
+    results = _assert_named(killed_sites["split"], "split_training")
     assert results["progress"]["phases_completed"] == ["setup"] and results["progress"]["split_steps"] > 0
 
 
