@@ -117,6 +117,26 @@ def test_the_site_reported_first_is_the_one_named():
     assert health.reason("site-2") == "probe"
 
 
+def test_nvflare_dead_site_reports_reach_the_controller():
+    """NVFlare's dead-job report (to the workflow's communicator) and its CLIENT_DISCONNECTED event
+    both mark the site; the communicator still gets the report for its own watch list."""
+    from nvflare.apis.event_type import EventType
+    from nvflare.apis.fl_constant import FLContextKey
+    from nvflare.apis.fl_context import FLContext
+    from nvflare.apis.impl.wf_comm_server import WFCommServer
+
+    from vflflare.flare.controller import VFLController
+
+    controller, communicator = VFLController(config={"algorithm": "oneshot"}), WFCommServer()
+    controller.set_communicator(communicator)
+    communicator.process_dead_client_report("site-1", FLContext())
+    assert "dead-job report" in controller.health.reason("site-1") and "site-1" in communicator._dead_clients
+    fl_ctx = FLContext()
+    fl_ctx.set_prop(FLContextKey.DISCONNECTED_CLIENT_NAME, "site-2", private=True, sticky=False)
+    controller.handle_event(EventType.CLIENT_DISCONNECTED, fl_ctx)
+    assert "disconnected" in controller.health.reason("site-2")
+
+
 def test_failed_record_has_status_phase_site_and_progress():
     ledger = CommLedger()
     with ledger.phase("setup"):
