@@ -61,6 +61,33 @@ def test_resumed_run_ends_like_an_uninterrupted_one(tmp_path, kill_site_2, setti
     assert resumed["metrics"] == pytest.approx(reference["metrics"], abs=1e-6)
 
 
+@pytest.mark.parametrize("label_owner", ["server", "site-2"])
+def test_split_nn_resumes_from_its_last_save_point(tmp_path, kill_site_2, monkeypatch, label_owner):
+    """120 aligned rows, batch 32: 5 'split' steps an epoch. Killed in epoch 7 (its 32nd step), the run
+    saved its progress after epochs 3 and 6; resumed, it trains epochs 7 and 8 only. The test AUC of
+    every epoch (test_curve) is that of the run never stopped: the weights, optimisers and batch order
+    all went on from the save point."""
+    settings = {"algorithm": "vanilla", "split_epochs": 8, "split_patience": 8, "split_checkpoint_every": 3,
+                "label_owner": label_owner, "test_curve": True}
+    reference = run_inprocess(make_config(settings), SITES, None)
+    runs = tmp_path / "runs"
+    kill_site_2("split", 31)
+    with pytest.raises(Killed):
+        run_inprocess(make_config({**settings, "checkpoint": True}), SITES, None, runs_root=str(runs))
+    run_id = run_id_of(runs)
+    steps = []
+    original = SiteRuntime._handle
+    monkeypatch.setattr(SiteRuntime, "_handle", lambda self, name, payload: (
+        steps.append(name) if self.site == "site-1" and name == "split" else None) or original(self, name, payload))
+    resumed = run_inprocess(make_config({**settings, "resume": run_id}), SITES, None, runs_root=str(runs))
+    assert resumed["replayed_exchanges"] == 2  # the save points of epochs 3 and 6
+    assert len(steps) == 2 * 5
+    assert resumed["training"]["split_epochs"] == 8
+    curve = [point["test_auc"] for point in resumed["training"]["test_curve"]]
+    assert curve == pytest.approx([point["test_auc"] for point in reference["training"]["test_curve"]], abs=1e-9)
+    assert resumed["metrics"] == pytest.approx(reference["metrics"], abs=1e-6)
+
+
 def test_resume_refuses_an_altered_checkpoint_or_other_settings(tmp_path, kill_site_2):
     settings = {"algorithm": "oneshot", "ssl_epochs": 2}
     runs = tmp_path / "runs"

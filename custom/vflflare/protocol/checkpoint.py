@@ -14,15 +14,17 @@ Layout under a party's runs root (its NVFlare workspace root unless VFLFLARE_RUN
 in-process checkpoint root):
 ``vflflare_runs/<run id>/journal/`` on the coordinator, ``vflflare_runs/<run id>/<site>/`` on a site.
 
-A per-batch split-NN phase is not journaled: a run stopped inside one resumes from the exchange before
-it and trains that phase again.
+A per-batch phase (split-NN) is not journaled batch by batch. Instead it marks save points
+(`save_point`, every `split_checkpoint_every` epochs and at its end): each site saves its state, and
+the journal the coordinator's loop state and its own label party's state. A run stopped inside the
+phase resumes from its last save point (`resume_point`).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -34,6 +36,7 @@ RUNS_DIR = "vflflare_runs"
 RUNS_ROOT_ENV = "VFLFLARE_RUNS_ROOT"  # overrides the workspace root, e.g. for the simulator, which wipes it
 MARK = "_checkpoint"  # the key an exchange payload carries to ask for a checkpoint, and its reply the hash
 RESTORE_TASK = "resume_from_checkpoint"
+SAVE_TASK = "save_checkpoint"  # a save point inside a per-batch phase: the site answers {} and saves (MARK)
 UNCHECKED = ("checkpoint", "resume")  # config keys a resumed run may change
 
 
@@ -62,6 +65,8 @@ class Entry:
     task: str
     replies: dict[str, Payload]
     hashes: dict[str, str]
+    coordinator: dict[str, Any] = field(default_factory=dict)  # a save point's loop state
+    label_file: Path | None = None  # a save point's coordinator-side label party state
 
 
 class Journal:
@@ -94,17 +99,26 @@ class Journal:
         for line in self.index.read_text().splitlines():
             record = json.loads(line)
             path = self.folder / record["file"]
-            if not path.is_file() or file_hash(path) != record["sha256"]:
-                raise ResumeError(f"resume {self.run_id!r}: journal entry {path} is missing or altered")
+            label = self.folder / record["label_file"] if record.get("label_file") else None
+            for file, digest in ((path, record["sha256"]), (label, record.get("label_sha256"))):
+                if file is not None and (not file.is_file() or file_hash(file) != digest):
+                    raise ResumeError(f"resume {self.run_id!r}: journal entry {file} is missing or altered")
             data = wire.loads(path.read_bytes())
-            out.append(Entry(record["seq"], record["task"], {s: decode(r) for s, r in data.items()},
-                             record["hashes"]))
+            out.append(Entry(record["seq"], record["task"], {s: decode(r) for s, r in data["replies"].items()},
+                             record["hashes"], json.loads(data["coordinator"]), label))
         return out
 
-    def write(self, seq: int, task: str, replies: Mapping[str, Payload], hashes: Mapping[str, str]) -> None:
+    def write(self, seq: int, task: str, replies: Mapping[str, Payload], hashes: Mapping[str, str],
+              coordinator: Mapping[str, Any] | None = None, label: PartyState | None = None) -> None:
+        """coordinator, label: a save point's loop state (JSON: a generator's state holds 128-bit ints)
+        and the coordinator's label party."""
         path = self.folder / f"{seq:05d}-{task}.bin"
-        path.write_bytes(wire.dumps({s: encode(r, False) for s, r in replies.items()}))
+        path.write_bytes(wire.dumps({"replies": {s: encode(r, False) for s, r in replies.items()},
+                                     "coordinator": json.dumps(dict(coordinator or {}))}))
         record = {"seq": seq, "task": task, "file": path.name, "sha256": file_hash(path), "hashes": dict(hashes)}
+        if label is not None:
+            label_path = label.save(self.folder / f"{seq:05d}-{task}.label.pt")
+            record.update(label_file=label_path.name, label_sha256=file_hash(label_path))
         with open(self.index, "a") as handle:
             handle.write(json.dumps(record) + "\n")
 
@@ -159,6 +173,33 @@ class CheckpointedTransport:
         if self._started and not self._live:
             self._go_live()
         return self.net.step(task, payloads)
+
+    def save_point(self, name: str, loop: Mapping[str, Any], label: PartyState | None) -> None:
+        """A point to resume a per-batch phase from: every site saves its state (a per-batch message, so
+        it costs a step, not a task round trip); the journal keeps `loop`, the coordinator's loop state,
+        and `label`, the state of a label party on the coordinator (None when a site owns the labels:
+        that site saves it)."""
+        if not self._live:
+            self._go_live()
+        mark = {"run": self.journal.run_id, "seq": self._seq}
+        replies = self.net.step(SAVE_TASK, {s: {MARK: mark} for s in self.sites})
+        hashes = {s: str(r.pop(MARK)) for s, r in replies.items()}
+        self.journal.write(self._seq, f"{SAVE_TASK}.{name}", replies, hashes, loop, label)
+        self._seq += 1
+
+    def resume_point(self, name: str, label: PartyState | None) -> dict[str, Any] | None:
+        """Replaying: the loop state of the last of the save points `name` next in the journal, with the
+        coordinator's label party loaded as it was there (the sites load theirs when the run goes live).
+        None when the journal holds none there."""
+        found = None
+        while not self._live and self._seq < len(self._replay) and self._replay[self._seq].task == f"{SAVE_TASK}.{name}":
+            found = self._replay[self._seq]
+            self._seq += 1
+        if found is None:
+            return None
+        if label is not None:
+            label.load(found.label_file)
+        return found.coordinator
 
     def _go_live(self) -> None:
         """Sites load their state as of the last replayed exchange they took part in."""

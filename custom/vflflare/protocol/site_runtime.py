@@ -26,7 +26,7 @@ from vflflare.protocol.alignment import (
     psi_root,
     read_psi_file,
 )
-from vflflare.protocol.checkpoint import MARK, RESTORE_TASK, SiteCheckpoints
+from vflflare.protocol.checkpoint import MARK, RESTORE_TASK, SAVE_TASK, SiteCheckpoints
 from vflflare.protocol.alignment_report import describe_unmatched, id_variants, partial_test, summarize, unlabeled_test
 from vflflare.algorithms.registry import ALGORITHMS, get_algorithm, make_config
 from vflflare.config import JobConfig
@@ -70,6 +70,7 @@ class SiteRuntime:
             "align": self._align,
             "psi_labels": self._psi_labels,
             RESTORE_TASK: self._restore,
+            SAVE_TASK: lambda payload: {},  # its MARK makes `handle` save
         }
 
     def handle(self, task: str, payload: Payload) -> Payload:

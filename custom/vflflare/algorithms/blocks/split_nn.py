@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from vflflare.algorithms.blocks.representations import reps_of
 from vflflare.config import Settings
+from vflflare.protocol.checkpoint import CheckpointedTransport
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
 from vflflare.seeding import derive_seed
@@ -36,11 +37,15 @@ class SplitNNSettings(Settings):
     # communication-to-target tables; their representations are counted in ledger phase "test_curve",
     # never as training traffic. Off by default: it costs one extra upload per epoch.
     test_curve: bool = False
+    # with checkpoint: true, a save point every this many epochs (and after the last): a run stopped
+    # inside split-NN training resumes from the last one
+    split_checkpoint_every: int = 5
 
     def validate(self) -> None:
         super().validate()
         self.check(self.local_steps >= 1, "local_steps", "must be >= 1")
         self.check(self.split_patience >= 1, "split_patience", "must be >= 1")
+        self.check(self.split_checkpoint_every >= 1, "split_checkpoint_every", "must be >= 1")
 
 
 class SplitNNSite:
@@ -185,23 +190,45 @@ def _test_curve_point(net: Transport, label: Any, epoch: int) -> dict[str, float
     return {"epoch": epoch + 1, "training_payload_bytes": spent, **scored}
 
 
+def _save_point(net: Transport, label: Any, cfg: SplitNNSettings, progress: dict[str, Any], rng: np.random.Generator,
+                info: dict[str, Any], last: bool) -> None:
+    """Every cfg.split_checkpoint_every epochs and after the last one, in a checkpointed run."""
+    if isinstance(net, CheckpointedTransport) and (last or progress["epochs_run"] % cfg.split_checkpoint_every == 0):
+        loop = {**progress, "rng": rng.bit_generator.state, "test_curve": info.get("test_curve", [])}
+        net.save_point("split_training", loop, getattr(label, "state", None))
+
+
+def _resume_point(net: Transport, label: Any, rng: np.random.Generator, info: dict[str, Any]) -> dict[str, Any] | None:
+    saved = net.resume_point("split_training", getattr(label, "state", None)) if isinstance(net, CheckpointedTransport) else None
+    if saved is None:
+        return None
+    rng.bit_generator.state = saved.pop("rng")
+    if saved["test_curve"]:
+        info["test_curve"] = saved["test_curve"]
+    return saved
+
+
 def train_split_nn(
     net: Transport, label: Any, cfg: SplitNNSettings, n_rows: int, epochs: int, keep_classifier: bool,
     tracker: Tracker, info: dict[str, Any],
 ) -> dict[str, float]:
     """Early stopping on the validation metric; returns 'val_*' and 'test_*' of the best state. Writes
     the number of epochs run to info['split_epochs'] and, with cfg.test_curve, the per-epoch test
-    metric against training payload to info['test_curve']."""
+    metric against training payload to info['test_curve']. A checkpointed run saves its progress every
+    cfg.split_checkpoint_every epochs and goes on from there when resumed."""
     rng = np.random.default_rng(derive_seed(cfg.seed, "split-order"))
-    best, since_best = -np.inf, 0
-    label.split_begin(keep_classifier)
     with net.ledger.phase("split_training"):
-        if keep_classifier:
-            # finetuning must beat the model it starts from: on credit default its first epoch at lr 0.01
-            # can be worse on validation than the few-shot model, and would otherwise be kept
-            _, best = _validate(net, label)
-            _commit(net, label)
-        for epoch in range(epochs):
+        progress = _resume_point(net, label, rng, info)
+        if progress is None:
+            progress = {"epochs_run": 0, "best": -math.inf, "since_best": 0, "metric": "", "stopped": False}
+            label.split_begin(keep_classifier)
+            if keep_classifier:
+                # finetuning must beat the model it starts from: on credit default its first epoch at lr 0.01
+                # can be worse on validation than the few-shot model, and would otherwise be kept
+                _, progress["best"] = _validate(net, label)
+                _commit(net, label)
+        while not progress["stopped"] and progress["epochs_run"] < epochs:
+            epoch = progress["epochs_run"]
             loss = _train_epoch(net, label, rng.permutation(n_rows), cfg.batch_size)
             metric, score = _validate(net, label)
             tracker.scalar("split/train_loss", loss, epoch)
@@ -211,20 +238,22 @@ def train_split_nn(
                 info.setdefault("test_curve", []).append(point)
                 test_metric = "test_" + metric.removeprefix("val_")
                 tracker.scalar(f"split/{test_metric}", point[test_metric], epoch)
-            if score > best:
-                best, since_best = score, 0
+            if score > progress["best"]:
+                progress.update(best=score, since_best=0)
                 _commit(net, label)
             else:
-                since_best += 1
-                if since_best >= cfg.split_patience:
-                    break
-        tracker.info(f"split-NN stopped after {epoch + 1} epochs, best {metric} {best:.4f}")
+                progress["since_best"] += 1
+                progress["stopped"] = progress["since_best"] >= cfg.split_patience
+            progress.update(epochs_run=epoch + 1, metric=metric)
+            _save_point(net, label, cfg, progress, rng, info, last=progress["stopped"] or epoch + 1 == epochs)
+        tracker.info(f"split-NN stopped after {progress['epochs_run']} epochs, best {progress['metric']} "
+                     f"{progress['best']:.4f}")
     with net.ledger.phase("evaluation"):
         label.restore_best()
         net.step("restore", {s: {} for s in net.sites})
         replies = net.exchange("represent", {s: {"parts": ["val", "test"]} for s in net.sites})
         metrics = {**label.evaluate("val", reps_of(replies, "val")), **label.evaluate("test", reps_of(replies, "test"))}
-    info["split_epochs"] = epoch + 1
+    info["split_epochs"] = progress["epochs_run"]
     return metrics
 
 
