@@ -26,7 +26,7 @@ from nvflare.apis.signal import Signal
 from deployment_helpers import REPO, env_with, free_port, job_worker_pid, wait_for_text
 from vflflare.algorithms.registry import make_config
 from vflflare.flare import transport as flare_transport
-from vflflare.flare.liveness import SiteProber
+from vflflare.flare.liveness import BUSY_KEY, SiteProber, WorkClock, stall_limit
 from vflflare.flare.site_health import SiteHealth
 from vflflare.flare.transport import FlareTransport
 from vflflare.protocol.inprocess import run_inprocess
@@ -41,9 +41,9 @@ DETECT_WITHIN_S = 10.0  # measured: 0.1 s in a task phase, 1 s in split-NN (NVFl
 
 
 # ---------------------------------------------------------------- without NVFlare
-def _transport(ping, abort: Signal | None = None) -> FlareTransport:
+def _transport(ping, abort: Signal | None = None, stall_timeout: float = 300.0) -> FlareTransport:
     net = FlareTransport(None, None, abort or Signal(), SITES, False, 1.0, 1.0)
-    net.prober = SiteProber(ping, net.health, SITES)
+    net.prober = SiteProber(ping, net.health, SITES, stall_timeout)
     return net
 
 
@@ -86,6 +86,54 @@ def test_slow_or_unstarted_sites_are_not_declared_dead():
         time.sleep(0.05)
     assert calls and set(calls) == {"site-1"} and not net.health
     net.close()
+
+
+def test_a_site_silent_for_stall_timeout_is_stopped():
+    # a frozen process: its job cell is still there, so probes time out instead of failing
+    net = _transport(lambda site: make_reply(ReturnCode.TIMEOUT if site == "site-1" else ReturnCode.OK), stall_timeout=1.0)
+    for site in SITES:
+        net.prober.seen(site)
+    t0 = time.monotonic()
+    with pytest.raises(TransportError) as caught, net.ledger.phase("local_ssl"):
+        net._wait("oneshot_update", lambda: list(SITES))
+    assert 1.0 <= time.monotonic() - t0 < 3
+    assert caught.value.site == "site-1"
+    assert "answered neither its task nor any liveness probe for 1 s (stall_timeout 1 s)" in str(caught.value)
+    net.close()
+
+
+def busy(task: str, quiet_s: float, longest_gap_s: float):
+    reply = make_reply(ReturnCode.OK)
+    reply[BUSY_KEY] = {"task": task, "quiet_s": quiet_s, "longest_gap_s": longest_gap_s}
+    return reply
+
+
+def test_a_busy_site_without_progress_is_stopped_with_a_limit_sized_to_its_epochs():
+    assert stall_limit(0.0, 300.0) == 300.0 and stall_limit(100.0, 300.0) == 500.0
+    replies = {"site-1": busy("oneshot_update", 12.0, 3.0),  # slow epochs (3 s): 15 s allowed
+               "site-2": busy("oneshot_update", 12.0, 1.0)}  # fast epochs: the 10 s stall_timeout applies
+    net = _transport(replies.get, stall_timeout=10.0)
+    for site in SITES:
+        net.prober.seen(site)
+    with pytest.raises(TransportError) as caught, net.ledger.phase("local_ssl"):
+        net._wait("oneshot_update", lambda: list(SITES))
+    assert caught.value.site == "site-2" and net.health.reason("site-1") is None
+    assert ("site 'site-2' stopped during phase 'local_ssl' (task 'oneshot_update'): it has made no progress in task "
+            "'oneshot_update' for 12 s (limit 10 s") in str(caught.value)
+    net.close()
+
+
+def test_work_clock_reports_the_task_and_its_quiet_time():
+    clock = WorkClock()
+    assert clock.report() == {}
+    clock.start("oneshot_update")
+    time.sleep(0.05)
+    clock.tick()
+    time.sleep(0.02)
+    report = clock.report()
+    assert report["task"] == "oneshot_update" and 0.02 <= report["quiet_s"] < report["longest_gap_s"] < 1
+    clock.stop()
+    assert clock.report() == {}
 
 
 def test_an_abort_names_the_site_a_report_identifies_in_time(monkeypatch):

@@ -80,6 +80,9 @@ class JobConfig(Settings):
     # transport
     fp16: bool = False
     num_threads: int = 1
+    # a site the coordinator waits on that answers nothing, or works on a task without reporting
+    # progress (an epoch), for this long (or 5 x its slowest epoch) ends the job (flare/liveness.py)
+    stall_timeout: float = 300.0
     # CKKS homomorphic encryption (vflflare.privacy.ckks) of every float tensor a site sends, with the
     # keys NVFlare provisions; the coordinator relays or adds ciphertexts only. Needs a label-owning
     # site (the coordinator cannot train on ciphertexts) unless the plug-in never hands it a tensor.
@@ -97,6 +100,7 @@ class JobConfig(Settings):
         super().validate()
         self.check(0.0 < self.labeled_fraction <= 1.0, "labeled_fraction", "must be in (0, 1]")
         self.check(0.0 <= self.val_fraction < 1.0, "val_fraction", "must be in [0, 1)")
+        self.check(self.stall_timeout > 0, "stall_timeout", "must be > 0 seconds")
         self.check(self.numeric_transform in NUMERIC_TRANSFORMS, "numeric_transform",
                    f"must be one of {list(NUMERIC_TRANSFORMS)}")
         self.check(set(self.id_normalize) <= set(ID_NORMALIZATIONS), "id_normalize",

@@ -92,7 +92,7 @@ class VFLController(Controller):
         run_dir = engine.get_workspace().get_run_dir(fl_ctx.get_job_id())
         net = FlareTransport(
             self, fl_ctx, abort_signal, sites, self.cfg.fp16, self.task_timeout, self.step_timeout, he=self.cfg.he,
-            health=self.health,
+            health=self.health, stall_timeout=self.cfg.stall_timeout,
         )
         net.ledger.on_phase = lambda name: self.log_info(fl_ctx, f"vflflare phase '{name}' started")
         tracker = FlareTracker(self, fl_ctx, on_site=False)

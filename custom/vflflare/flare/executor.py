@@ -23,6 +23,7 @@ from vflflare.flare.site_config import resolve_party_data_root
 from vflflare.flare.messages import (
     AUX_TOPIC, ERROR_HEADER, PING_TOPIC, TASK_HEADER, error_reply, from_shareable, to_shareable,
 )
+from vflflare.flare.liveness import BUSY_KEY, WorkClock
 from vflflare.flare.tracking import FlareTracker
 from vflflare.privacy import ckks
 
@@ -40,12 +41,13 @@ class VFLExecutor(Executor):
         # he: true in the job's config (learnt from the setup task). Task data and results are then
         # decrypted / encrypted by the job's HE filters; aux steps, which filters never see, here.
         self.he = False
+        self.clock = WorkClock()  # what a liveness probe is told: the task at work, time since its progress
 
     def handle_event(self, event_type: str, fl_ctx: FLContext) -> None:
         if event_type == EventType.START_RUN:
             prepare_torch(self.num_threads)
             site = fl_ctx.get_identity_name()
-            self.tracker = FlareTracker(self, fl_ctx, on_site=True)
+            self.tracker = FlareTracker(self, fl_ctx, on_site=True, on_progress=self.clock.tick)
             try:
                 data_root = resolve_party_data_root(self.data_root, fl_ctx, site)
             except ValueError as error:  # a malformed local/vflflare.json: reported by the first task
@@ -85,11 +87,16 @@ class VFLExecutor(Executor):
         problem = shareable.get_header(ERROR_HEADER)  # a task data filter (HE decryption) failed: say why
         if problem:
             return error_reply(problem)
-        return self._run(task_name, from_shareable(shareable), fl_ctx)
+        self.clock.start(task_name)
+        try:
+            return self._run(task_name, from_shareable(shareable), fl_ctx)
+        finally:
+            self.clock.stop()
 
-    @staticmethod
-    def _on_ping(topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
-        return make_reply(ReturnCode.OK)
+    def _on_ping(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
+        reply = make_reply(ReturnCode.OK)
+        reply[BUSY_KEY] = self.clock.report()
+        return reply
 
     def _on_step(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
         return self._run(request.get_header(TASK_HEADER), from_shareable(request), fl_ctx, aux=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from typing import Callable
 
 from nvflare.apis.analytix import AnalyticsDataType
 from nvflare.apis.fl_component import FLComponent
@@ -20,8 +21,11 @@ _STOP = None
 
 
 class FlareTracker:
-    def __init__(self, component: FLComponent, fl_ctx: FLContext, on_site: bool) -> None:
+    def __init__(self, component: FLComponent, fl_ctx: FLContext, on_site: bool,
+                 on_progress: Callable[[], None] = lambda: None) -> None:
+        """on_progress: called on every report (a site's WorkClock tick, flare/liveness.py)."""
         self.component = component
+        self.on_progress = on_progress
         self.engine = fl_ctx.get_engine()
         self.on_site = on_site
         self._queue: queue.Queue = queue.Queue()
@@ -29,9 +33,11 @@ class FlareTracker:
         self._worker.start()
 
     def scalar(self, tag: str, value: float, step: int) -> None:
+        self.on_progress()
         self._queue.put((tag, float(value), int(step)))
 
     def info(self, message: str) -> None:
+        self.on_progress()
         with self.engine.new_context() as fl_ctx:
             self.component.log_info(fl_ctx, message)
 

@@ -47,10 +47,12 @@ class FlareTransport:
         step_timeout: float,
         he: bool = False,
         health: SiteHealth | None = None,
+        stall_timeout: float = 300.0,
     ) -> None:
         """he: the sites encrypt every float tensor (vflflare.privacy.ckks); the coordinator then refuses
         any plaintext float tensor in either direction, and ciphertexts of differing keys.
-        health: where the controller records NVFlare's dead-site reports (shared with the probes)."""
+        health: where the controller records NVFlare's dead-site reports (shared with the probes).
+        stall_timeout: how long a site may stay silent, or busy without progress (flare/liveness.py)."""
         self.controller, self.fl_ctx, self.abort_signal = controller, fl_ctx, abort_signal
         self.he = he
         self._key_ids: dict[str, str] = {}  # HE key fingerprint -> first site that used it
@@ -60,7 +62,7 @@ class FlareTransport:
         self.ledger = CommLedger()
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(sites)), thread_name_prefix="vflflare-step")
         self.health = health if health is not None else SiteHealth()
-        self.prober = SiteProber(self._ping, self.health, sites)
+        self.prober = SiteProber(self._ping, self.health, sites, stall_timeout)
 
     # ------------------------------------------------------------------ failure detection
     def _ping(self, site: str) -> Shareable | None:
