@@ -24,9 +24,13 @@ from nvflare.apis.shareable import make_reply
 from nvflare.apis.signal import Signal
 
 from deployment_helpers import REPO, env_with, free_port, job_worker_pid, wait_for_text
+from vflflare import wire
 from vflflare.algorithms.registry import make_config
 from vflflare.flare import transport as flare_transport
-from vflflare.flare.liveness import BUSY_KEY, SiteProber, WorkClock, stall_limit
+from vflflare.flare.liveness import SiteProber, WorkClock, stall_limit
+from vflflare.flare.messages import (
+    UNREACHABLE_CODES, error_of, error_reply, payload_bytes_of, shareable_of, step_reply, to_shareable,
+)
 from vflflare.flare.site_health import SiteHealth
 from vflflare.flare.transport import FlareTransport
 from vflflare.protocol.inprocess import run_inprocess
@@ -103,9 +107,8 @@ def test_a_site_silent_for_stall_timeout_is_stopped():
 
 
 def busy(task: str, quiet_s: float, longest_gap_s: float):
-    reply = make_reply(ReturnCode.OK)
-    reply[BUSY_KEY] = {"task": task, "quiet_s": quiet_s, "longest_gap_s": longest_gap_s}
-    return reply
+    """A probe's reply from a site at work (the executor's WorkClock report)."""
+    return to_shareable(wire.dumps({"task": task, "quiet_s": quiet_s, "longest_gap_s": longest_gap_s}))
 
 
 def test_a_busy_site_without_progress_is_stopped_with_a_limit_sized_to_its_epochs():
@@ -121,6 +124,18 @@ def test_a_busy_site_without_progress_is_stopped_with_a_limit_sized_to_its_epoch
     assert ("site 'site-2' stopped during phase 'local_ssl' (task 'oneshot_update'): it has made no progress in task "
             "'oneshot_update' for 12 s (limit 10 s") in str(caught.value)
     net.close()
+
+
+def test_cell_replies_read_as_the_transport_expects():
+    from nvflare.fuel.f3.cellnet.defs import ReturnCode as CellCode
+    from nvflare.fuel.f3.cellnet.utils import make_reply as cell_reply
+
+    for code in (CellCode.COMM_ERROR, CellCode.TARGET_UNREACHABLE):  # the site's job cell is gone
+        assert shareable_of(cell_reply(code)).get_return_code() in UNREACHABLE_CODES
+    assert shareable_of(cell_reply(CellCode.TIMEOUT)).get_return_code() not in UNREACHABLE_CODES  # no proof
+    failed_step = step_reply(error_reply("ValueError: bad rows"))
+    assert error_of(shareable_of(failed_step)) == "ValueError: bad rows"
+    assert payload_bytes_of(shareable_of(step_reply(to_shareable(b"abc")))) == b"abc"
 
 
 def test_work_clock_reports_the_task_and_its_quiet_time():

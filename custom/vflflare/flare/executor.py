@@ -1,4 +1,4 @@
-"""Site side of every vflflare job: one executor answers phase tasks and per-batch aux requests by
+"""Site side of every vflflare job: one executor answers phase tasks and per-batch step requests by
 handing them to the site's SiteRuntime. Raw features never leave SiteRuntime."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 from vflflare.torch_runtime import prepare_torch
 from nvflare.apis.event_type import EventType
 from nvflare.apis.executor import Executor
-from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.fl_context import FLContext
-from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
+from nvflare.fuel.f3.message import Message
 
 from vflflare import wire
 from vflflare.protocol.payload import Payload, encode, tensor_kinds
@@ -21,9 +21,10 @@ from vflflare.flare.he_filters import workspace_context
 from vflflare.flare.psi import psi_source
 from vflflare.flare.site_config import resolve_party_data_root
 from vflflare.flare.messages import (
-    AUX_TOPIC, ERROR_HEADER, PING_TOPIC, TASK_HEADER, error_reply, from_shareable, to_shareable,
+    ERROR_HEADER, PING_TOPIC, STEP_CHANNEL, STEP_TOPIC, TASK_HEADER, cell_reply, error_reply, from_shareable, step_reply,
+    to_shareable,
 )
-from vflflare.flare.liveness import BUSY_KEY, WorkClock
+from vflflare.flare.liveness import WorkClock
 from vflflare.flare.tracking import FlareTracker
 from vflflare.privacy import ckks
 
@@ -39,13 +40,14 @@ class VFLExecutor(Executor):
         self.config_error: str | None = None
         self.tracker: FlareTracker | None = None
         # he: true in the job's config (learnt from the setup task). Task data and results are then
-        # decrypted / encrypted by the job's HE filters; aux steps, which filters never see, here.
+        # decrypted / encrypted by the job's HE filters; per-batch steps, which filters never see, here.
         self.he = False
         self.clock = WorkClock()  # what a liveness probe is told: the task at work, time since its progress
 
     def handle_event(self, event_type: str, fl_ctx: FLContext) -> None:
         if event_type == EventType.START_RUN:
             prepare_torch(self.num_threads)
+            self._engine = fl_ctx.get_engine()
             site = fl_ctx.get_identity_name()
             self.tracker = FlareTracker(self, fl_ctx, on_site=True, on_progress=self.clock.tick)
             try:
@@ -56,13 +58,15 @@ class VFLExecutor(Executor):
             # alignment "psi": the intersection from this job's PSI workflow or an earlier PSI job
             self.runtime = SiteRuntime(site, data_root, self.tracker, psi_source(fl_ctx, site, data_root),
                                        runs_root=runs_root(fl_ctx.get_engine().get_workspace().get_root_dir()))
-            fl_ctx.get_engine().register_aux_message_handler(AUX_TOPIC, self._on_step)
-            # the coordinator's liveness probe (flare/liveness.py): answering at all is the message
-            fl_ctx.get_engine().register_aux_message_handler(PING_TOPIC, self._on_ping)
+            # per-batch steps and the coordinator's liveness probes: plain requests to this job's cell
+            cell = self._engine.get_cell()
+            cell = getattr(cell, "core_cell", cell)
+            cell.register_request_cb(STEP_CHANNEL, STEP_TOPIC, self._on_step)
+            cell.register_request_cb(STEP_CHANNEL, PING_TOPIC, self._on_ping)
         elif event_type == EventType.END_RUN and self.tracker is not None:
             self.tracker.close()
 
-    def _run(self, task: str, payload: Payload, fl_ctx: FLContext, aux: bool = False) -> Shareable:
+    def _run(self, task: str, payload: Payload, fl_ctx: FLContext, step: bool = False) -> Shareable:
         if self.config_error:
             self.log_error(fl_ctx, f"task '{task}' refused: {self.config_error}")
             return error_reply(self.config_error)
@@ -71,11 +75,11 @@ class VFLExecutor(Executor):
                 self.he = bool(payload.get("config", {}).get("he", False))
                 if self.he:
                     workspace_context(fl_ctx, "client")  # a missing or wrong key fails the job here
-            if aux and tensor_kinds(payload)["encrypted"]:
+            if step and tensor_kinds(payload)["encrypted"]:
                 payload = ckks.decrypt_payload(payload, workspace_context(fl_ctx, "client"))
             reply = self.runtime.handle(task, payload)
             reply = encode(reply, self.runtime.fp16)
-            if aux and self.he:
+            if step and self.he:
                 reply = ckks.encrypt_payload(reply, workspace_context(fl_ctx, "client"))
             return to_shareable(wire.dumps(reply))
         except Exception as error:
@@ -93,10 +97,11 @@ class VFLExecutor(Executor):
         finally:
             self.clock.stop()
 
-    def _on_ping(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
-        reply = make_reply(ReturnCode.OK)
-        reply[BUSY_KEY] = self.clock.report()
-        return reply
+    def _on_ping(self, request: Message) -> Message:
+        """Answering at all says the job is up; the clock says whether its task makes progress."""
+        return cell_reply(wire.dumps(self.clock.report()))
 
-    def _on_step(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
-        return self._run(request.get_header(TASK_HEADER), from_shareable(request), fl_ctx, aux=True)
+    def _on_step(self, request: Message) -> Message:
+        payload = wire.loads(request.payload) if request.payload else {}
+        with self._engine.new_context() as fl_ctx:
+            return step_reply(self._run(request.get_header(TASK_HEADER), payload, fl_ctx, step=True))

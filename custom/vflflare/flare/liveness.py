@@ -1,8 +1,8 @@
 """Liveness probes for the sites the coordinator is waiting on.
 
-A site's task or step that is still pending after PROBE_AFTER_S gets a tiny aux request
+A site's task or step that is still pending after PROBE_AFTER_S gets a tiny request
 (messages.PING_TOPIC) every PROBE_EVERY_S, in the background. A live site answers it at once, even
-in the middle of a long local phase (aux messages are handled on their own threads). For a site
+in the middle of a long local phase (cell requests are handled on their own threads). For a site
 whose job process is gone, NVFlare answers the request itself with a communication error, because
 the job's cell has no connection any more: that reply marks the site dead in SiteHealth. A probe
 that merely times out proves nothing (a busy machine) and marks nothing.
@@ -37,7 +37,7 @@ from typing import Callable, Iterable
 from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.shareable import Shareable
 
-from vflflare.flare.messages import UNREACHABLE_CODES
+from vflflare.flare.messages import UNREACHABLE_CODES, from_shareable
 from vflflare.flare.site_health import SiteHealth
 
 PROBE_AFTER_S = 0.5  # a split-NN step takes 10-70 ms; a phase task seconds to minutes
@@ -45,7 +45,6 @@ PROBE_EVERY_S = 0.5
 PROBE_TIMEOUT_S = 2.0
 MAX_INFLIGHT = 6  # per site: PROBE_TIMEOUT_S / PROBE_EVERY_S of them, plus headroom
 STALL_FACTOR = 5.0
-BUSY_KEY = "vflflare_busy"  # in a probe's reply: the site's WorkClock report
 
 Ping = Callable[[str], Shareable | None]
 
@@ -136,7 +135,7 @@ class SiteProber:
             return False
         if code == ReturnCode.OK:  # not a probe that timed out
             self._heard[site] = time.monotonic()
-            busy = reply.get(BUSY_KEY) or {}
+            busy = from_shareable(reply)  # the site's WorkClock report
             limit = stall_limit(busy.get("longest_gap_s", 0.0), self.stall_timeout)
             if busy and busy["quiet_s"] > limit:
                 self.health.mark_dead(site, f"it has made no progress in task '{busy['task']}' for {busy['quiet_s']:.0f} s "

@@ -1,8 +1,19 @@
-"""How a Payload rides in an NVFlare Shareable (tasks and aux messages alike)."""
+"""How a Payload rides in NVFlare messages: a Shareable for a phase task, a cellnet Message for a
+per-batch step or a liveness probe.
+
+Steps and probes are cellnet requests from the server's job cell straight to a site's job cell, on
+STEP_CHANNEL: raw bytes each way. An NVFlare aux request would wrap them in an FL-context envelope
+(the sender's public context props, serialised with every message) and move them as a byte-stream
+transaction (on all channels but a few system ones); that doubled the round trip of a split-NN step
+in a POC (benchmarks/SCALE_REPORT.md). Task filters run on neither, so with `he` the executor
+encrypts a step's reply itself."""
 from __future__ import annotations
 
 from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.fuel.f3.cellnet.defs import MessageHeaderKey, ReturnCode as CellReturnCode
+from nvflare.fuel.f3.cellnet.utils import make_reply as make_cell_reply
+from nvflare.fuel.f3.message import Message
 
 from vflflare import wire
 from vflflare.protocol.payload import Payload
@@ -10,12 +21,13 @@ from vflflare.protocol.payload import Payload
 PAYLOAD_KEY = "vflflare_payload"
 TASK_HEADER = "vflflare_task"
 ERROR_HEADER = "vflflare_error"
-AUX_TOPIC = "vflflare.step"
-# a liveness probe: the executor answers it with an empty OK reply (flare/site_health.py says why)
-PING_TOPIC = "vflflare.ping"
-# what NVFlare returns for an aux request whose target's job cell does not exist (any more): the
-# request was never delivered, so the site cannot have answered it
-UNREACHABLE_CODES = frozenset({ReturnCode.COMMUNICATION_ERROR, ReturnCode.ERROR})
+STEP_CHANNEL = "vflflare"
+STEP_TOPIC = "step"
+# a liveness probe: the executor answers it with its WorkClock report (flare/liveness.py)
+PING_TOPIC = "ping"
+# what a request to a site's job cell that does not exist (any more) returns (shareable_of): it was
+# never delivered, so the site cannot have answered it
+UNREACHABLE_CODES = frozenset({ReturnCode.COMMUNICATION_ERROR})
 
 
 def to_shareable(data: bytes, task: str | None = None) -> Shareable:
@@ -49,3 +61,42 @@ def error_of(reply: Shareable | None) -> str | None:
     if code == ReturnCode.OK:
         return None
     return reply.get_header(ERROR_HEADER) or f"return code {code}"
+
+
+
+# ---------------------------------------------------------------- per-batch steps and probes
+def step_request(data: bytes, task: str) -> Message:
+    return Message({TASK_HEADER: task}, data)
+
+
+def cell_reply(data: bytes) -> Message:
+    return make_cell_reply(CellReturnCode.OK, body=data)
+
+
+def step_reply(reply: Shareable) -> Message:
+    """The executor's Shareable reply as a cell reply (its error header carried over)."""
+    code = reply.get_return_code(ReturnCode.OK)
+    if code == ReturnCode.OK:
+        return cell_reply(payload_bytes_of(reply))
+    message = make_cell_reply(CellReturnCode.PROCESS_EXCEPTION)
+    message.set_header(ERROR_HEADER, reply.get_header(ERROR_HEADER) or f"return code {code}")
+    return message
+
+
+_CELL_CODES = {CellReturnCode.COMM_ERROR: ReturnCode.COMMUNICATION_ERROR,
+               CellReturnCode.TARGET_UNREACHABLE: ReturnCode.COMMUNICATION_ERROR,
+               CellReturnCode.INVALID_TARGET: ReturnCode.COMMUNICATION_ERROR,
+               CellReturnCode.TIMEOUT: ReturnCode.TIMEOUT}
+
+
+def shareable_of(message: Message | None) -> Shareable | None:
+    """A cell reply as the Shareable the transport reads (return code, error, payload)."""
+    if message is None:
+        return None
+    code = message.get_header(MessageHeaderKey.RETURN_CODE, CellReturnCode.OK)
+    if code == CellReturnCode.OK:
+        return to_shareable(message.payload or b"")
+    reply = make_reply(_CELL_CODES.get(code, ReturnCode.EXECUTION_EXCEPTION))
+    reply.set_header(ERROR_HEADER, message.get_header(ERROR_HEADER) or message.get_header(MessageHeaderKey.ERROR)
+                     or f"cell return code {code}")
+    return reply

@@ -2,7 +2,7 @@
 
 Three things feed it, fastest first:
 - the transport's probes (flare/transport.py): a site whose task or step has been pending for a
-  while gets a tiny aux request; NVFlare answers "communication error" at once when the site's job
+  while gets a tiny request (a probe); NVFlare answers "communication error" at once when the site's job
   cell is gone, which happens within a second of its job process dying;
 - NVFlare's dead-job report (the site's parent process stops listing the job in its heartbeat, the
   server parent tells the job: `WFCommServer.process_dead_client_report`), within about 10 s;

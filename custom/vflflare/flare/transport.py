@@ -1,5 +1,6 @@
-"""Transport over NVFlare: phase exchanges are tasks (job Filters apply), per-batch steps are aux
-requests from the server to the sites (about 37 ms instead of a 0.6-2 s task round trip).
+"""Transport over NVFlare: phase exchanges are tasks (job Filters apply), per-batch steps are cellnet
+requests from the server's job cell to the sites' (about 10 ms instead of a 0.6-2 s task round trip;
+flare/messages.py).
 
 Every wait ends as soon as a site it waits on is known to have stopped (SiteHealth, fed by NVFlare's
 reports and by the liveness probes of flare/liveness.py), with a TransportError naming the site, the
@@ -13,18 +14,23 @@ import time
 from typing import Callable, Collection, Mapping
 
 from nvflare.apis.controller_spec import ClientTask, Task, TaskCompletionStatus
-from nvflare.apis.fl_constant import ReservedKey, ReturnCode
+from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.controller import Controller
 from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
+from nvflare.fuel.f3.cellnet.fqcn import FQCN
+from nvflare.fuel.f3.message import Message
 
 from vflflare import wire
 from vflflare.protocol.ledger import CommLedger
 from vflflare.protocol.payload import Payload, decode, encode, tensor_kinds
 from vflflare.protocol.transport import TransportError
 from vflflare.flare.liveness import PROBE_AFTER_S, PROBE_TIMEOUT_S, SiteProber
-from vflflare.flare.messages import AUX_TOPIC, PING_TOPIC, UNREACHABLE_CODES, error_of, payload_bytes_of, to_shareable
+from vflflare.flare.messages import (
+    PING_TOPIC, STEP_CHANNEL, STEP_TOPIC, UNREACHABLE_CODES, error_of, payload_bytes_of, shareable_of, step_request,
+    to_shareable,
+)
 from vflflare.flare.site_health import SiteHealth
 from vflflare.privacy.ckks import key_ids
 
@@ -63,18 +69,19 @@ class FlareTransport:
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(sites)), thread_name_prefix="vflflare-step")
         self.health = health if health is not None else SiteHealth()
         self.prober = SiteProber(self._ping, self.health, sites, stall_timeout)
+        self._cell = None  # the server job's cellnet cell, once a step or probe needs it
 
     # ------------------------------------------------------------------ failure detection
+    def _request(self, site: str, topic: str, message: Message, timeout: float) -> Shareable | None:
+        """One request to the site's job cell, on our own channel (flare/messages.py)."""
+        if self._cell is None:
+            cell = self.fl_ctx.get_engine().get_cell()
+            self._cell = getattr(cell, "core_cell", cell)  # a plain request, not a byte-stream transaction
+        target = FQCN.join([site, self.fl_ctx.get_job_id()])
+        return shareable_of(self._cell.send_request(STEP_CHANNEL, topic, target, message, timeout=timeout))
+
     def _ping(self, site: str) -> Shareable | None:
-        engine = self.fl_ctx.get_engine()
-        with engine.new_context() as fl_ctx:
-            # NVFlare's aux requests return early once the job's abort signal fires. A probe must not:
-            # NVFlare aborts the job ~2 s after a site's job process died without telling us which,
-            # and a probe already on its way is what names it. So this context (only) gets a signal
-            # of its own; `put` does not write it back to the job's shared context.
-            fl_ctx.put(ReservedKey.RUN_ABORT_SIGNAL, Signal(), private=True, sticky=False)
-            replies = engine.send_aux_request([site], PING_TOPIC, Shareable(), PROBE_TIMEOUT_S, fl_ctx, optional=True)
-        return (replies or {}).get(site)
+        return self._request(site, PING_TOPIC, Message(), PROBE_TIMEOUT_S)
 
     def _dead_error(self, site: str, task: str, note: str = "") -> TransportError:
         return TransportError(
@@ -112,7 +119,7 @@ class FlareTransport:
             time.sleep(POLL_S)
 
     def _check_reply(self, site: str, task: str, reply: Shareable | None) -> None:
-        """An aux reply NVFlare made up because the site was unreachable: confirm with a probe, and
+        """A reply NVFlare made up because the site was unreachable: confirm with a probe, and
         report a stopped site as such instead of as a bare return code."""
         if reply is None or reply.get_return_code(ReturnCode.OK) in UNREACHABLE_CODES:
             if self.health.reason(site) or not self.prober.probe(site):
@@ -190,19 +197,13 @@ class FlareTransport:
                                      f"{why} (timeout {self.task_timeout}s)", site=site)
         return {site: self._incoming(site, task, replies[site]) for site in payloads}
 
-    def _send_aux(self, site: str, request) -> object:
-        engine = self.fl_ctx.get_engine()
-        with engine.new_context() as fl_ctx:
-            replies = engine.send_aux_request([site], AUX_TOPIC, request, self.step_timeout, fl_ctx) or {}
-        return replies.get(site)
-
     def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
-        # One aux request per site, in parallel. (nvflare 2.9.0's multicast_aux_requests passes an
-        # abort_signal argument CoreCell.broadcast_multi_requests does not take, so it always fails.)
+        # one request per site, in parallel
         if self.health:  # the only cost on the per-batch path while every site is alive
             self._fail_if_dead(payloads, task)
-        requests = {site: to_shareable(self._outgoing(site, p, task), task) for site, p in payloads.items()}
-        futures = {site: self._pool.submit(self._send_aux, site, request) for site, request in requests.items()}
+        requests = {site: step_request(self._outgoing(site, p, task), task) for site, p in payloads.items()}
+        futures = {site: self._pool.submit(self._request, site, STEP_TOPIC, request, self.step_timeout)
+                   for site, request in requests.items()}
         deadline = time.monotonic() + PROBE_AFTER_S
         try:
             replies = {site: f.result(timeout=max(0.0, deadline - time.monotonic())) for site, f in futures.items()}
