@@ -19,6 +19,7 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.controller import Controller
 from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
+from nvflare.fuel.f3.cellnet.core_cell import TargetMessage
 from nvflare.fuel.f3.cellnet.fqcn import FQCN
 from nvflare.fuel.f3.message import Message
 
@@ -72,16 +73,21 @@ class FlareTransport:
         self._cell = None  # the server job's cellnet cell, once a step or probe needs it
 
     # ------------------------------------------------------------------ failure detection
-    def _request(self, site: str, topic: str, message: Message, timeout: float) -> Shareable | None:
-        """One request to the site's job cell, on our own channel (flare/messages.py)."""
+    def _requests(self, topic: str, messages: Mapping[str, Message], timeout: float) -> dict[str, Shareable | None]:
+        """One request to each site's job cell, on our own channel (flare/messages.py), sent together
+        and awaited together."""
         if self._cell is None:
             cell = self.fl_ctx.get_engine().get_cell()
             self._cell = getattr(cell, "core_cell", cell)  # a plain request, not a byte-stream transaction
-        target = FQCN.join([site, self.fl_ctx.get_job_id()])
-        return shareable_of(self._cell.send_request(STEP_CHANNEL, topic, target, message, timeout=timeout))
+        job = self.fl_ctx.get_job_id()
+        targets = {FQCN.join([site, job]): site for site in messages}
+        replies = self._cell.broadcast_multi_requests(
+            {fqcn: TargetMessage(fqcn, STEP_CHANNEL, topic, messages[site]) for fqcn, site in targets.items()},
+            timeout=timeout)
+        return {site: shareable_of(replies.get(fqcn)) for fqcn, site in targets.items()}
 
     def _ping(self, site: str) -> Shareable | None:
-        return self._request(site, PING_TOPIC, Message(), PROBE_TIMEOUT_S)
+        return self._requests(PING_TOPIC, {site: Message()}, PROBE_TIMEOUT_S)[site]
 
     def _dead_error(self, site: str, task: str, note: str = "") -> TransportError:
         return TransportError(
@@ -198,18 +204,15 @@ class FlareTransport:
         return {site: self._incoming(site, task, replies[site]) for site in payloads}
 
     def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
-        # one request per site, in parallel
         if self.health:  # the only cost on the per-batch path while every site is alive
             self._fail_if_dead(payloads, task)
         requests = {site: step_request(self._outgoing(site, p, task), task) for site, p in payloads.items()}
-        futures = {site: self._pool.submit(self._request, site, STEP_TOPIC, request, self.step_timeout)
-                   for site, request in requests.items()}
-        deadline = time.monotonic() + PROBE_AFTER_S
+        replying = self._pool.submit(self._requests, STEP_TOPIC, requests, self.step_timeout)
         try:
-            replies = {site: f.result(timeout=max(0.0, deadline - time.monotonic())) for site, f in futures.items()}
+            replies = replying.result(timeout=PROBE_AFTER_S)
         except FutureTimeout:  # slow: watch for a stopped site while the requests run out their timeout
-            self._wait(task, lambda: [site for site, f in futures.items() if not f.done()])
-            replies = {site: f.result() for site, f in futures.items()}
+            self._wait(task, lambda: [] if replying.done() else list(requests))
+            replies = replying.result()
         if self.abort_signal.triggered:
             raise self._aborted_error(task, [s for s, r in replies.items() if error_of(r)])
         for site, reply in replies.items():
