@@ -21,7 +21,7 @@ from vflflare.flare.he_filters import workspace_context
 from vflflare.flare.psi import psi_source
 from vflflare.flare.site_config import resolve_party_data_root
 from vflflare.flare.messages import (
-    ERROR_HEADER, PING_TOPIC, STEP_CHANNEL, STEP_TOPIC, TASK_HEADER, cell_reply, error_reply, from_shareable, step_reply,
+    ERROR_HEADER, PING_TOPIC, STEP_CHANNEL, STEP_TOPIC, TASK_HEADER, error_reply, from_shareable, step_reply,
     to_shareable,
 )
 from vflflare.flare.liveness import WorkClock
@@ -58,11 +58,10 @@ class VFLExecutor(Executor):
             # alignment "psi": the intersection from this job's PSI workflow or an earlier PSI job
             self.runtime = SiteRuntime(site, data_root, self.tracker, psi_source(fl_ctx, site, data_root),
                                        runs_root=runs_root(fl_ctx.get_engine().get_workspace().get_root_dir()))
-            # per-batch steps and the coordinator's liveness probes: plain requests to this job's cell
+            # per-batch steps: plain requests to this job's cell; the coordinator's liveness probes: aux
             cell = self._engine.get_cell()
-            cell = getattr(cell, "core_cell", cell)
-            cell.register_request_cb(STEP_CHANNEL, STEP_TOPIC, self._on_step)
-            cell.register_request_cb(STEP_CHANNEL, PING_TOPIC, self._on_ping)
+            getattr(cell, "core_cell", cell).register_request_cb(STEP_CHANNEL, STEP_TOPIC, self._on_step)
+            self._engine.register_aux_message_handler(PING_TOPIC, self._on_ping)
         elif event_type == EventType.END_RUN and self.tracker is not None:
             self.tracker.close()
 
@@ -97,9 +96,9 @@ class VFLExecutor(Executor):
         finally:
             self.clock.stop()
 
-    def _on_ping(self, request: Message) -> Message:
+    def _on_ping(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
         """Answering at all says the job is up; the clock says whether its task makes progress."""
-        return cell_reply(wire.dumps(self.clock.report()))
+        return to_shareable(wire.dumps(self.clock.report()))
 
     def _on_step(self, request: Message) -> Message:
         payload = wire.loads(request.payload) if request.payload else {}

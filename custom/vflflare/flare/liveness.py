@@ -1,8 +1,8 @@
 """Liveness probes for the sites the coordinator is waiting on.
 
-A site's task or step that is still pending after PROBE_AFTER_S gets a tiny request
+A site's task or step that is still pending after PROBE_AFTER_S gets a tiny aux request
 (messages.PING_TOPIC) every PROBE_EVERY_S, in the background. A live site answers it at once, even
-in the middle of a long local phase (cell requests are handled on their own threads). For a site
+in the middle of a long local phase (aux messages are handled on their own threads). For a site
 whose job process is gone, NVFlare answers the request itself with a communication error, because
 the job's cell has no connection any more: that reply marks the site dead in SiteHealth. A probe
 that merely times out proves nothing (a busy machine) and marks nothing.

@@ -1,7 +1,7 @@
 """How a Payload rides in NVFlare messages: a Shareable for a phase task, a cellnet Message for a
 per-batch step or a liveness probe.
 
-Steps and probes are cellnet requests from the server's job cell straight to a site's job cell, on
+Steps are cellnet requests from the server's job cell straight to a site's job cell, on
 STEP_CHANNEL: raw bytes each way. An NVFlare aux request would wrap them in an FL-context envelope
 (the sender's public context props, serialised with every message) and move them as a byte-stream
 transaction (on all channels but a few system ones); that doubled the round trip of a split-NN step
@@ -23,11 +23,11 @@ TASK_HEADER = "vflflare_task"
 ERROR_HEADER = "vflflare_error"
 STEP_CHANNEL = "vflflare"
 STEP_TOPIC = "step"
-# a liveness probe: the executor answers it with its WorkClock report (flare/liveness.py)
-PING_TOPIC = "ping"
-# what a request to a site's job cell that does not exist (any more) returns (shareable_of): it was
-# never delivered, so the site cannot have answered it
-UNREACHABLE_CODES = frozenset({ReturnCode.COMMUNICATION_ERROR})
+# a liveness probe, an aux request: the executor answers it with its WorkClock report (flare/liveness.py)
+PING_TOPIC = "vflflare.ping"
+# what NVFlare returns for a request whose target's job cell does not exist (any more): it was never
+# delivered, so the site cannot have answered it
+UNREACHABLE_CODES = frozenset({ReturnCode.COMMUNICATION_ERROR, ReturnCode.ERROR})
 
 
 def to_shareable(data: bytes, task: str | None = None) -> Shareable:
@@ -64,20 +64,16 @@ def error_of(reply: Shareable | None) -> str | None:
 
 
 
-# ---------------------------------------------------------------- per-batch steps and probes
+# ---------------------------------------------------------------- per-batch steps
 def step_request(data: bytes, task: str) -> Message:
     return Message({TASK_HEADER: task}, data)
-
-
-def cell_reply(data: bytes) -> Message:
-    return make_cell_reply(CellReturnCode.OK, body=data)
 
 
 def step_reply(reply: Shareable) -> Message:
     """The executor's Shareable reply as a cell reply (its error header carried over)."""
     code = reply.get_return_code(ReturnCode.OK)
     if code == ReturnCode.OK:
-        return cell_reply(payload_bytes_of(reply))
+        return make_cell_reply(CellReturnCode.OK, body=payload_bytes_of(reply))
     message = make_cell_reply(CellReturnCode.PROCESS_EXCEPTION)
     message.set_header(ERROR_HEADER, reply.get_header(ERROR_HEADER) or f"return code {code}")
     return message

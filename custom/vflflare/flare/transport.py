@@ -1,6 +1,6 @@
 """Transport over NVFlare: phase exchanges are tasks (job Filters apply), per-batch steps are cellnet
 requests from the server's job cell to the sites' (about 10 ms instead of a 0.6-2 s task round trip;
-flare/messages.py).
+flare/messages.py), liveness probes are aux requests (flare/liveness.py).
 
 Every wait ends as soon as a site it waits on is known to have stopped (SiteHealth, fed by NVFlare's
 reports and by the liveness probes of flare/liveness.py), with a TransportError naming the site, the
@@ -14,12 +14,11 @@ import time
 from typing import Callable, Collection, Mapping
 
 from nvflare.apis.controller_spec import ClientTask, Task, TaskCompletionStatus
-from nvflare.apis.fl_constant import ReturnCode
+from nvflare.apis.fl_constant import ReservedKey, ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.controller import Controller
 from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
-from nvflare.fuel.f3.cellnet.core_cell import TargetMessage
 from nvflare.fuel.f3.cellnet.fqcn import FQCN
 from nvflare.fuel.f3.message import Message
 
@@ -73,21 +72,27 @@ class FlareTransport:
         self._cell = None  # the server job's cellnet cell, once a step or probe needs it
 
     # ------------------------------------------------------------------ failure detection
-    def _requests(self, topic: str, messages: Mapping[str, Message], timeout: float) -> dict[str, Shareable | None]:
-        """One request to each site's job cell, on our own channel (flare/messages.py), sent together
-        and awaited together."""
+    def _request(self, site: str, message: Message) -> Shareable | None:
+        """One step request to the site's job cell, on our own channel (flare/messages.py)."""
         if self._cell is None:
             cell = self.fl_ctx.get_engine().get_cell()
             self._cell = getattr(cell, "core_cell", cell)  # a plain request, not a byte-stream transaction
-        job = self.fl_ctx.get_job_id()
-        targets = {FQCN.join([site, job]): site for site in messages}
-        replies = self._cell.broadcast_multi_requests(
-            {fqcn: TargetMessage(fqcn, STEP_CHANNEL, topic, messages[site]) for fqcn, site in targets.items()},
-            timeout=timeout)
-        return {site: shareable_of(replies.get(fqcn)) for fqcn, site in targets.items()}
+        target = FQCN.join([site, self.fl_ctx.get_job_id()])
+        return shareable_of(self._cell.send_request(STEP_CHANNEL, STEP_TOPIC, target, message, timeout=self.step_timeout))
 
     def _ping(self, site: str) -> Shareable | None:
-        return self._requests(PING_TOPIC, {site: Message()}, PROBE_TIMEOUT_S)[site]
+        """A probe is an NVFlare aux request, not a cell request: when the site's job process is gone,
+        only the aux path's byte stream learns at once that the message could not be forwarded (a
+        plain cell request just times out)."""
+        engine = self.fl_ctx.get_engine()
+        with engine.new_context() as fl_ctx:
+            # NVFlare's aux requests return early once the job's abort signal fires. A probe must not:
+            # NVFlare aborts the job ~2 s after a site's job process died without telling us which,
+            # and a probe already on its way is what names it. So this context (only) gets a signal
+            # of its own; `put` does not write it back to the job's shared context.
+            fl_ctx.put(ReservedKey.RUN_ABORT_SIGNAL, Signal(), private=True, sticky=False)
+            replies = engine.send_aux_request([site], PING_TOPIC, Shareable(), PROBE_TIMEOUT_S, fl_ctx, optional=True)
+        return (replies or {}).get(site)
 
     def _dead_error(self, site: str, task: str, note: str = "") -> TransportError:
         return TransportError(
@@ -206,13 +211,15 @@ class FlareTransport:
     def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
         if self.health:  # the only cost on the per-batch path while every site is alive
             self._fail_if_dead(payloads, task)
+        # one request per site, in parallel; a site that does not answer soon is probed, alone
         requests = {site: step_request(self._outgoing(site, p, task), task) for site, p in payloads.items()}
-        replying = self._pool.submit(self._requests, STEP_TOPIC, requests, self.step_timeout)
+        futures = {site: self._pool.submit(self._request, site, request) for site, request in requests.items()}
+        deadline = time.monotonic() + PROBE_AFTER_S
         try:
-            replies = replying.result(timeout=PROBE_AFTER_S)
+            replies = {site: f.result(timeout=max(0.0, deadline - time.monotonic())) for site, f in futures.items()}
         except FutureTimeout:  # slow: watch for a stopped site while the requests run out their timeout
-            self._wait(task, lambda: [] if replying.done() else list(requests))
-            replies = replying.result()
+            self._wait(task, lambda: [site for site, f in futures.items() if not f.done()])
+            replies = {site: f.result() for site, f in futures.items()}
         if self.abort_signal.triggered:
             raise self._aborted_error(task, [s for s, r in replies.items() if error_of(r)])
         for site, reply in replies.items():
