@@ -11,7 +11,7 @@ SecurityContentService, so a tampered context is refused.
 Filters (the job generator adds them to config_fed_client.json when `he: true`):
 - `EncryptTaskResult`: a site's task result filter; every float tensor of the result becomes a ciphertext.
 - `DecryptTaskData`: a site's task data filter; every ciphertext of the task data becomes a float tensor.
-Filters do not run on per-batch step messages (flare/messages.py): the executor applies the same codec to per-batch steps itself.
+Filters do not run on per-batch steps (flare/messages.py): the executor applies the same codec to them.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""How a Payload rides in NVFlare messages: a Shareable for a phase task, a cellnet Message for a
-per-batch step or a liveness probe.
+"""How a Payload rides in NVFlare messages: a Shareable for a phase task or a liveness probe (an aux
+request), a cellnet Message for a per-batch step.
 
 Steps are cellnet requests from the server's job cell straight to a site's job cell, on
 STEP_CHANNEL: raw bytes each way. An NVFlare aux request would wrap them in an FL-context envelope

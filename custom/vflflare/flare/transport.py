@@ -69,17 +69,9 @@ class FlareTransport:
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(sites)), thread_name_prefix="vflflare-step")
         self.health = health if health is not None else SiteHealth()
         self.prober = SiteProber(self._ping, self.health, sites, stall_timeout)
-        self._cell = None  # the server job's cellnet cell, once a step or probe needs it
+        self._cell = None  # the server job's cellnet cell, once a step needs it
 
     # ------------------------------------------------------------------ failure detection
-    def _request(self, site: str, message: Message) -> Shareable | None:
-        """One step request to the site's job cell, on our own channel (flare/messages.py)."""
-        if self._cell is None:
-            cell = self.fl_ctx.get_engine().get_cell()
-            self._cell = getattr(cell, "core_cell", cell)  # a plain request, not a byte-stream transaction
-        target = FQCN.join([site, self.fl_ctx.get_job_id()])
-        return shareable_of(self._cell.send_request(STEP_CHANNEL, STEP_TOPIC, target, message, timeout=self.step_timeout))
-
     def _ping(self, site: str) -> Shareable | None:
         """A probe is an NVFlare aux request, not a cell request: when the site's job process is gone,
         only the aux path's byte stream learns at once that the message could not be forwarded (a
@@ -207,6 +199,14 @@ class FlareTransport:
                 raise TransportError(f"site '{site}' gave no result for task '{task}' in phase '{self.ledger.current}': "
                                      f"{why} (timeout {self.task_timeout}s)", site=site)
         return {site: self._incoming(site, task, replies[site]) for site in payloads}
+
+    def _request(self, site: str, message: Message) -> Shareable | None:
+        """One step request to the site's job cell, on our own channel (flare/messages.py)."""
+        if self._cell is None:
+            cell = self.fl_ctx.get_engine().get_cell()
+            self._cell = getattr(cell, "core_cell", cell)  # a plain request, not a byte-stream transaction
+        target = FQCN.join([site, self.fl_ctx.get_job_id()])
+        return shareable_of(self._cell.send_request(STEP_CHANNEL, STEP_TOPIC, target, message, timeout=self.step_timeout))
 
     def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
         if self.health:  # the only cost on the per-batch path while every site is alive
