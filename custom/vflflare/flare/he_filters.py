@@ -26,7 +26,7 @@ from nvflare.fuel.sec.security_content_service import LoadResult, SecurityConten
 
 from vflflare import wire
 from vflflare.protocol.payload import tensor_kinds
-from vflflare.flare.messages import PAYLOAD_KEY, TASK_HEADER, error_reply
+from vflflare.flare.messages import PAYLOAD_KEY, error_reply
 from vflflare.privacy import ckks
 
 _cache: dict[str, ckks.HEContext] = {}
@@ -84,10 +84,7 @@ def _convert(filter_: Filter, shareable: Shareable, fl_ctx: FLContext, needed, c
     except Exception as error:
         message = f"{type(filter_).__name__} on {fl_ctx.get_identity_name()}: {type(error).__name__}: {error}"
         filter_.log_error(fl_ctx, message, fire_event=False)
-        reply = error_reply(message)
-        if shareable.get_header(TASK_HEADER):
-            reply.set_header(TASK_HEADER, shareable.get_header(TASK_HEADER))
-        return reply
+        return error_reply(message)
 
 
 class EncryptTaskResult(Filter):

@@ -30,11 +30,9 @@ PING_TOPIC = "vflflare.ping"
 UNREACHABLE_CODES = frozenset({ReturnCode.COMMUNICATION_ERROR, ReturnCode.ERROR})
 
 
-def to_shareable(data: bytes, task: str | None = None) -> Shareable:
+def to_shareable(data: bytes) -> Shareable:
     shareable = Shareable()
     shareable[PAYLOAD_KEY] = data
-    if task is not None:
-        shareable.set_header(TASK_HEADER, task)
     return shareable
 
 

@@ -70,6 +70,7 @@ class FlareTransport:
         self.health = health if health is not None else SiteHealth()
         self.prober = SiteProber(self._ping, self.health, sites, stall_timeout)
         self._cell = None  # the server job's cellnet cell, once a step needs it
+        self._job_cells: dict[str, str] = {}  # site -> its job cell's FQCN
 
     # ------------------------------------------------------------------ failure detection
     def _ping(self, site: str) -> Shareable | None:
@@ -205,8 +206,9 @@ class FlareTransport:
         if self._cell is None:
             cell = self.fl_ctx.get_engine().get_cell()
             self._cell = getattr(cell, "core_cell", cell)  # a plain request, not a byte-stream transaction
-        target = FQCN.join([site, self.fl_ctx.get_job_id()])
-        return shareable_of(self._cell.send_request(STEP_CHANNEL, STEP_TOPIC, target, message, timeout=self.step_timeout))
+            self._job_cells = {s: FQCN.join([s, self.fl_ctx.get_job_id()]) for s in self.sites}
+        reply = self._cell.send_request(STEP_CHANNEL, STEP_TOPIC, self._job_cells[site], message, timeout=self.step_timeout)
+        return shareable_of(reply)
 
     def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
         if self.health:  # the only cost on the per-batch path while every site is alive
