@@ -11,12 +11,15 @@ older commit measures that commit. The ledger times each step's round trip to al
     git worktree add /tmp/wt_before <commit>
     python benchmarks/poc_step_latency.py --data-root /tmp/scale/credit --reps 3 \\
         --tree before=/tmp/wt_before/custom --tree after=custom
+    python benchmarks/poc_step_latency.py --data-root /tmp/scale/credit --reps 3 \\
+        --tree "default-routing=custom --no-adhoc" --tree adhoc=custom
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -25,11 +28,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_once(tree: Path, job: Path, data_root: str, workspace: Path, port: int) -> dict:
+def run_once(tree: Path, options: list[str], job: Path, data_root: str, workspace: Path, port: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     load = os.getloadavg()[0]
     proc = subprocess.run([str(REPO / "poc" / "run.sh"), str(job), "--sites", "2", "--data-root", data_root,
-                           "--workspace", str(workspace), "--port", str(port)],
+                           "--workspace", str(workspace), "--port", str(port), *options],
                           env=env, capture_output=True, text=True, timeout=900)
     found = sorted(workspace.rglob("vflflare_results.json"), key=lambda p: p.stat().st_mtime)
     if proc.returncode != 0 or not found:
@@ -43,14 +46,19 @@ def run_once(tree: Path, job: Path, data_root: str, workspace: Path, port: int) 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-root", required=True)
-    parser.add_argument("--tree", action="append", required=True, metavar="NAME=DIR",
-                        help="a code tree to measure: the folder holding the vflflare package")
+    parser.add_argument("--tree", action="append", required=True, metavar="NAME=DIR [OPTIONS]",
+                        help="a code tree to measure: the folder holding the vflflare package, then any "
+                        "poc/run.sh options for its runs (e.g. 'provisioned=custom --no-adhoc')")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--out", default="/tmp/vflflare_step_latency")
     parser.add_argument("--port", type=int, default=8123, help="the first run's; each run takes the next")
     args = parser.parse_args(argv)
-    trees = {name: Path(folder).resolve() for name, folder in (t.split("=", 1) for t in args.tree)}
+    trees = {}
+    for spec in args.tree:
+        name, rest = spec.split("=", 1)
+        folder, *options = shlex.split(rest)
+        trees[name] = (Path(folder).resolve(), options)
     out = Path(args.out)
     job = out / "jobs" / "vanilla_poc"
     subprocess.run([str(Path(sys.executable).with_name("vflflare")), "jobs", "--out", str(out / "jobs"), "--name",
@@ -58,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
                     "--set", f"split_patience={args.epochs}"], check=True, stdout=subprocess.DEVNULL)
     rows: list[dict] = []
     for rep in range(args.reps):
-        for name, tree in trees.items():
+        for name, (tree, options) in trees.items():
             port = args.port + len(rows)  # a stopped POC's port can stay busy for a while
-            row = {"tree": name, "rep": rep, **run_once(tree, job, args.data_root, out / f"ws_{name}_{rep}", port)}
+            row = {"tree": name, "rep": rep,
+                   **run_once(tree, options, job, args.data_root, out / f"ws_{name}_{rep}", port)}
             print(json.dumps(row), flush=True)
             rows.append(row)
     (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -7,11 +7,13 @@ Steps (each one printed with its wall time):
     gets that port and is provisioned again with `-i`
  3. data: each party gets its own data location: <workspace>/site_data/<party>/ holding only a link
     to its folder of --data-root, named in <party's POC workspace>/local/vflflare.json
- 4. start: `nvflare poc start` (server and sites)
- 5. submit: `nvflare job submit` with the POC project admin's startup kit, `nvflare job wait`
- 6. collect: `nvflare job download` (the server's job workspace, with vflflare_results.json) and a
+ 4. ad-hoc connections (unless --no-adhoc): the server's local/comm_config.json lets each site's job
+    process connect straight to the server's job process over mutual TLS
+ 5. start: `nvflare poc start` (server and sites)
+ 6. submit: `nvflare job submit` with the POC project admin's startup kit, `nvflare job wait`
+ 7. collect: `nvflare job download` (the server's job workspace, with vflflare_results.json) and a
     copy of each site's job folder (logs) under <workspace>/results/<job id>/
- 7. stop and clean: `nvflare poc stop`, then any process we started that is still alive is
+ 8. stop and clean: `nvflare poc stop`, then any process we started that is still alive is
     stopped, then `nvflare poc clean` (unless --keep)
 
 Exit status: 0 when the job completed and its results have no "error", 1 when the job failed or
@@ -31,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from localproc import become_subreaper, free_port, port_is_free, stop_processes  # noqa: E402
+from vflflare.flare.provisioning import enable_adhoc_connections  # noqa: E402
 from vflflare.flare.site_config import SITE_CONFIG_FILE, write_site_config  # noqa: E402
 from vflflare.results import RESULTS_FILE  # noqa: E402
 
@@ -148,6 +151,12 @@ class PocRun:
             write_site_config(self.prod / party, data_root)
         self.log(f"data: each party's local/{SITE_CONFIG_FILE} names its own folder of {root}")
 
+    def configure_adhoc(self) -> None:
+        """The server's local/comm_config.json: its job cells listen for the sites' job cells directly."""
+        if self.args.adhoc:
+            enable_adhoc_connections(self.prod / SERVER / "local", "localhost")
+            self.log("ad-hoc connections: site job cells connect straight to the server's job cell (stcp, mutual TLS)")
+
     def start(self, sites: list[str]) -> None:
         self.started = True
         self.nvflare("poc", "start", "--timeout", str(self.args.start_timeout), timeout=self.args.start_timeout + 60,
@@ -219,6 +228,7 @@ class PocRun:
         staged = self.stage()
         self.prepare(sites)
         self.configure_data([SERVER] + sites)
+        self.configure_adhoc()
         self.start(sites)
         job_id, status = self.submit_and_wait(staged)
         results_path = self.collect(job_id)
@@ -254,6 +264,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--start-timeout", type=int, default=120, help="seconds to wait for the sites to connect")
     parser.add_argument("--stop-timeout", type=int, default=90, help="seconds to wait for `nvflare poc stop`")
     parser.add_argument("--keep", action="store_true", help="keep the POC workspace (startup kits, logs) after the run")
+    parser.add_argument("--no-adhoc", dest="adhoc", action="store_false",
+                        help="route every message through the server's and sites' parent processes, NVFlare's default "
+                        "(default here: site job cells connect straight to the server's job cell over mutual TLS)")
     return parser.parse_args(argv)
 
 

@@ -227,6 +227,7 @@ def poc(tmp_path_factory):
     session = None
     try:
         run.prepare(SITES)
+        run.configure_adhoc()
         run.start(SITES)
         session = new_secure_session(run.admin_kit().name, str(run.admin_kit()), timeout=30)
         yield run, session, work

@@ -3,6 +3,7 @@ localhost, and gives the simulator's numbers. Also site-local data configuration
 from __future__ import annotations
 
 import json
+import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -113,6 +114,8 @@ def test_poc_run_matches_simulator(tmp_path):
     for site in ["site-1", "site-2"]:
         log = (job_dir / site / "log.txt").read_text()
         assert f"data root: {poc_ws / 'site_data' / site}" in log
+        # and reached the server's job cell over a direct mutual-TLS connection (poc/run.sh's default)
+        assert re.search(r"created adhoc connector \S+ to stcp://localhost:\d+ on server\.", log), log[-3000:]
     assert poc_results["rows"] == sim_results["rows"]
 
     metric = next(k for k in sim_results["metrics"] if k.startswith("test_"))

@@ -6,6 +6,7 @@ as a recipe through NVFlare's ProdEnv."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 
@@ -29,6 +30,7 @@ from vflflare.cli import find_results
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.recipes import VFLRecipe
 from vflflare.algorithms.registry import make_config
+from vflflare.flare.provisioning import enable_adhoc_connections
 from vflflare.flare.site_config import write_site_config
 
 JOB = REPO / "jobs" / "oneshot_vfl"
@@ -58,6 +60,15 @@ def test_project_yml_is_a_realistic_multi_org_project():
     assert lead["submit_job"] == "any" and lead["byoc"] == "any"
 
 
+def test_adhoc_settings_keep_what_the_servers_comm_config_already_holds(tmp_path):
+    internal = {"scheme": "tcp", "resources": {"host": "localhost", "port": 8010}}
+    (tmp_path / "comm_config.json").write_text(json.dumps({"allow_adhoc_conns": False, "internal": internal}))
+    enable_adhoc_connections(tmp_path, "fl.example.org", "8102-8120")
+    assert json.loads((tmp_path / "comm_config.json").read_text()) == {
+        "allow_adhoc_conns": True, "internal": internal,
+        "adhoc": {"scheme": "stcp", "resources": {"host": "fl.example.org", "ports": "8102-8120"}}}
+
+
 @pytest.mark.simulator
 def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
     fl_port = free_port()
@@ -77,6 +88,9 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
     assert json.loads((server_kit / "startup" / "fed_server.json").read_text())["servers"][0][
         "connection_security"] == "mtls"
     assert (server_kit / "startup" / "server_context.tenseal").is_file()
+    adhoc = json.loads((server_kit / "local" / "comm_config.json").read_text())
+    assert adhoc["allow_adhoc_conns"] and adhoc["adhoc"] == {
+        "scheme": "stcp", "resources": {"host": "localhost", "ports": "8102-8120"}}
     for kit in [server_kit, *site_kits]:
         policy = json.loads((kit / "local" / "authorization.json.default").read_text())["permissions"]
         assert policy["lead"]["byoc"] == "any" and policy["lead"]["submit_job"] == "any"
@@ -121,6 +135,9 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
     for site, log in site_logs.items():
         assert f"data root: {tmp_path / 'orgs' / site / 'data'}" in log
         assert f"vflflare code: {site_kits[sites.index(site)] / job_id / f'app_{site}' / 'custom' / 'vflflare'}" in log
+        # the job process reached the server's job process directly, over TLS, on a port of the range
+        port = re.search(r"created adhoc connector \S+ to stcp://localhost:(\d+) on server\.", log)
+        assert port and 8102 <= int(port.group(1)) <= 8120, log[-3000:]
 
     # the same numbers as the reference run of the same phases without NVFlare
     reference = run_inprocess(make_config(CONFIG), sites, str(data))
