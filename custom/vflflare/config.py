@@ -60,6 +60,9 @@ class JobConfig(Settings):
     # each site's bottom model f_k, built by vflflare.models.build_encoder (our choice; the paper says
     # "a two-layer MLP" for the credit table)
     model: dict[str, Any] = field(default_factory=lambda: {"name": "mlp", "hidden": [64]})
+    # the bottom model of a site holding images (models/image.py): cnn (small, MNIST and CI), wrn
+    # (WideResNet, the one-shot paper's CIFAR-10 backbone) or resnet (MONAI's, for your own images)
+    image_model: dict[str, Any] = field(default_factory=lambda: {"name": "cnn"})
     rep_dim: int = 32
     classifier_hidden: int = 0  # 0 = linear classifier head on the concatenated representations
     # optimisation (paper: B 32, lr 0.01)
@@ -110,6 +113,8 @@ class JobConfig(Settings):
         self.check(self.batch_size >= 1, "batch_size", "must be >= 1")
         self.check(self.lr > 0, "lr", "must be > 0")
         self.check(isinstance(self.model.get("name"), str), "model", 'needs a "name", e.g. {"name": "mlp"}')
+        self.check(isinstance(self.image_model.get("name"), str), "image_model",
+                   'needs a "name", e.g. {"name": "cnn"}')
         self.check(not (self.he and self.label_owner == SERVER and not self.he_with_server_labels), "he",
                    "needs the labels on a site (label_owner: site-1, ...): with label_owner 'server' the "
                    "coordinator's label party would need plaintext representations")

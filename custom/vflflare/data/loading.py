@@ -45,7 +45,9 @@ from vflflare.data.table import (
     parse_labels,
     read_csv,
 )
+from vflflare.data.images import load_site_images
 from vflflare.data.types import LabelTables, SiteTables
+from vflflare.data.views import ImageView, SiteView, TabularView
 
 DATA_ROOT_ENV = "VFLFLARE_DATA_ROOT"
 EMBEDDED_DATASET = "breast_cancer"
@@ -105,6 +107,22 @@ def load_site_tables(
     return tables
 
 
+def load_site_view(
+    site: str, sites: list[str], data_root: str | None, seed: int, numeric_transform: str = "standard",
+    id_normalize: Sequence[str] = (),
+) -> SiteView:
+    """A feature party's data as the algorithms see it: its images when its schema.json says
+    `modality: image`, else its tables (load_site_tables)."""
+    if data_root is not None:
+        owner = site_owner(site)
+        check_sites_match(owner, data_root, sites)
+        folder = _party_folder(owner, site, data_root)
+        schema = read_table_schema(owner, folder / SCHEMA_FILE)
+        if schema.modality == "image":
+            return ImageView(load_site_images(owner, site, folder, schema, id_normalize))
+    return TabularView(load_site_tables(site, sites, data_root, seed, numeric_transform, id_normalize))
+
+
 def _return_free_memory() -> None:
     """Give the heap's free pages back to the OS (glibc's malloc_trim; nothing elsewhere). Once glibc has
     raised its mmap threshold, arrays of a few MB (the test table's float64 columns) come from the heap,
@@ -132,6 +150,8 @@ def _site_reader(
     check_sites_match(owner, data_root, sites)
     folder = _party_folder(owner, site, data_root)
     schema = read_table_schema(owner, folder / SCHEMA_FILE)
+    if schema.modality != "table":
+        raise DataError.at(owner, folder / SCHEMA_FILE, f"modality {schema.modality!r}: not a table (load_site_view)")
     for name in (TRAIN_FILE, TEST_FILE):  # a missing test.csv fails at once, not after preprocessing train.csv
         if not (folder / name).is_file():
             raise DataError.at(owner, folder / name, "file not found")

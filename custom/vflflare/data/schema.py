@@ -20,6 +20,8 @@ SCHEMA_FILE = "schema.json"
 LABELS_FILE = "labels.json"
 DEFAULT_ID_COLUMN = "id"
 DEFAULT_LABEL_COLUMN = "label"
+DEFAULT_PATH_COLUMN = "path"
+MODALITIES = ("table", "image")
 # Per-column transform of numeric columns before standardisation (see preprocess.py):
 # standard = standardise only; signed_log = sign(x) * log1p(|x|), then standardise;
 # auto = signed_log for the columns whose training values look heavy-tailed, standard for the rest.
@@ -54,6 +56,11 @@ class TableSchema:
     label_column: str | None = None
     num_classes: int | None = None
     numeric_transform: str | None = None
+    # "image": train.csv / test.csv index image files (`path_column`, relative to the CSV), read with
+    # MONAI and resized to `image_size` [height, width] when given (data/images.py)
+    modality: str = "table"
+    image_size: tuple[int, int] | None = None
+    path_column: str = DEFAULT_PATH_COLUMN
 
     def to_dict(self) -> dict[str, Any]:
         values: dict[str, Any] = {"id_column": self.id_column, "categorical_columns": list(self.categorical_columns)}
@@ -64,6 +71,11 @@ class TableSchema:
             values["num_classes"] = self.num_classes
         if self.numeric_transform is not None:
             values["numeric_transform"] = self.numeric_transform
+        if self.modality != "table":
+            values.update(modality=self.modality, path_column=self.path_column)
+            del values["categorical_columns"]
+        if self.image_size is not None:
+            values["image_size"] = list(self.image_size)
         return values
 
     def label_spec(self) -> LabelSpec:
@@ -74,11 +86,17 @@ class TableSchema:
 
 def read_table_schema(owner: str, path: Path) -> TableSchema:
     """``schema.json`` of a site folder, or the defaults when the file is absent."""
-    values = _read_json_object(
-        owner, path, {"id_column", "categorical_columns", "label_column", "num_classes", "numeric_transform"}
-    )
+    values = _read_json_object(owner, path, {"id_column", "categorical_columns", "label_column", "num_classes",
+                                             "numeric_transform", "modality", "image_size", "path_column"})
     if values is None:
         return TableSchema()
+    modality = values.get("modality", "table")
+    if modality not in MODALITIES:
+        raise DataError.at(owner, path, f"'modality' must be one of {list(MODALITIES)}, got {modality!r}")
+    kind_keys = {"table": {"categorical_columns", "numeric_transform"}, "image": {"image_size", "path_column"}}
+    foreign = sorted(set(values) & set().union(*(keys for kind, keys in kind_keys.items() if kind != modality)))
+    if foreign:
+        raise DataError.at(owner, path, f"{foreign} do not apply to modality {modality!r}")
     id_column = values.get("id_column", DEFAULT_ID_COLUMN)
     _check_name(owner, path, "id_column", id_column)
     categorical = values.get("categorical_columns", [])
@@ -107,7 +125,21 @@ def read_table_schema(owner: str, path: Path) -> TableSchema:
         raise DataError.at(
             owner, path, f"'numeric_transform' must be one of {list(NUMERIC_TRANSFORMS)}, got {numeric_transform!r}"
         )
-    return TableSchema(id_column, tuple(categorical), label_column, num_classes, numeric_transform)
+    path_column = values.get("path_column", DEFAULT_PATH_COLUMN)
+    _check_name(owner, path, "path_column", path_column)
+    if path_column in (id_column, label_column):
+        raise DataError.at(owner, path, f"'path_column' {path_column!r} is also the ID or label column")
+    return TableSchema(id_column, tuple(categorical), label_column, num_classes, numeric_transform, modality,
+                       _image_size(owner, path, values.get("image_size")), path_column)
+
+
+def _image_size(owner: str, path: Path, value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if (not isinstance(value, list) or len(value) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)):
+        raise DataError.at(owner, path, f"'image_size' must be [height, width] in pixels, got {value!r}")
+    return value[0], value[1]
 
 
 def read_label_spec(owner: str, path: Path) -> LabelSpec:

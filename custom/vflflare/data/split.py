@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from vflflare.data.schema import (
     LabelSpec,
     TableSchema,
 )
+from vflflare.data.image_sources import IMAGE_SOURCES, image_source_files, load_image_source
 from vflflare.data.sources import SOURCES, load_source, source_files
 
 SERVER = "server"
@@ -95,8 +96,7 @@ def split_table(
 
     order = np.random.default_rng(seed).permutation(n_rows)
     test_rows = np.sort(order[:n_test])
-    aligned_rows = np.sort(order[n_test : n_test + overlap])
-    unaligned = np.array_split(order[n_test + overlap :], len(sites))
+    aligned_rows, unaligned = partition_rows(order[n_test:], overlap, len(sites))
 
     id_array = np.asarray(ids, dtype=object)
     parts: dict[str, SitePart] = {}
@@ -122,19 +122,27 @@ def split_table(
     )
 
 
+def partition_rows(order: np.ndarray, overlap: int, n_sites: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The first `overlap` rows of a shuffled `order` are aligned (sorted); the rest are spread evenly
+    and disjointly over the sites, unaligned. Tables and images both split their rows this way."""
+    return np.sort(order[:overlap]), np.array_split(order[overlap:], n_sites)
+
+
 def write_split(
     result: SplitResult,
     out_dir: str | os.PathLike[str],
     label_owner: str = SERVER,
     manifest_extra: Mapping[str, Any] | None = None,
     label_in_table: bool = False,
+    schemas: Mapping[str, TableSchema] | None = None,
 ) -> Path:
     """Write the data-root layout (site folders, label files, overlap_ids.csv, manifest.json) into a new
     or empty `out_dir`, which is then usable as VFLFLARE_DATA_ROOT. Returns the manifest's path.
 
     With `label_in_table` the labels go into a 'label' column of the label owner's train.csv (empty on
     its unaligned rows, which are unlabeled) and test.csv, declared in its schema.json, instead of
-    label files. A non-empty folder is refused rather than overwritten: leftover site folders from an
+    label files. `schemas`: a site's schema.json when it is not a plain table's (images). A non-empty
+    folder is refused rather than overwritten: leftover site folders from an
     earlier split with more sites would silently join the new one."""
     if label_owner != SERVER and label_owner not in result.sites:
         raise ValueError(f"label owner must be {SERVER!r} or one of the sites {result.sites}, got {label_owner!r}")
@@ -156,10 +164,10 @@ def write_split(
     for site, part in result.parts.items():
         folder = root / site
         folder.mkdir(parents=True, exist_ok=True)
-        schema = TableSchema(DEFAULT_ID_COLUMN, tuple(part.categorical))
+        schema = (schemas or {}).get(site) or TableSchema(DEFAULT_ID_COLUMN, tuple(part.categorical))
         train, test = part.train, part.test
         if label_in_table and site == label_owner:
-            schema = TableSchema(DEFAULT_ID_COLUMN, tuple(part.categorical), DEFAULT_LABEL_COLUMN, result.num_classes)
+            schema = replace(schema, label_column=DEFAULT_LABEL_COLUMN, num_classes=result.num_classes)
             train, test = _with_labels(train, result.train_labels), _with_labels(test, result.test_labels)
         _write_text(folder / TRAIN_FILE, frame_to_csv(train))
         _write_text(folder / TEST_FILE, frame_to_csv(test))
@@ -187,7 +195,9 @@ def frame_to_csv(frame: pd.DataFrame) -> str:
 
 def configure_split_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of `vflflare split`."""
-    parser.add_argument("--dataset", required=True, choices=sorted(SOURCES), help="table to split")
+    parser.add_argument("--dataset", required=True, choices=sorted(SOURCES) + sorted(IMAGE_SOURCES),
+                        help="table to split, or image dataset to cut into strips (halves for 2 sites, "
+                        "quadrants for 4)")
     parser.add_argument(
         "--data-dir", default=os.path.join("..", "shared", "data"), help="folder holding the dataset folders"
     )
@@ -212,6 +222,9 @@ def configure_split_parser(parser: argparse.ArgumentParser) -> None:
         help='columns per site, sites separated by ";" and columns by ",", e.g. "A,B,C;D,E" '
         "(default: the dataset's 2-party split for K=2, else even in column order)",
     )
+    parser.add_argument("--train-rows", type=int, help="images only: a random subset of the training set "
+                        "(default all)")
+    parser.add_argument("--test-rows", type=int, help="images only: a random subset of the test set (default all)")
     parser.add_argument("--synthetic-rows", type=int, help="synthetic only (default 10000)")
     parser.add_argument("--synthetic-features", type=int, help="synthetic only (default 20)")
     parser.add_argument("--synthetic-classes", type=int, help="synthetic only (default 2)")
@@ -219,32 +232,33 @@ def configure_split_parser(parser: argparse.ArgumentParser) -> None:
 
 def run_split(args: argparse.Namespace) -> int:
     """`vflflare split`: returns the exit code; bad arguments or data print one error line and give 2."""
+    images = args.dataset in IMAGE_SOURCES
     try:
         sites = parse_sites(args.sites)
-        frame, labels, ids, categorical, default_columns = load_source(
-            args.dataset, args.data_dir, **_synthetic_options(args)
-        )
-        site_columns = parse_site_columns(args.site_columns)
-        if site_columns is None and len(sites) == 2:
-            site_columns = default_columns
-        result = split_table(
-            frame, labels, ids, sites, args.overlap, args.seed, args.test_fraction, site_columns, categorical
-        )
-        checksums = {
-            path.relative_to(args.data_dir).as_posix(): _sha256(path)
-            for path in source_files(args.dataset, args.data_dir)
-        }
+        if images:
+            result, strips, schemas = _image_split(args, sites)
+            files = image_source_files(args.dataset, args.data_dir)
+        else:
+            result, schemas = _table_split(args, sites), None
+            files = source_files(args.dataset, args.data_dir)
+        checksums = {path.relative_to(args.data_dir).as_posix(): _sha256(path) for path in files}
         manifest = write_split(
             result, args.out, args.label_owner, {"dataset": args.dataset, "source_sha256": checksums},
-            label_in_table=args.label_in_table,
+            label_in_table=args.label_in_table, schemas=schemas,
         )
+        if images:
+            from vflflare.data.image_split import write_strips
+
+            write_strips(Path(args.out), result, strips)
     except ValueError as exc:  # DataError included
         print(f"vflflare split: error: {exc}", file=sys.stderr)
         return 2
     for site in result.sites:
         part = result.parts[site]
+        holds = f"{schemas[site].image_size[0]}x{schemas[site].image_size[1]} strips" if images else \
+            f"{len(part.columns)} columns"
         print(
-            f"{site}: {len(part.columns)} columns, {len(part.train)} train rows "
+            f"{site}: {holds}, {len(part.train)} train rows "
             f"({result.overlap} aligned + {part.n_unaligned} unaligned), {len(part.test)} test rows"
         )
     where = args.label_owner
@@ -252,6 +266,28 @@ def run_split(args: argparse.Namespace) -> int:
         where = f"the {DEFAULT_LABEL_COLUMN!r} column of {args.label_owner}'s tables"
     print(f"labels ({result.num_classes} classes) at {where}; manifest: {manifest}")
     return 0
+
+
+def _table_split(args: argparse.Namespace, sites: list[str]) -> SplitResult:
+    if args.train_rows is not None or args.test_rows is not None:
+        raise ValueError("--train-rows/--test-rows apply only to image datasets; tables use --test-fraction")
+    frame, labels, ids, categorical, default_columns = load_source(args.dataset, args.data_dir,
+                                                                   **_synthetic_options(args))
+    site_columns = parse_site_columns(args.site_columns)
+    if site_columns is None and len(sites) == 2:
+        site_columns = default_columns
+    return split_table(frame, labels, ids, sites, args.overlap, args.seed, args.test_fraction, site_columns,
+                       categorical)
+
+
+def _image_split(args: argparse.Namespace, sites: list[str]) -> tuple:
+    from vflflare.data.image_split import split_images
+
+    if args.site_columns is not None:
+        raise ValueError("--site-columns applies only to tables; images are cut into strips by the number of sites")
+    _synthetic_options(args)  # refuses the synthetic table's options
+    source = load_image_source(args.dataset, args.data_dir)
+    return split_images(source, args.dataset, sites, args.overlap, args.seed, args.train_rows, args.test_rows)
 
 
 def parse_sites(text: str) -> list[str]:

@@ -6,7 +6,9 @@ the view for
 - the augmentations of its modality (FixMatch's weak/strong pair, contrastive views);
 - its bottom model f_k, built by the model factory from the job's `model` setting.
 
-The tabular view is the only one so far; an image view implements the same methods.
+`TabularView` serves a site holding a table, `ImageView` a site holding images (its strips of a split
+image dataset, or its own image files); sites of one job may hold either. The job's `model` builds a
+table site's encoder and its `image_model` an image site's.
 """
 from __future__ import annotations
 
@@ -15,15 +17,19 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from vflflare.data.image_batch import ImageBatch
+from vflflare.data.images import SiteImages
 from vflflare.data.types import SiteTables
 from vflflare.models.factory import build_encoder
 from vflflare.ssl.augment import ScarfCorruption, TabularBatch, TwoViews, WeakStrongViews, fixmatch_tab_views
+from vflflare.ssl.image_augment import contrastive_image_views, fixmatch_image_views
 
 TABLES = ("train", "test")
 
 
 class SiteView(Protocol):
     site: str
+    modality: str
     train_ids: list[str]
     test_ids: list[str]
 
@@ -43,6 +49,8 @@ class SiteView(Protocol):
 
 class TabularView:
     """A site's preprocessed tables (data/loading.py): numeric and categorical columns."""
+
+    modality = "table"
 
     def __init__(self, tables: SiteTables) -> None:
         self.tables = tables
@@ -72,3 +80,53 @@ class TabularView:
     def encoder(self, model: dict[str, Any], rep_dim: int) -> nn.Module:
         inputs = {"numeric_dim": self.tables.train.numeric.shape[1], "cardinalities": self.tables.train.cardinalities}
         return build_encoder(model, inputs, rep_dim)
+
+
+class ImageView:
+    """A site's standardised images (data/images.py); a batch is an `ImageBatch`. Augmentations act on
+    the site's own images only, after the split."""
+
+    modality = "image"
+
+    def __init__(self, images: SiteImages) -> None:
+        self.images = images
+        self.site = images.site
+        self.train_ids, self.test_ids = images.train_ids, images.test_ids
+        self._batches = {"train": ImageBatch(images.train), "test": ImageBatch(images.test)}
+        self.channels, self.size = int(images.train.shape[1]), (int(images.train.shape[2]), int(images.train.shape[3]))
+
+    def num_rows(self, table: str) -> int:
+        return self._batches[table].num_rows
+
+    def batch(self, table: str, rows: torch.Tensor) -> ImageBatch:
+        return self._batches[table].take(rows)
+
+    def concat(self, batches: list[ImageBatch]) -> ImageBatch:
+        return ImageBatch.cat(batches)
+
+    def fixmatch_views(
+        self, rows: torch.Tensor, mask_rate: float, noise_std: float, generator: torch.Generator
+    ) -> WeakStrongViews:
+        """FixMatch's image pair (flip and shift; RandAugment-style and Cutout on top). mask_rate and
+        noise_std belong to FixMatch-tab and do not apply to images."""
+        return fixmatch_image_views(self.channels, self.size, generator)
+
+    def contrastive_views(self, rows: torch.Tensor, rate: float, generator: torch.Generator) -> TwoViews:
+        """SimCLR-style views (crop, flip, colour jitter, blur); rate is SCARF's and does not apply."""
+        return contrastive_image_views(self.channels, self.size, generator)
+
+    def encoder(self, model: dict[str, Any], rep_dim: int) -> nn.Module:
+        return build_encoder(model, {"in_channels": self.channels, "image_size": self.size}, rep_dim)
+
+
+def describe_view(view: SiteView) -> str:
+    """One line for the site's log: what it holds."""
+    if isinstance(view, ImageView):
+        return (f"{view.num_rows('train')} train and {view.num_rows('test')} test images, "
+                f"{view.size[0]}x{view.size[1]} with {view.channels} channel(s)")
+    tables = view.tables
+    text = f"{view.num_rows('train')} train and {view.num_rows('test')} test rows, {len(tables.feature_names)} features"
+    if tables.numeric_transform != "standard":
+        text += (f"; numeric_transform {tables.numeric_transform}, signed log on {len(tables.log_columns)} "
+                 f"column(s) {tables.log_columns}")
+    return text

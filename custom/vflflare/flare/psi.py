@@ -50,7 +50,7 @@ from nvflare.app_common.workflows.broadcast_operator import BroadcastAndWait
 
 from vflflare.protocol.alignment import PSI_FILE, psi_file, psi_root, read_psi_file, tag_items, write_psi_file
 from vflflare.data.errors import site_owner
-from vflflare.data.loading import load_site_tables
+from vflflare.data.loading import load_site_view
 from vflflare.flare.messages import ERROR_HEADER
 from vflflare.flare.site_config import read_site_config, resolve_party_data_root, site_config_path
 from vflflare.results import RESULTS_FILE
@@ -135,7 +135,7 @@ class VFLSitePSI(PSI):
     def load_items(self) -> List[str]:
         site = self.site or self.fl_ctx.get_identity_name()
         data_root = resolve_party_data_root(self.data_root, self.fl_ctx, site)
-        tables = load_site_tables(site, self.sites or [site], data_root, self.seed, id_normalize=self.id_normalize or ())
+        tables = load_site_view(site, self.sites or [site], data_root, self.seed, id_normalize=self.id_normalize or ())
         if isinstance(self.psi_writer, VFLPSIWriter):
             self.psi_writer.clear(self.fl_ctx)
         self.intersection = None

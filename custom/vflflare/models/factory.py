@@ -2,8 +2,11 @@
 
 A builder takes the view's input description (what the data looks like at this site) as keyword
 arguments, then the model's own settings from the config, and returns a module whose forward takes
-the view's batch fields (`encoder(*batch)`) and returns [n, rep_dim] representations. MONAI or
-torchvision networks for image views register here next to the MLP.
+the view's batch fields (`encoder(*batch)`) and returns [n, rep_dim] representations.
+
+Table views take the MLP ("mlp"); image views (inputs `in_channels`, `image_size`) take one of the
+image encoders of models/image.py: "cnn" (small CNN, MNIST strips and CI), "wrn" (WideResNet-28-2,
+CIFAR-10) or "resnet" (MONAI's 2-D ResNet, bring-your-own images).
 """
 from __future__ import annotations
 
@@ -12,10 +15,14 @@ from typing import Any, Callable
 
 from torch import nn
 
+from vflflare.models.image import SmallCNN, WideResNet, monai_resnet
 from vflflare.models.tabular import TabularEncoder
 
 ENCODERS: dict[str, Callable[..., nn.Module]] = {
     "mlp": TabularEncoder,  # inputs: numeric_dim, cardinalities; settings: hidden
+    "cnn": SmallCNN,  # inputs: in_channels, image_size; settings: width
+    "wrn": WideResNet,  # inputs: in_channels, image_size; settings: depth, widen_factor, dropout
+    "resnet": monai_resnet,  # inputs: in_channels, image_size; settings: layers, widths, block
 }
 
 

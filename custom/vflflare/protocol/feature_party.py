@@ -37,7 +37,8 @@ class FeatureParty:
     steps: tuple[str, ...] = ("represent",)
 
     def __init__(self, site: str, view: SiteView, cfg: JobConfig, tracker: Tracker | None = None) -> None:
-        """Build f_k from cfg.model, seeded by derive_seed(cfg.seed, site)."""
+        """Build f_k from cfg.model (cfg.image_model for a site holding images), seeded by
+        derive_seed(cfg.seed, site)."""
         self.site = site
         self.view = view
         self.cfg = cfg
@@ -46,7 +47,8 @@ class FeatureParty:
         self.state = PartyState(f"site '{site}'")
         self.state["generator"] = torch.Generator().manual_seed(self.seed)
         with seeded_init(self.seed):
-            self.state["encoder"] = view.encoder(cfg.model, cfg.rep_dim)
+            spec = cfg.image_model if view.modality == "image" else cfg.model
+            self.state["encoder"] = view.encoder(spec, cfg.rep_dim)
 
     @classmethod
     def site_steps(cls) -> list[str]:

@@ -30,9 +30,9 @@ from vflflare.protocol.checkpoint import MARK, RESTORE_TASK, SAVE_TASK, SiteChec
 from vflflare.protocol.alignment_report import describe_unmatched, id_variants, partial_test, summarize, unlabeled_test
 from vflflare.algorithms.registry import ALGORITHMS, get_algorithm, make_config
 from vflflare.config import JobConfig
-from vflflare.data.loading import load_label_tables, load_site_tables
+from vflflare.data.loading import load_label_tables, load_site_view
 from vflflare.data.split import TEST_FILE, TRAIN_FILE
-from vflflare.data.views import TabularView
+from vflflare.data.views import describe_view
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.label_proxy import LABEL_PREFIX
@@ -114,11 +114,9 @@ class SiteRuntime:
         self.fp16 = cfg.fp16
         torch.set_num_threads(cfg.num_threads)
         sites, salt = list(payload["sites"]), payload.get("salt")
-        tables = load_site_tables(self.site, sites, self.data_root, cfg.seed, cfg.numeric_transform, cfg.id_normalize)
-        if tables.numeric_transform != "standard":
-            self.tracker.info(f"site '{self.site}': numeric_transform {tables.numeric_transform}, signed log on "
-                              f"{len(tables.log_columns)} column(s) {tables.log_columns}")
-        self.party = self._plugin.Site(self.site, TabularView(tables), cfg, self.tracker)
+        tables = load_site_view(self.site, sites, self.data_root, cfg.seed, cfg.numeric_transform, cfg.id_normalize)
+        self.tracker.info(f"site '{self.site}': {describe_view(tables)}")
+        self.party = self._plugin.Site(self.site, tables, cfg, self.tracker)
         self._cfg = cfg
         if cfg.alignment == "psi":
             return self._setup_psi(cfg, sites, tables)
