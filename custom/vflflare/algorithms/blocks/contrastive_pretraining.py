@@ -3,6 +3,8 @@ Supervised Vertical Federated Learning", Alg. 4, Eq. 2): every site trains its f
 learning on two augmented views of each of its rows, without labels and without communication."""
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +71,7 @@ class ContrastivePretrainSite:
         self.encoder.train()
         epoch_loss, steps = float("nan"), 0
         for epoch in range(cfg.pretrain_epochs):
+            started = time.monotonic()
             order = torch.randperm(n, generator=generator)
             total = 0.0
             for step in range(steps_per_epoch):
@@ -81,6 +84,8 @@ class ContrastivePretrainSite:
                 steps += 1
             epoch_loss = total / steps_per_epoch
             self.tracker.scalar("pretrain/contrastive_loss", epoch_loss, epoch)
+            self.tracker.info(f"{self.site}: contrastive pretraining epoch {epoch + 1}/{cfg.pretrain_epochs}, "
+                              f"loss {epoch_loss:.4f}, {steps_per_epoch * batch / (time.monotonic() - started):.0f} rows/s")
         self.tracker.info(
             f"{self.site}: contrastive pretraining done, {cfg.pretrain_epochs} epochs ({steps} steps of {batch}) "
             f"on {n} local training rows, last loss {epoch_loss:.4f}"

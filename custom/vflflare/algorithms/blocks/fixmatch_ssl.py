@@ -4,6 +4,7 @@ that never leaves the site. `FixMatchSite` is mixed into a FeatureParty."""
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,7 @@ class FixMatchSite:
         self.encoder.train()
         epoch_loss = mask_rate = 0.0
         for epoch in range(cfg.ssl_epochs):
+            started = time.monotonic()
             order = torch.randperm(n_u, generator=generator)
             total = masked = 0.0
             for step in range(steps):
@@ -102,6 +104,8 @@ class FixMatchSite:
             epoch_loss, mask_rate = total / steps, masked / steps
             self.tracker.scalar(f"ssl/{phase}_loss", epoch_loss, epoch)
             self.tracker.scalar(f"ssl/{phase}_pseudo_label_rate", mask_rate, epoch)
+            self.tracker.info(f"{self.site}: {phase} SSL epoch {epoch + 1}/{cfg.ssl_epochs}, loss {epoch_loss:.4f}, "
+                              f"pseudo-labels {mask_rate:.2f}, {n_u / (time.monotonic() - started):.0f} unlabeled rows/s")
         self.tracker.info(
             f"{self.site}: {phase} SSL done, {cfg.ssl_epochs} epochs on {n_l} labeled + {n_u} unlabeled rows, "
             f"last loss {epoch_loss:.4f}"
