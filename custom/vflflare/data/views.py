@@ -47,7 +47,22 @@ class SiteView(Protocol):
     def encoder(self, model: dict[str, Any], rep_dim: int) -> nn.Module: ...
 
 
-class TabularView:
+class _RowsView:
+    """Rows by position from the site's train and test batches (`_batches`), whatever their type."""
+
+    _batches: dict[str, Any]
+
+    def num_rows(self, table: str) -> int:
+        return self._batches[table].num_rows
+
+    def batch(self, table: str, rows: torch.Tensor) -> Any:
+        return self._batches[table].take(rows)
+
+    def concat(self, batches: list[Any]) -> Any:
+        return type(batches[0]).cat(batches)
+
+
+class TabularView(_RowsView):
     """A site's preprocessed tables (data/loading.py): numeric and categorical columns."""
 
     modality = "table"
@@ -57,15 +72,6 @@ class TabularView:
         self.site = tables.site
         self.train_ids, self.test_ids = tables.train_ids, tables.test_ids
         self._batches = {"train": TabularBatch.from_block(tables.train), "test": TabularBatch.from_block(tables.test)}
-
-    def num_rows(self, table: str) -> int:
-        return self._batches[table].num_rows
-
-    def batch(self, table: str, rows: torch.Tensor) -> TabularBatch:
-        return self._batches[table].take(rows)
-
-    def concat(self, batches: list[TabularBatch]) -> TabularBatch:
-        return TabularBatch.cat(batches)
 
     def fixmatch_views(
         self, rows: torch.Tensor, mask_rate: float, noise_std: float, generator: torch.Generator
@@ -82,7 +88,7 @@ class TabularView:
         return build_encoder(model, inputs, rep_dim)
 
 
-class ImageView:
+class ImageView(_RowsView):
     """A site's standardised images (data/images.py); a batch is an `ImageBatch`. Augmentations act on
     the site's own images only, after the split."""
 
@@ -94,15 +100,6 @@ class ImageView:
         self.train_ids, self.test_ids = images.train_ids, images.test_ids
         self._batches = {"train": ImageBatch(images.train), "test": ImageBatch(images.test)}
         self.channels, self.size = int(images.train.shape[1]), (int(images.train.shape[2]), int(images.train.shape[3]))
-
-    def num_rows(self, table: str) -> int:
-        return self._batches[table].num_rows
-
-    def batch(self, table: str, rows: torch.Tensor) -> ImageBatch:
-        return self._batches[table].take(rows)
-
-    def concat(self, batches: list[ImageBatch]) -> ImageBatch:
-        return ImageBatch.cat(batches)
 
     def fixmatch_views(
         self, rows: torch.Tensor, mask_rate: float, noise_std: float, generator: torch.Generator

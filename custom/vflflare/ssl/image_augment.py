@@ -201,20 +201,27 @@ def _factor_range(factors: tuple[float, float], name: str) -> tuple[float, float
     return low, high
 
 
-class RandSaturation(RandomizableTransform):
-    """Colour (saturation) jitter of a 3-channel image: x -> g + s (x - g) with g its luma and s ~ U(factors);
-    the formula of PIL's ImageEnhance.Color (FixMatch's Color) and torchvision's saturation jitter (SimSiam).
-    MONAI has no colour transforms, hence written here."""
+class _RandFactor(RandomizableTransform):
+    """A transform with one random strength f ~ U(factors), drawn with probability `prob`."""
 
-    def __init__(self, factors: tuple[float, float] = (0.6, 1.4), prob: float = 1.0) -> None:
+    def __init__(self, factors: tuple[float, float], prob: float, name: str) -> None:
         RandomizableTransform.__init__(self, prob)
-        self.factors = _factor_range(factors, "saturation")
+        self.factors = _factor_range(factors, name)
         self.factor = 1.0
 
     def randomize(self, data: Any = None) -> None:
         super().randomize(None)
         if self._do_transform:
             self.factor = float(self.R.uniform(*self.factors))
+
+
+class RandSaturation(_RandFactor):
+    """Colour (saturation) jitter of a 3-channel image: x -> g + s (x - g) with g its luma and s ~ U(factors);
+    the formula of PIL's ImageEnhance.Color (FixMatch's Color) and torchvision's saturation jitter (SimSiam).
+    MONAI has no colour transforms, hence written here."""
+
+    def __init__(self, factors: tuple[float, float] = (0.6, 1.4), prob: float = 1.0) -> None:
+        super().__init__(factors, prob, "saturation")
 
     def __call__(self, image: torch.Tensor, randomize: bool = True) -> torch.Tensor:
         _check_rgb(image, "RandSaturation")
@@ -291,21 +298,14 @@ class RandGaussianBlur(RandomizableTransform):
         return rows @ image @ cols.T
 
 
-class RandSharpness(RandomizableTransform):
+class RandSharpness(_RandFactor):
     """PIL's ImageEnhance.Sharpness as FixMatch's RandAugment uses it: blend with the image smoothed by PIL's 3x3
     SMOOTH kernel ([[1,1,1],[1,5,1],[1,1,1]] / 13, border pixels kept), x -> smooth + f (x - smooth) with
     f ~ U(factors); f < 1 blurs, f > 1 sharpens. Written here: MONAI's RandGaussianSharpen is a different (much
     stronger) unsharp mask and costs ~4 ms per tiny strip."""
 
     def __init__(self, factors: tuple[float, float] = (0.05, 0.95), prob: float = 1.0) -> None:
-        RandomizableTransform.__init__(self, prob)
-        self.factors = _factor_range(factors, "sharpness")
-        self.factor = 1.0
-
-    def randomize(self, data: Any = None) -> None:
-        super().randomize(None)
-        if self._do_transform:
-            self.factor = float(self.R.uniform(*self.factors))
+        super().__init__(factors, prob, "sharpness")
 
     def __call__(self, image: torch.Tensor, randomize: bool = True) -> torch.Tensor:
         if randomize:
