@@ -21,8 +21,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-# Every model halves the strip at most twice before pooling; 4 px per side keeps at least one pixel
-# (and BatchNorm statistics over more than one value) at the end.
+# SmallCNN's two 2x2 max pools need 4 px per side to leave one pixel; the residual nets' strided 3x3
+# convs (padding 1) never go below one pixel, and a side under 4 px carries no spatial structure anyway.
 MIN_SIDE = 4
 
 
