@@ -14,20 +14,32 @@ time of every ledger phase, and per site and phase the site's own compute time a
 image views its bottom model f_k processed in training mode (augmented views included), from which
 the tables give the training throughput in images/s per site.
 
-SS-VFL-I and SS-VFL-C pretrain identically for a given (cell, seed): the encoders are pretrained once
-per (cell, seed) and reused (`PretrainOnce` from ssvfl.py), so SS-VFL-I's pretraining time is
-SS-VFL-C's (the table marks it).
+Shared work is computed once per (cell, seed) and reused; the tables mark it, and the "standalone"
+wall time adds it back:
+- SS-VFL-I and SS-VFL-C pretrain identically (`PretrainOnce` from ssvfl.py);
+- few-shot VFL's first round is one-shot VFL's local SSL. `TimedRuntime` keeps each site's state after
+  the one-shot round, keyed by the settings, the encoder weights, the random state and the partial
+  gradients received, so a hit is the same computation. Check (MNIST, N_o 256, seed 100, ssl_epochs 2):
+  few-shot alone and few-shot after one-shot give identical metrics and communication.
+
+With `--set KEY=VALUE --variant NAME` a follow-up runs other settings (applied to the methods that
+have them), recorded apart, e.g. `--set ssl_epochs=40 --variant ssl40 --methods oneshot fewshot`.
 
     cd benchmarks
     ../.venv/bin/python images.py                    # CPU scale, everything; resumes (finished runs are skipped)
     ../.venv/bin/python images.py --cells mnist:256 --seeds 0 --methods vanilla oneshot
     ../.venv/bin/python images.py --table            # Markdown tables of the results file
+    ../.venv/bin/python images.py --cells mnist:1024 --seeds 0 --methods oneshot fewshot --replace   # redo runs
     ../.venv/bin/python images.py --paper            # print the paper-scale commands (not run: needs a GPU build)
 """
 from __future__ import annotations
 
 import argparse
+import copy
+import dataclasses
+import hashlib
 import json
+import os
 import shlex
 import sys
 import time
@@ -38,10 +50,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from common import DEFAULT_DATA_DIR, RUNS, append_jsonl, environment, limit_threads, mean_std, read_jsonl
+from common import DEFAULT_DATA_DIR, REPO, RUNS, append_jsonl, environment, limit_threads, mean_std, read_jsonl
 from ssvfl import PretrainOnce, pretrain_key
 from vflflare import cli
-from vflflare.algorithms.registry import make_config
+from vflflare.algorithms.oneshot import OneShotConfig
+from vflflare.algorithms.registry import get_algorithm, make_config
+from vflflare.cli import parse_overrides
 from vflflare.data.loading import load_label_tables
 from vflflare.protocol.inprocess import InProcessTransport
 from vflflare.protocol.runner import run_algorithm
@@ -65,10 +79,10 @@ TRAINING_PHASES = ("split_training", "local_ssl", "expanded_ssl", "local_pretrai
 SCALES: dict[str, dict[str, Any]] = {
     "cpu": {
         "cells": ["mnist:256", "mnist:1024", "cifar10:256"],
-        "rows": {"mnist": (2000, 1000), "cifar10": (2000, 1000)},  # (--train-rows, --test-rows)
-        "settings": {"image_model": {"name": "cnn"}, "batch_size": 32, "lr": 0.01},
-        "fixmatch": {"ssl_epochs": 30},
-        "pretraining": {"pretrain_epochs": 10},
+        "rows": {"mnist": (1500, 1000), "cifar10": (1500, 1000)},  # (--train-rows, --test-rows)
+        "settings": {"image_model": {"name": "cnn", "width": 16}, "batch_size": 32, "lr": 0.01},
+        "fixmatch": {"ssl_epochs": 20},
+        "pretraining": {"pretrain_epochs": 5},
     },
     # The one-shot paper's Table 1: CIFAR-10 halves, full training (50 000) and test (10 000) sets,
     # WRN-28-2 ("WideResNet20" in the paper is no valid WRN depth; models/image.py), B 32, lr 0.01, Q 5.
@@ -76,9 +90,14 @@ SCALES: dict[str, dict[str, Any]] = {
     "paper": {
         "cells": ["cifar10:256", "cifar10:512", "cifar10:1024", "cifar10:2048"],
         "rows": {"cifar10": (None, None)},
-        "settings": {"image_model": {"name": "wrn", "depth": 28, "widen_factor": 2}, "batch_size": 32, "lr": 0.01},
+        # split NN as in Table 1: 1000 epochs without early stopping (8000 communications at N_o 256 =
+        # 1000 epochs x 8 batches); the best validation epoch is still the model kept
+        "settings": {"image_model": {"name": "wrn", "depth": 28, "widen_factor": 2}, "batch_size": 32, "lr": 0.01,
+                     "split_epochs": 1000, "split_patience": 1000},
         "fixmatch": {"ssl_epochs": 40},
         "pretraining": {"pretrain_epochs": 200},  # SS-VFL paper: LocalCL for 200 epochs on images
+        # Table 1's FedBCD: 1600 communications = the same 8000 local updates as vanilla, Q 5 per round trip
+        "per_method": {"fedbcd": {"split_epochs": 200, "split_patience": 200}},
     },
 }
 
@@ -88,10 +107,13 @@ def parse_cell(text: str) -> tuple[str, int]:
     return dataset, int(overlap)
 
 
-def method_settings(scale: str, method: str) -> dict[str, Any]:
+def method_settings(scale: str, method: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The scale's settings for `method`, then those of `overrides` (--set) that the method has."""
     spec = SCALES[scale]
     extra = spec["fixmatch"] if method in FIXMATCH else spec["pretraining"] if method in PRETRAINING else {}
-    return {**spec["settings"], **extra}
+    known = {f.name for f in dataclasses.fields(get_algorithm(method).Config)}
+    own = spec.get("per_method", {}).get(method, {})
+    return {k: v for k, v in {**spec["settings"], **extra, **own, **(overrides or {})}.items() if k in known}
 
 
 def split_args(scale: str, dataset: str, overlap: int, seed: int, data_dir: Path, out: Path) -> list[str]:
@@ -117,19 +139,33 @@ def prepare_image_split(scale: str, dataset: str, overlap: int, seed: int, data_
     return out
 
 
+def _digest(*values: Any) -> str:
+    hasher = hashlib.sha256()
+    for value in values:
+        hasher.update(np.ascontiguousarray(np.asarray(value)).tobytes())
+    return hasher.hexdigest()
+
+
 class TimedRuntime(PretrainOnce):
     """A site runtime that books, per ledger phase, the time spent inside its own task handler (the
     site's compute: augmentations, forwards, backwards; not the coordinator's head, not the message
     encoding) and the number of image views its f_k processed in training mode. In process the sites
-    run one after the other, so a phase's wall time is about the sum of the sites' times."""
+    run one after the other, so a phase's wall time is about the sum of the sites' times.
+
+    It also computes shared work once per (cell, seed): SS-VFL's pretraining (PretrainOnce) and the
+    one-shot local SSL that few-shot VFL repeats as its first round. The latter is keyed by everything
+    the round depends on (the one-shot settings, the party's encoder weights and random state before
+    the round, and the partial gradients it received), so a hit reproduces the round exactly."""
 
     ledger: Any = None
+    ssl_cache: dict[tuple, dict[str, Any]] = {}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.seconds: dict[str, float] = defaultdict(float)
         self.images: dict[str, int] = defaultdict(int)
-        self._hooked = False
+        self.ssl_reused = False
+        self._hook: Any = None
 
     def _count(self, module: torch.nn.Module, inputs: Any, output: torch.Tensor) -> None:
         if module.training:
@@ -138,16 +174,38 @@ class TimedRuntime(PretrainOnce):
     def handle(self, task: str, payload: dict[str, Any]) -> dict[str, Any]:
         start = time.perf_counter()
         try:
+            if task == "oneshot_update":
+                return self._oneshot_update(payload)
             return super().handle(task, payload)
         finally:
             self.seconds[self.ledger.current] += time.perf_counter() - start
-            if self.party is not None and not self._hooked:
-                self.party.encoder.register_forward_hook(self._count)
-                self._hooked = True
+            if self.party is not None and self._hook is None:
+                self._hook = self.party.encoder.register_forward_hook(self._count)
+
+    def _oneshot_update(self, payload: dict[str, Any]) -> dict[str, Any]:
+        party = self.party
+        settings = {f.name: getattr(party.cfg, f.name) for f in dataclasses.fields(OneShotConfig) if f.name != "algorithm"}
+        key = (self.site, str(self.data_root), json.dumps(settings, sort_keys=True, default=str),
+               _digest(payload["grads"]), _digest(*[t.numpy() for t in party.encoder.state_dict().values()]),
+               _digest(party.generator.get_state().numpy()))
+        if key in self.ssl_cache:
+            copied = copy.deepcopy(self.ssl_cache[key])  # one deepcopy: the optimiser keeps pointing at the encoder
+            for name, value in copied.items():
+                party.state[name] = value
+            self._hook = party.encoder.register_forward_hook(self._count)
+            self.ssl_reused = True
+            return party.representations(list(payload["represent"]))
+        reply = super().handle("oneshot_update", payload)
+        self._hook.remove()  # the cached copy must not carry this runtime's hook
+        self.ssl_cache[key] = copy.deepcopy({name: party.state[name] for name in party.state})
+        self._hook = party.encoder.register_forward_hook(self._count)
+        return reply
 
 
-def run_one(scale: str, dataset: str, overlap: int, seed: int, method: str, root: Path) -> dict[str, Any]:
-    cfg = make_config({**method_settings(scale, method), "algorithm": method, "seed": seed})
+def run_one(scale: str, dataset: str, overlap: int, seed: int, method: str, root: Path,
+            overrides: dict[str, Any], variant: str) -> dict[str, Any]:
+    settings = method_settings(scale, method, overrides)
+    cfg = make_config({**settings, "algorithm": method, "seed": seed})
     # everything the pretraining depends on (ssvfl.pretrain_key names the table model, not the image model)
     TimedRuntime.key = (*pretrain_key(cfg, root), json.dumps(cfg.image_model, sort_keys=True)) if method in PRETRAINING else ()
     cached = method in PRETRAINING and (SITES[0], *TimedRuntime.key) in TimedRuntime.cache
@@ -160,14 +218,15 @@ def run_one(scale: str, dataset: str, overlap: int, seed: int, method: str, root
                            LogTracker("vflflare.server"))
     comm = result["communication"]
     return {
-        "scale": scale, "dataset": dataset, "overlap": overlap, "seed": seed, "method": method,
-        "settings": method_settings(scale, method), "metrics": result["metrics"], "rows": result["rows"],
+        "scale": scale, "variant": variant, "dataset": dataset, "overlap": overlap, "seed": seed, "method": method,
+        "settings": settings, "metrics": result["metrics"], "rows": result["rows"],
         "per_site": comm["per_site"], "per_phase": comm["per_phase"],
         "expected_communication": result["expected_communication"],
         "phases": result["phases"],
         "site_seconds": {s: {k: round(v, 3) for k, v in r.seconds.items()} for s, r in runtimes.items()},
         "site_images": {s: dict(r.images) for s, r in runtimes.items()},
         "pretrain_cached": cached,
+        "ssl_reused": all(r.ssl_reused for r in runtimes.values()),
         "training": {k: v for k, v in result["training"].items() if isinstance(v, (int, float, str))},
         "wall_s": round(time.perf_counter() - start, 1),
     }  # fmt: skip
@@ -176,6 +235,13 @@ def run_one(scale: str, dataset: str, overlap: int, seed: int, method: str, root
 # ------------------------------------------------------------------------------------------- tables
 def per_site_mean(record: dict, key: str) -> float:
     return float(np.mean([record["per_site"][s][key] for s in SITES]))
+
+
+def training_mb(record: dict) -> float:
+    """Payload MB per site without the test rows' representations (inference, not training: every
+    method uploads them once, rep_dim float32 per row)."""
+    rep_dim = record["settings"].get("rep_dim", 32)
+    return (per_site_mean(record, "payload_bytes") - record["rows"]["test"] * rep_dim * 4) / 1e6
 
 
 def phase_wall(record: dict) -> dict[str, float]:
@@ -192,6 +258,27 @@ def throughput(record: dict, phase: str) -> float | None:
     return float(np.mean(rates)) if rates else None
 
 
+def reused_phase(rows: list[dict]) -> tuple[str, str] | None:
+    """(phase, method it was computed by) when these runs reused shared work."""
+    if any(r.get("pretrain_cached") for r in rows):
+        return "local_pretraining", "ssvfl_c"
+    if any(r.get("ssl_reused") for r in rows):
+        return "local_ssl", "oneshot"
+    return None
+
+
+def standalone_wall(record: dict, records: list[dict]) -> float:
+    """The run's wall time as if it had computed its reused phase itself: plus that phase's wall time
+    in the run of the same (scale, dataset, N_o, seed) that computed it."""
+    reused = reused_phase([record])
+    if reused is None:
+        return record["wall_s"]
+    phase, method = reused
+    key = lambda r: (r["scale"], r.get("variant", "default"), r["dataset"], r["overlap"], r["seed"])  # noqa: E731
+    donors = [r for r in records if r["method"] == method and key(r) == key(record)]
+    return record["wall_s"] - phase_wall(record).get(phase, 0.0) + (phase_wall(donors[0]).get(phase, 0.0) if donors else np.nan)
+
+
 def _fmt(values: list[float], digits: int) -> str:
     return "-" if not values else f"{np.median(values):.{digits}f}"
 
@@ -199,14 +286,17 @@ def _fmt(values: list[float], digits: int) -> str:
 def tables(records: list[dict]) -> str:
     groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        groups[(r["scale"], r["dataset"], r["overlap"])][r["method"]].append(r)
-    order = lambda key: (key[0], key[1] != "mnist", key[1], key[2])  # noqa: E731
-    main = ["| scale | dataset | N_o | method | test acc | val acc | comms / site (up + down) | payload MB / site "
-            "| wire MB / site | wall s | seeds |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        groups[(r["scale"], r.get("variant", "default"), r["dataset"], r["overlap"])][r["method"]].append(r)
+    order = lambda key: (key[0], key[1], key[2] != "mnist", key[2], key[3])  # noqa: E731
+    main = ["| scale / variant | dataset | N_o | method | test acc | val acc | comms / site (up + down) | payload MB / site "
+            "| of it training MB | wire MB / site | wall s (standalone) | seeds |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    seeds = sorted({r["seed"] for r in records})
+    per_seed = ["| dataset | N_o | method | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+                "|---|---|---|" + "---|" * len(seeds)]
     phases = ["| dataset | N_o | method | phase wall times, s (median over seeds) | training images / s / site |",
               "|---|---|---|---|---|"]
     for key in sorted(groups, key=order):
-        scale, dataset, overlap = key
+        scale, variant, dataset, overlap = key
         for method in METHODS:
             rows = groups[key].get(method, [])
             if not rows:
@@ -215,32 +305,39 @@ def tables(records: list[dict]) -> str:
             downs = _fmt([per_site_mean(r, "downloads") for r in rows], 0)
             comms = _fmt([per_site_mean(r, "uploads") + per_site_mean(r, "downloads") for r in rows], 0)
             main.append(
-                f"| {scale} | {dataset} | {overlap} | {LABELS[method]} "
+                f"| {scale}{'' if variant == 'default' else ' / ' + variant} | {dataset} | {overlap} | {LABELS[method]} "
                 f"| {mean_std([r['metrics']['test_accuracy'] for r in rows])} "
                 f"| {mean_std([r['metrics']['val_accuracy'] for r in rows])} "
                 f"| {comms} ({ups} + {downs}) "
                 f"| {mean_std([per_site_mean(r, 'payload_bytes') / 1e6 for r in rows], 3)} "
-                f"| {_fmt([per_site_mean(r, 'wire_bytes') / 1e6 for r in rows], 3)} "
-                f"| {_fmt([r['wall_s'] for r in rows], 0)} | {','.join(str(r['seed']) for r in sorted(rows, key=lambda r: r['seed']))} |"
+                f"| {np.mean([training_mb(r) for r in rows]):.3f} "
+                f"| {np.mean([per_site_mean(r, 'wire_bytes') / 1e6 for r in rows]):.3f} "
+                f"| {_fmt([standalone_wall(r, records) for r in rows], 0)} | {','.join(str(r['seed']) for r in sorted(rows, key=lambda r: r['seed']))} |"
             )
+            by_seed = {r["seed"]: r["metrics"]["test_accuracy"] for r in rows}
+            per_seed.append(f"| {dataset} | {overlap} | {LABELS[method]} | "
+                            + " | ".join(f"{by_seed[s]:.3f}" if s in by_seed else "-" for s in seeds) + " |")
             names = list(dict.fromkeys(e["name"] for r in rows for e in r["phases"]))
             walls = [phase_wall(r) for r in rows]
-            cached = any(r.get("pretrain_cached") for r in rows)
+            reused = reused_phase(rows)
             cells = []
             for name in names:
                 cell = f"{name} {np.median([w.get(name, 0.0) for w in walls]):.1f}"
-                if name == "local_pretraining" and cached:
-                    cell += " (reused from SS-VFL-C)"
+                if reused and name == reused[0]:
+                    cell += f" (reused from {LABELS[reused[1]]})"
                 cells.append(cell)
             rates = []
             for name in TRAINING_PHASES:
                 values = [v for v in (throughput(r, name) for r in rows) if v is not None]
-                if values and not (name == "local_pretraining" and cached):
+                if values and not (reused and name == reused[0]):
                     rates.append(f"{name} {np.median(values):.0f}")
             phases.append(f"| {dataset} | {overlap} | {LABELS[method]} | {', '.join(cells)} | {', '.join(rates) or '-'} |")
     return "\n\n".join([
-        "Accuracy (mean ± std over seeds) and communication per site (median over seeds; payload mean ± std)",
+        "Accuracy (mean ± std over seeds) and communication per site (comms: median over seeds; MB: mean; "
+        "training MB = payload without the test rows' representations; wall: median)",
         "\n".join(main),
+        "Test accuracy per seed (split seed = job seed)",
+        "\n".join(per_seed),
         "Wall time per ledger phase and training throughput (image views through f_k in training mode per "
         "second of the site's own compute, mean of the two sites, median over seeds)",
         "\n".join(phases),
@@ -248,6 +345,14 @@ def tables(records: list[dict]) -> str:
 
 
 # ------------------------------------------------------------------------------------------- paper
+def _shown(path: Path) -> str:
+    """A path as the commands (run from the repository root) should spell it."""
+    try:
+        return os.path.relpath(path, REPO)
+    except ValueError:
+        return str(path)
+
+
 def paper_commands(data_dir: Path, splits: Path) -> str:
     lines = ["# Paper scale (one-shot VFL, Table 1): CIFAR-10 halves, all 50 000 training and 10 000 test images,",
              "# WRN-28-2, B 32, lr 0.01, FedBCD Q 5. NOT RUN: vflflare trains on CPU only (no CUDA placement);",
@@ -256,10 +361,10 @@ def paper_commands(data_dir: Path, splits: Path) -> str:
         dataset, overlap = parse_cell(cell)
         for seed in (0, 1, 2):
             out = split_dir("paper", dataset, overlap, seed, splits)
-            lines.append(".venv/bin/vflflare " + shlex.join(split_args("paper", dataset, overlap, seed, data_dir, out)))
+            lines.append(".venv/bin/vflflare " + shlex.join(split_args("paper", dataset, overlap, seed, Path(_shown(data_dir)), out)))
     lines += ["# Settings per method (JSON, passed to make_config / `vflflare jobs --set`):"]
     for method in METHODS:
-        lines.append(f"#   {method}: {method_settings('paper', method)}")
+        lines.append(f"#   {method}: {json.dumps(method_settings('paper', method))}")
     lines += ["# The benchmark (resumable; refuses to start without --force while the loops are CPU-only):",
               "cd benchmarks && ../.venv/bin/python images.py --scale paper --out runs/images_paper.jsonl --force"]
     return "\n".join(lines)
@@ -271,10 +376,15 @@ def main() -> None:
     parser.add_argument("--cells", nargs="+", help="dataset:N_o (default: the scale's cells)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
+    parser.add_argument("--variant", default="default", help="name under which --set overrides are recorded")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override, applied to the methods that have the setting")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--splits", type=Path, default=SPLITS, help="where the split folders go")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; existing runs are skipped")
     parser.add_argument("--table", action="store_true", help="only print the tables of --out")
+    parser.add_argument("--replace", action="store_true",
+                        help="drop the selected runs (scale, variant, cells, seeds, methods) from --out and run them again")
     parser.add_argument("--paper", action="store_true", help="only print the paper-scale commands")
     parser.add_argument("--force", action="store_true", help="run --scale paper although training is CPU-only")
     args = parser.parse_args()
@@ -288,23 +398,33 @@ def main() -> None:
         sys.exit("--scale paper: vflflare's training loops run on CPU only; the paper-scale table needs a GPU build "
                  "(see --paper). --force runs it on CPU anyway (weeks).")
     limit_threads()
-    done = {(r["scale"], r["dataset"], r["overlap"], r["seed"], r["method"]) for r in read_jsonl(args.out)}
+    overrides = parse_overrides(args.set)
+    if overrides and args.variant == "default":
+        sys.exit("--set needs --variant NAME, so the runs are not mixed with the default ones")
+    cells = [parse_cell(c) for c in args.cells or SCALES[args.scale]["cells"]]
+    selected = lambda r: (r["scale"], r.get("variant", "default"), (r["dataset"], r["overlap"]), r["seed"], r["method"]) in {
+        (args.scale, args.variant, c, seed, m) for c in cells for seed in args.seeds for m in args.methods}  # noqa: E731
+    if args.replace and args.out.exists():
+        kept = [r for r in read_jsonl(args.out) if not selected(r)]
+        args.out.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    done = {(r["scale"], r.get("variant", "default"), r["dataset"], r["overlap"], r["seed"], r["method"])
+            for r in read_jsonl(args.out)}
     started = time.perf_counter()
-    for cell in args.cells or SCALES[args.scale]["cells"]:
-        dataset, overlap = parse_cell(cell)
+    for dataset, overlap in cells:
         for seed in args.seeds:
-            todo = [m for m in args.methods if (args.scale, dataset, overlap, seed, m) not in done]
+            todo = [m for m in args.methods if (args.scale, args.variant, dataset, overlap, seed, m) not in done]
             if not todo:
                 continue
             root = prepare_image_split(args.scale, dataset, overlap, seed, args.data_dir, args.splits)
             for method in todo:
-                record = run_one(args.scale, dataset, overlap, seed, method, root)
+                record = run_one(args.scale, dataset, overlap, seed, method, root, overrides, args.variant)
                 record["env"] = environment()
                 append_jsonl(args.out, record)
                 print(f"[{time.perf_counter() - started:7.0f} s] {dataset} N_o {overlap} seed {seed} {method}: "
                       f"test acc {record['metrics']['test_accuracy']:.4f}, "
                       f"{per_site_mean(record, 'payload_bytes') / 1e6:.3f} MB/site, {record['wall_s']} s", flush=True)
-            TimedRuntime.cache.clear()  # one (cell, seed) at a time: the pretrained encoders are not needed again
+            TimedRuntime.cache.clear()  # one (cell, seed) at a time: the cached states are not needed again
+            TimedRuntime.ssl_cache.clear()
     print(tables(read_jsonl(args.out)))
 
 

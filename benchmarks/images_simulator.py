@@ -1,81 +1,123 @@
-"""Every algorithm on MNIST and CIFAR-10 halves in the NVFlare simulator (2 sites, small subsets, short
-runs): that each job runs end to end on image strips, with the communication its protocol implies and
-the in-process metrics. Accuracy at scale is benchmarks/images.py's job.
+"""Image algorithms in the NVFlare simulator: MNIST and CIFAR-10 halves, 2 sites.
 
-    python benchmarks/images_simulator.py --out /tmp/vflflare_images_sim    # prints a Markdown table
+Default (small subsets, short runs): every algorithm runs end to end on image strips, with the
+communication its protocol implies and the in-process metrics. With `--rows all` it is the issue's
+headline instead: all of MNIST, N_o 256, one-shot against vanilla, several seeds.
+
+    python benchmarks/images_simulator.py --out /tmp/vflflare_images_sim        # every algorithm, small
+    python benchmarks/images_simulator.py --out /tmp/vflflare_mnist_full --datasets mnist --rows all \
+        --seeds 0,1,2 --methods vanilla,vanilla+paper_budget,oneshot --no-reference   # headline
+
+Training MB is a site's payload less its test-row representations, which every method uploads once
+(inference traffic, n_test x rep_dim x 4 B).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
 
 from vflflare.algorithms.registry import make_config
 from vflflare.cli import main as cli_main
-from vflflare.cli import simulate
+from vflflare.cli import parse_overrides, simulate
 from vflflare.jobs import write_job
 from vflflare.protocol.inprocess import run_inprocess
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 SHORT = {"ssl_epochs": 5, "split_epochs": 10, "split_patience": 10, "pretrain_epochs": 5}
+# method name -> its settings over the algorithm's defaults; "+name" marks a variant
 METHODS = {"vanilla": {}, "fedbcd": {}, "oneshot": {}, "fewshot": {}, "fewshot+finetune": {"finetune_epochs": 5},
-           "ssvfl_i": {}, "ssvfl_c": {}}
+           "ssvfl_i": {}, "ssvfl_c": {},
+           # Table 1's protocol for the baselines: 1000 epochs, no early stopping (the best validation epoch is kept)
+           "vanilla+paper_budget": {"split_epochs": 1000, "split_patience": 1000}}
 SITES = ["site-1", "site-2"]
 
 
-def settings(method: str) -> dict:
+def settings(method: str, short: bool, extra: dict) -> dict:
     algorithm = method.split("+")[0]
     known = make_config(algorithm=algorithm).to_dict()
-    return {"algorithm": algorithm, **{k: v for k, v in SHORT.items() if k in known}, **METHODS[method]}
+    chosen = {**(SHORT if short else {}), **extra}
+    return {"algorithm": algorithm, **{k: v for k, v in chosen.items() if k in known}, **METHODS[method]}
+
+
+def split_for(out: Path, dataset: str, rows: str, seed: int) -> Path:
+    split = out / "splits" / f"{dataset}_{rows.replace(',', '_')}_s{seed}"
+    if not (split / "manifest.json").exists():
+        sizes = [] if rows == "all" else ["--train-rows", rows.split(",")[0], "--test-rows", rows.split(",")[1]]
+        code = cli_main(["split", "--dataset", dataset, "--data-dir", str(DATA_DIR), "--sites", "2", "--overlap",
+                         "256", "--seed", str(seed), *sizes, "--out", str(split)])
+        if code:
+            raise SystemExit(code)
+    return split
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="/tmp/vflflare_images_sim")
     parser.add_argument("--datasets", default="mnist,cifar10")
-    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--methods", default=",".join(m for m in METHODS if m != "vanilla+paper_budget"))
+    parser.add_argument("--rows", default="1200,400", help="TRAIN,TEST images per split, or 'all' (full-length runs)")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="settings for every method")
+    parser.add_argument("--no-reference", action="store_true", help="skip the in-process rerun (same numbers)")
     args = parser.parse_args(argv)
     out = Path(args.out)
+    extra = parse_overrides(args.set)
     rows = []
     for dataset in args.datasets.split(","):
-        split = out / "splits" / dataset
-        if not (split / "manifest.json").exists():
-            code = cli_main(["split", "--dataset", dataset, "--data-dir", str(DATA_DIR), "--sites", "2", "--overlap",
-                             "256", "--seed", "0", "--train-rows", "1200", "--test-rows", "400", "--out", str(split)])
-            if code:
-                return code
-        for method in args.methods.split(","):
-            config = settings(method)
-            job = write_job(out / "jobs", f"{dataset}_{method.replace('+', '_')}", config)
-            started = time.monotonic()
-            results = simulate(str(job), str(out / "ws" / job.name), 2, 2, str(split), timeout=1800)
-            wall = time.monotonic() - started
-            reference = run_inprocess(make_config(**config), SITES, str(split))
-            comm = results["communication"]["per_site"]
-            expected = results["expected_communication"]
-            row = {
-                "dataset": dataset, "method": method, "error": results.get("error"),
-                "test_accuracy": results["metrics"].get("test_accuracy"),
-                "same_as_inprocess": results["metrics"] == reference["metrics"]
-                and comm == reference["communication"]["per_site"],
-                "per_site": {s: [c["uploads"], c["downloads"], round(c["payload_bytes"] / 1e6, 3)] for s, c in comm.items()},
-                "as_expected": all([comm[s]["uploads"], comm[s]["downloads"]] ==
-                                   [expected[s]["uploads"], expected[s]["downloads"]] for s in comm),
-                "wall_s": round(wall, 1),
-            }
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    print("\n| dataset | method | test accuracy | site-1 up/down, payload MB | counts as the protocol says | "
-          "same as in process | simulator wall s |")
-    print("|---|---|---|---|---|---|---|")
+        for seed in map(int, args.seeds.split(",")):
+            split = split_for(out, dataset, args.rows, seed)
+            for method in args.methods.split(","):
+                config = {**settings(method, args.rows != "all", extra), "seed": seed}
+                job = write_job(out / "jobs", f"{dataset}_{method.replace('+', '_')}_s{seed}", config)
+                started = time.monotonic()
+                results = simulate(str(job), str(out / "ws" / job.name), 2, 2, str(split), timeout=7200)
+                wall = time.monotonic() - started
+                comm = results["communication"]["per_site"]
+                expected = results["expected_communication"]
+                inference = results["rows"]["test"] * results["config"]["rep_dim"] * 4
+                row = {
+                    "dataset": dataset, "seed": seed, "method": method, "error": results.get("error"),
+                    "test_accuracy": results["metrics"].get("test_accuracy"),
+                    "per_site": {s: [c["uploads"], c["downloads"], round(c["payload_bytes"] / 1e6, 3),
+                                     round((c["payload_bytes"] - inference) / 1e6, 3)] for s, c in comm.items()},
+                    "as_expected": all([comm[s]["uploads"], comm[s]["downloads"]] ==
+                                       [expected[s]["uploads"], expected[s]["downloads"]] for s in comm),
+                    "phases_s": results["phases"], "wall_s": round(wall, 1),
+                }
+                if not args.no_reference:
+                    reference = run_inprocess(make_config(**config), SITES, str(split))
+                    row["same_as_inprocess"] = (results["metrics"] == reference["metrics"]
+                                                and comm == reference["communication"]["per_site"])
+                print(json.dumps(row), flush=True)
+                with (out / "results.jsonl").open("a") as file:
+                    file.write(json.dumps(row) + "\n")
+                rows.append(row)
+    print_table(rows)
+    return 0 if all(not r["error"] and r["as_expected"] and r.get("same_as_inprocess", True) for r in rows) else 1
+
+
+def print_table(rows: list[dict]) -> None:
+    print("\n| dataset | method | seeds | test accuracy (median; per seed) | site-1 up/down | payload MB | "
+          "training MB | counts as the protocol says | same as in process | simulator wall s (median) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        up, down, mb = r["per_site"]["site-1"]
-        print(f"| {r['dataset']} | {r['method']} | {r['test_accuracy']:.3f} | {up}/{down}, {mb} | "
-              f"{'yes' if r['as_expected'] else 'NO'} | {'yes' if r['same_as_inprocess'] else 'NO'} | {r['wall_s']} |")
-    return 0 if all(not r["error"] and r["as_expected"] and r["same_as_inprocess"] for r in rows) else 1
+        groups.setdefault((r["dataset"], r["method"]), []).append(r)
+    for (dataset, method), runs in groups.items():
+        accuracy = [r["test_accuracy"] for r in runs]
+        site = [r["per_site"]["site-1"] for r in runs]
+        same = {r.get("same_as_inprocess") for r in runs}
+        print(f"| {dataset} | {method} | {len(runs)} | {statistics.median(accuracy):.3f}; "
+              f"{', '.join(f'{a:.3f}' for a in accuracy)} | "
+              f"{statistics.median(s[0] for s in site):.0f}/{statistics.median(s[1] for s in site):.0f} | "
+              f"{statistics.median(s[2] for s in site):.3f} | {statistics.median(s[3] for s in site):.3f} | "
+              f"{'yes' if all(r['as_expected'] for r in runs) else 'NO'} | "
+              f"{'not rerun' if same == {None} else 'yes' if same == {True} else 'NO'} | "
+              f"{statistics.median(r['wall_s'] for r in runs):.0f} |")
 
 
 if __name__ == "__main__":

@@ -8,11 +8,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 from monai.data import get_track_meta
+from monai.transforms import RandHistogramShift
 
 from vflflare.data.image_batch import ImageBatch
 from vflflare.ssl.augment import TwoViews, WeakStrongViews
 from vflflare.ssl.image_augment import (
     RandAffine2d,
+    RandEqualize,
     RandGaussianBlur,
     RandGrayscale,
     RandResizedCrop,
@@ -251,3 +253,33 @@ def test_per_image_runner_never_writes_into_the_callers_images():
     out = PerImage([RandCoarseDropout(holes=1, spatial_size=4, fill_value=0.0, prob=1.0)], _gen(), 1, (8, 8))(batch)
     assert torch.equal(batch.images, before)
     assert ((out.images == 0).flatten(1).sum(dim=1) == 16).all()
+
+
+@pytest.mark.parametrize("level, wobble", [(2.8, 1e-7), (-0.42, 1e-8), (0.0, 0.0)])
+def test_equalize_leaves_a_nearly_flat_strip_alone_where_monai_gives_nan(level, wobble):
+    """A strip whose range is at float32 rounding level (a flat crop after a contrast op) made MONAI's
+    RandHistogramShift divide by zero: NaN pixels that turned a site's FixMatch run to NaN."""
+    strip = torch.full((1, 28, 14), level) + wobble * torch.randn(1, 28, 14, generator=_gen())
+    if wobble:
+        monai = _seeded_state(RandHistogramShift(num_control_points=(4, 10), prob=1.0))
+        assert any(not torch.isfinite(torch.as_tensor(monai(strip))).all() for _ in range(50))
+    ours = _seeded_state(RandEqualize(num_control_points=(4, 10), prob=1.0))
+    for _ in range(50):
+        assert torch.equal(ours(strip), strip)
+
+
+def test_equalize_remaps_an_ordinary_image_as_monai_does():
+    image = _batch(1, 3, (32, 16)).images[0]
+    monai = _seeded_state(RandHistogramShift(num_control_points=(4, 10), prob=1.0))
+    ours = _seeded_state(RandEqualize(num_control_points=(4, 10), prob=1.0))
+    for _ in range(5):
+        expected = torch.as_tensor(monai(image))
+        assert torch.equal(ours(image), expected) and not torch.equal(expected, image)
+
+
+def test_strong_views_of_nearly_flat_strips_stay_finite():
+    flat = ImageBatch(torch.full((64, 1, 28, 14), 2.8) + 1e-7 * torch.randn(64, 1, 28, 14, generator=_gen()))
+    views = fixmatch_image_views(1, (28, 14), _gen())
+    for _ in range(5):
+        weak, strong = views(flat)
+        assert torch.isfinite(weak.images).all() and torch.isfinite(strong.images).all()

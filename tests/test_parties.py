@@ -218,3 +218,20 @@ def test_state_saved_after_a_phase_resumes_identically(tmp_path):
         for site in SITES:
             np.testing.assert_array_equal(reps_of(resumed, part)[site], reps_of(parties, part)[site])
     assert sorted(resumed["site-a"].state) == sorted(parties["site-a"].state)
+
+
+def test_a_site_whose_local_training_diverges_stops_naming_itself_and_where():
+    parties, _ = build(make_config(algorithm="fewshot"))
+    party = parties["site-b"]
+    assert party.finite_loss(torch.tensor(0.25), "oneshot SSL", 0, 0) == 0.25
+    with pytest.raises(FloatingPointError, match=r"site 'site-b': oneshot SSL diverged, loss nan at epoch 3, step 7"):
+        party.finite_loss(torch.tensor(float("nan")), "oneshot SSL", 2, 6)
+
+
+def test_the_label_party_refuses_non_finite_representations():
+    parties, label = build(make_config(algorithm="fewshot"))
+    reps = reps_of(parties, "aligned")
+    reps["site-a"][3, 1] = np.inf
+    reps["site-a"][5] = np.nan
+    with pytest.raises(ValueError, match=r"site-a sent aligned representations with 33 NaN or infinite values"):
+        label.partial_gradients(reps)

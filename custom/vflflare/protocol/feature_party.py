@@ -7,6 +7,7 @@ Only representations (never features, never temporary labels) leave this object.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -110,6 +111,16 @@ class FeatureParty:
         return self.encoder(*batch)
 
     # ------------------------------------------------------------------ representation upload
+    def finite_loss(self, loss: torch.Tensor, phase: str, epoch: int, step: int) -> float:
+        """loss.item(), or an error naming the site and the step where local training diverged: otherwise the
+        site would go on to upload NaN representations and the job would end with a chance-level model."""
+        value = loss.item()
+        if not math.isfinite(value):
+            raise FloatingPointError(
+                f"site '{self.site}': {phase} diverged, loss {value} at epoch {epoch + 1}, step {step + 1}; "
+                f"a lower learning rate or a check of the site's inputs for NaN/inf may help")
+        return value
+
     def representations(self, parts: list[str]) -> dict[str, np.ndarray]:
         """float32 [n_part, rep_dim] representations (eval mode, no grad) of each requested part."""
         self.encoder.eval()

@@ -125,6 +125,10 @@ class LabelParty:
             got = np.shape(reps[site])[0]
             if got != n:
                 raise ValueError(f"label party: {site} sent {got} {part} representations, expected {n}")
+            bad = int(np.size(reps[site]) - np.isfinite(reps[site]).sum())
+            if bad:
+                raise ValueError(f"label party: {site} sent {part} representations with {bad} NaN or infinite "
+                                 f"values; its local training has diverged")
         return torch.as_tensor(np.concatenate([np.asarray(reps[s], dtype=np.float32) for s in self.sites], axis=1))
 
     def fit(self, purpose: str, train: torch.Tensor, val: torch.Tensor | None) -> MLPHead:

@@ -16,7 +16,7 @@ Two view pairs, reusing the generic view classes of `vflflare.ssl.augment`:
         Contrast [0.05, 0.95] -> MONAI `RandScaleIntensityFixedMean` (scales about the image mean, as PIL does);
         AutoContrast / Solarize / Posterize (intensity curves) -> MONAI `RandAdjustContrast` (gamma 0.5-2 over the
         image's own range);
-        Equalize (histogram remap) -> MONAI `RandHistogramShift`;
+        Equalize (histogram remap) -> `RandEqualize` (MONAI `RandHistogramShift`, leaving near-flat images alone);
         Sharpness [0.05, 0.95] -> `RandSharpness` (here);
         Color [0.05, 0.95] (3 channels only) -> `RandSaturation` (here);
         Rotate +-30 deg, ShearX/Y +-0.3, TranslateX/Y +-30 % -> `RandAffine2d` (here), filled with 0 (the mean)
@@ -52,7 +52,6 @@ outputs are plain float32 tensors.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -97,10 +96,7 @@ def _without_meta_tracking():
     previous = get_track_meta()
     set_track_meta(False)
     try:
-        with warnings.catch_warnings():
-            # RandHistogramShift warns on a constant image (e.g. an all-background strip) and leaves it as is
-            warnings.filterwarnings("ignore", message="The image's intensity is a single value")
-            yield
+        yield
     finally:
         set_track_meta(previous)
 
@@ -298,6 +294,22 @@ class RandGaussianBlur(RandomizableTransform):
         return rows @ image @ cols.T
 
 
+class RandEqualize(RandHistogramShift):
+    """MONAI's RandHistogramShift, except that an image whose range is at float32 rounding level relative to its
+    values is returned unchanged, as MONAI returns an exactly constant one. MONAI rescales its control points
+    by (max - min); for such an image they collapse to equal float32 values and its piecewise-linear map divides
+    by zero, giving inf/NaN pixels. This happens in FixMatch: a weak crop of an all-background MNIST strip that
+    the contrast op then scales leaves a range of ~1e-7, and one such view turned a site's training to NaN."""
+
+    def __call__(self, image: torch.Tensor, randomize: bool = True) -> torch.Tensor:
+        if randomize:
+            self.randomize()
+        low, high = float(image.min()), float(image.max())
+        if high - low <= 1e-4 * max(1.0, abs(low), abs(high)):
+            return image
+        return super().__call__(image, randomize=False)
+
+
 class RandSharpness(_RandFactor):
     """PIL's ImageEnhance.Sharpness as FixMatch's RandAugment uses it: blend with the image smoothed by PIL's 3x3
     SMOOTH kernel ([[1,1,1],[1,5,1],[1,1,1]] / 13, border pixels kept), x -> smooth + f (x - smooth) with
@@ -444,7 +456,7 @@ def fixmatch_randaugment_ops(channels: int) -> list[ImageTransform]:
         RandShiftIntensity(offsets=0.9, prob=1.0),  # Brightness
         RandScaleIntensityFixedMean(prob=1.0, factors=(-0.95, -0.05)),  # Contrast: factor 1 + f in [0.05, 0.95]
         RandAdjustContrast(prob=1.0, gamma=(0.5, 2.0)),  # AutoContrast / Solarize / Posterize: intensity curve
-        RandHistogramShift(num_control_points=(4, 10), prob=1.0),  # Equalize: histogram remap
+        RandEqualize(num_control_points=(4, 10), prob=1.0),  # Equalize: histogram remap
         RandSharpness(factors=(0.05, 0.95)),  # Sharpness
         RandAffine2d(rotate=30.0),  # Rotate
         RandAffine2d(shear=(0.3, 0.0)),  # ShearX

@@ -77,10 +77,10 @@ class ContrastivePretrainSite:
             for step in range(steps_per_epoch):
                 view1, view2 = views(self.train_batch(rows[order[step * batch : (step + 1) * batch]]))
                 loss = loss_fn(projection(self.encode(view1)), projection(self.encode(view2)))
+                total += self.finite_loss(loss, "contrastive pretraining", epoch, step)
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
-                total += loss.item()
                 steps += 1
             epoch_loss = total / steps_per_epoch
             self.tracker.scalar("pretrain/contrastive_loss", epoch_loss, epoch)

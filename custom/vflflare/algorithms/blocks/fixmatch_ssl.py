@@ -96,10 +96,10 @@ class FixMatchSite:
                 logits = head(self.encode(self.view.concat([labeled, weak, strong])))
                 logits_l, logits_w, logits_s = logits.split([len(l_pos), len(u_pos), len(u_pos)])
                 loss = loss_fn(logits_l, labels[l_pos], logits_w, logits_s, u_pos)
+                total += self.finite_loss(loss, f"{phase} SSL", epoch, step)
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
-                total += loss.item()
                 masked += loss_fn.last_mask_rate
             epoch_loss, mask_rate = total / steps, masked / steps
             self.tracker.scalar(f"ssl/{phase}_loss", epoch_loss, epoch)
