@@ -1,6 +1,6 @@
 """Image halves (the one-shot VFL paper's setting, Table 1): vanilla VFL, FedBCD, one-shot, few-shot,
 SS-VFL-C and SS-VFL-I on MNIST and CIFAR-10 cut into left/right halves for two sites, at reduced scale
-on CPU; the paper-scale command (CIFAR-10, WRN-28-2, full training set) is held ready but not run.
+on CPU; and the paper-scale run (CIFAR-10, WRN-28-2, full training set, on each site's GPU: device auto).
 
 Cells (dataset, N_o) at CPU scale: MNIST N_o 256 and 1024, CIFAR-10 N_o 256, seeds 0-2 (split seed =
 job seed: each seed is a fresh draw of the image subset, of the N_o aligned images and of the test
@@ -30,7 +30,7 @@ have them), recorded apart, e.g. `--set ssl_epochs=40 --variant ssl40 --methods 
     ../.venv/bin/python images.py --cells mnist:256 --seeds 0 --methods vanilla oneshot
     ../.venv/bin/python images.py --table            # Markdown tables of the results file
     ../.venv/bin/python images.py --cells mnist:1024 --seeds 0 --methods oneshot fewshot --replace   # redo runs
-    ../.venv/bin/python images.py --paper            # print the paper-scale commands (not run: needs a GPU build)
+    ../.venv/bin/python images.py --paper            # print the paper-scale commands (for a GPU machine)
 """
 from __future__ import annotations
 
@@ -86,14 +86,14 @@ SCALES: dict[str, dict[str, Any]] = {
     },
     # The one-shot paper's Table 1: CIFAR-10 halves, full training (50 000) and test (10 000) sets,
     # WRN-28-2 ("WideResNet20" in the paper is no valid WRN depth; models/image.py), B 32, lr 0.01, Q 5.
-    # Needs a GPU build of the training loops (vflflare trains on CPU only); not run.
+    # Sites train on their GPU (device auto); the label party's heads on the representations stay on the CPU.
     "paper": {
         "cells": ["cifar10:256", "cifar10:512", "cifar10:1024", "cifar10:2048"],
         "rows": {"cifar10": (None, None)},
         # split NN as in Table 1: 1000 epochs without early stopping (8000 communications at N_o 256 =
         # 1000 epochs x 8 batches); the best validation epoch is still the model kept
         "settings": {"image_model": {"name": "wrn", "depth": 28, "widen_factor": 2}, "batch_size": 32, "lr": 0.01,
-                     "split_epochs": 1000, "split_patience": 1000},
+                     "split_epochs": 1000, "split_patience": 1000, "device": "auto"},
         "fixmatch": {"ssl_epochs": 40},
         "pretraining": {"pretrain_epochs": 200},  # SS-VFL paper: LocalCL for 200 epochs on images
         # Table 1's FedBCD: 1600 communications = the same 8000 local updates as vanilla, Q 5 per round trip
@@ -355,8 +355,7 @@ def _shown(path: Path) -> str:
 
 def paper_commands(data_dir: Path, splits: Path) -> str:
     lines = ["# Paper scale (one-shot VFL, Table 1): CIFAR-10 halves, all 50 000 training and 10 000 test images,",
-             "# WRN-28-2, B 32, lr 0.01, FedBCD Q 5. NOT RUN: vflflare trains on CPU only (no CUDA placement);",
-             "# these commands need a GPU build of the training loops. Splits:"]
+             "# WRN-28-2, B 32, lr 0.01, FedBCD Q 5, each site's model on the GPU (device auto). Splits:"]
     for cell in SCALES["paper"]["cells"]:
         dataset, overlap = parse_cell(cell)
         for seed in (0, 1, 2):
@@ -365,8 +364,8 @@ def paper_commands(data_dir: Path, splits: Path) -> str:
     lines += ["# Settings per method (JSON, passed to make_config / `vflflare jobs --set`):"]
     for method in METHODS:
         lines.append(f"#   {method}: {json.dumps(method_settings('paper', method))}")
-    lines += ["# The benchmark (resumable; refuses to start without --force while the loops are CPU-only):",
-              "cd benchmarks && ../.venv/bin/python images.py --scale paper --out runs/images_paper.jsonl --force"]
+    lines += ["# The benchmark (resumable; on a machine with a CUDA build of torch):",
+              "cd benchmarks && ../.venv/bin/python images.py --scale paper --out runs/images_paper.jsonl"]
     return "\n".join(lines)
 
 
@@ -386,7 +385,6 @@ def main() -> None:
     parser.add_argument("--replace", action="store_true",
                         help="drop the selected runs (scale, variant, cells, seeds, methods) from --out and run them again")
     parser.add_argument("--paper", action="store_true", help="only print the paper-scale commands")
-    parser.add_argument("--force", action="store_true", help="run --scale paper although training is CPU-only")
     args = parser.parse_args()
     if args.paper:
         print(paper_commands(args.data_dir, args.splits))
@@ -394,9 +392,6 @@ def main() -> None:
     if args.table:
         print(tables(read_jsonl(args.out)))
         return
-    if args.scale == "paper" and not args.force:
-        sys.exit("--scale paper: vflflare's training loops run on CPU only; the paper-scale table needs a GPU build "
-                 "(see --paper). --force runs it on CPU anyway (weeks).")
     limit_threads()
     overrides = parse_overrides(args.set)
     if overrides and args.variant == "default":

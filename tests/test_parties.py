@@ -235,3 +235,15 @@ def test_the_label_party_refuses_non_finite_representations():
     reps["site-a"][5] = np.nan
     with pytest.raises(ValueError, match=r"site-a sent aligned representations with 33 NaN or infinite values"):
         label.partial_gradients(reps)
+
+
+def test_device_setting_is_checked_and_a_missing_gpu_is_named_at_the_site(monkeypatch):
+    from vflflare.config import ConfigError
+
+    with pytest.raises(ConfigError, match="device must be cpu, auto, cuda or cuda:N, got 'gpu'"):
+        make_config(algorithm="fewshot", device="gpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match="site 'site-a': device 'cuda:1' was asked for, but torch sees no CUDA GPU"):
+        build(make_config(algorithm="fewshot", device="cuda:1"))
+    parties, _ = build(make_config(algorithm="fewshot", device="auto"))  # falls back to the CPU
+    assert {str(next(p.encoder.parameters()).device) for p in parties.values()} == {"cpu"}

@@ -21,6 +21,7 @@ from deployment_helpers import (
     run_bounded,
     simulator_cmd,
 )
+from simulator_helpers import SHARED_DATA
 from vflflare.data.errors import DataError
 from vflflare.flare.site_config import SITE_CONFIG_FILE, resolve_party_data_root, write_site_config
 from vflflare.staging import stage_job
@@ -81,13 +82,22 @@ def _site_counts(results: dict) -> dict:
     return {site: {key: row[key] for key in COUNTS} for site, row in results["communication"]["per_site"].items()}
 
 
+SPLITS = {
+    "table": ["--dataset", "breast_cancer", "--overlap", "100"],
+    # image strips: PNG files read through the index CSVs of each site's own folder
+    "mnist_halves": ["--dataset", "mnist", "--data-dir", str(SHARED_DATA), "--overlap", "100", "--train-rows", "400",
+                     "--test-rows", "100"],
+}
+
+
 @pytest.mark.simulator
-def test_poc_run_matches_simulator(tmp_path):
+@pytest.mark.parametrize("data_kind", list(SPLITS))
+def test_poc_run_matches_simulator(tmp_path, data_kind):
     """poc/run.sh on a split (server, 2 sites, admin: real processes, each site reading its own
     folder through local/vflflare.json) gives the simulator's metric and communication counts."""
     data = tmp_path / "data"
-    split = run_bounded([sys.executable, "-m", "vflflare.cli", "split", "--dataset", "breast_cancer", "--sites", "2",
-                         "--overlap", "100", "--seed", "1", "--out", str(data)], 120, tmp_path / "none", tmp_path / "split.log")
+    split = run_bounded([sys.executable, "-m", "vflflare.cli", "split", *SPLITS[data_kind], "--sites", "2",
+                         "--seed", "1", "--out", str(data)], 120, tmp_path / "none", tmp_path / "split.log")
     assert split.returncode == 0, split.output
 
     sim_ws, poc_ws = tmp_path / "sim", tmp_path / "poc_ws"

@@ -8,6 +8,8 @@ them: B = 32, eta_s = eta_c = 0.01. Everything else is our choice and is marked 
 """
 from __future__ import annotations
 
+import re
+
 import dataclasses
 import typing
 from dataclasses import dataclass, field
@@ -35,6 +37,9 @@ class Settings:
         if not ok:
             algorithm = getattr(self, "algorithm", "?")
             raise ConfigError(f"algorithm '{algorithm}': {key} {message}, got {getattr(self, key)!r}")
+
+
+DEVICES = r"cpu|auto|cuda(:\d+)?"  # JobConfig.device
 
 
 @dataclass
@@ -83,6 +88,9 @@ class JobConfig(Settings):
     # transport
     fp16: bool = False
     num_threads: int = 1
+    # where each site trains its bottom model and local heads (torch_runtime.site_device): cpu, or auto (the
+    # site's GPU if it has one), cuda, cuda:N. The label party's heads on representations stay on the CPU.
+    device: str = "cpu"
     # a site the coordinator waits on that answers nothing, or works on a task without reporting
     # progress (an epoch), for this long (or 5 x its slowest epoch) ends the job (flare/liveness.py)
     stall_timeout: float = 300.0
@@ -111,6 +119,7 @@ class JobConfig(Settings):
         self.check(self.min_aligned >= 0, "min_aligned", "must be >= 0")
         self.check(self.alignment in ALIGNMENTS, "alignment", f"must be one of {list(ALIGNMENTS)}")
         self.check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        self.check(re.fullmatch(DEVICES, self.device) is not None, "device", "must be cpu, auto, cuda or cuda:N")
         self.check(self.lr > 0, "lr", "must be > 0")
         self.check(isinstance(self.model.get("name"), str), "model", 'needs a "name", e.g. {"name": "mlp"}')
         self.check(isinstance(self.image_model.get("name"), str), "image_model",

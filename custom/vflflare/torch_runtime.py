@@ -4,6 +4,22 @@ from __future__ import annotations
 import torch
 
 
+def site_device(spec: str, who: str) -> torch.device:
+    """The torch device of a site's training: `spec` as in JobConfig.device, checked on the site itself
+    (the machine that generated the job need not have its GPUs)."""
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(spec)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"{who}: device '{spec}' was asked for, but torch sees no CUDA GPU here "
+                               f"(torch {torch.__version__}); use device 'auto' to fall back to the CPU")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise RuntimeError(f"{who}: device '{spec}' was asked for, but only {torch.cuda.device_count()} "
+                               f"CUDA GPU(s) are visible")
+    return device
+
+
 def prepare_torch(num_threads: int) -> None:
     """Limit threads (server and sites share 2 cores here) and pay torch's one-off lazy imports
     (the first optimiser construction takes over a second) at start-up rather than inside a phase."""

@@ -18,6 +18,7 @@ from vflflare.data.views import SiteView
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.state import PartyState
+from vflflare.torch_runtime import site_device
 from vflflare.tracking import LogTracker, Tracker
 
 PARTS = ("aligned", "val", "test", "unaligned")
@@ -47,9 +48,10 @@ class FeatureParty:
         self.seed = derive_seed(cfg.seed, site)
         self.state = PartyState(f"site '{site}'")
         self.state["generator"] = torch.Generator().manual_seed(self.seed)
-        with seeded_init(self.seed):
+        self.device = site_device(cfg.device, f"site '{site}'")
+        with seeded_init(self.seed):  # initialised on the CPU: the same weights whatever the device
             spec = cfg.image_model if view.modality == "image" else cfg.model
-            self.state["encoder"] = view.encoder(spec, cfg.rep_dim)
+            self.state["encoder"] = view.encoder(spec, cfg.rep_dim).to(self.device)
 
     @classmethod
     def site_steps(cls) -> list[str]:
@@ -108,7 +110,11 @@ class FeatureParty:
         return self.view.batch("train", rows)
 
     def encode(self, batch: Any) -> torch.Tensor:
-        return self.encoder(*batch)
+        return self.encoder(*(tensor.to(self.device) for tensor in batch))
+
+    def on_device(self, module: torch.nn.Module) -> torch.nn.Module:
+        """A site-local module (a local head) next to f_k."""
+        return module.to(self.device)
 
     # ------------------------------------------------------------------ representation upload
     def finite_loss(self, loss: torch.Tensor, phase: str, epoch: int, step: int) -> float:
@@ -135,7 +141,7 @@ class FeatureParty:
         reps: np.ndarray | None = None
         for start in range(0, n, _REPRESENT_CHUNK):
             end = min(start + _REPRESENT_CHUNK, n)
-            chunk = self.encode(self.part(part, torch.arange(start, end))).numpy()
+            chunk = self.encode(self.part(part, torch.arange(start, end))).cpu().numpy()
             if reps is None:  # the width is the encoder's output, known from the first chunk
                 reps = np.empty((n, chunk.shape[1]), dtype=np.float32)
             reps[start:end] = chunk

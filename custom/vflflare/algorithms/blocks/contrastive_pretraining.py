@@ -64,7 +64,7 @@ class ContrastivePretrainSite:
         views = self.view.contrastive_views(rows, cfg.scarf_rate, generator)
         loss_fn = NTXentLoss(temperature=cfg.cl_temperature)
         with seeded_init(derive_seed(self.seed, "projection_head")):
-            projection = ProjectionHead(cfg.rep_dim, cfg.projection_dim)
+            projection = self.on_device(ProjectionHead(cfg.rep_dim, cfg.projection_dim))
         optimizer = torch.optim.Adam([*self.encoder.parameters(), *projection.parameters()], lr=cfg.pretrain_lr)
         batch = min(cfg.pretrain_batch_size, n)
         steps_per_epoch = n // batch  # full batches only: a trailing batch of 1 row has no negatives

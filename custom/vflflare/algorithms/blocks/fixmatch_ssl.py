@@ -47,7 +47,7 @@ class FixMatchSite:
 
     def start_local_ssl(self, num_classes: int) -> None:
         with seeded_init(derive_seed(self.seed, "ssl_head")):
-            self.state["ssl_head"] = MLPHead(self.cfg.rep_dim, num_classes)
+            self.state["ssl_head"] = self.on_device(MLPHead(self.cfg.rep_dim, num_classes))
         self.state["ssl_optimizer"] = torch.optim.Adam(
             [*self.encoder.parameters(), *self.state["ssl_head"].parameters()], lr=self.cfg.lr
         )
@@ -56,7 +56,7 @@ class FixMatchSite:
         """The local head's class for train rows `rows` (stays on the site)."""
         self.encoder.eval()
         with torch.no_grad():
-            return self.state["ssl_head"](self.encode(self.train_batch(rows))).argmax(dim=1)
+            return self.state["ssl_head"](self.encode(self.train_batch(rows))).argmax(dim=1).cpu()
 
     def local_ssl(
         self, phase: str, labeled_rows: torch.Tensor, labels: torch.Tensor, unlabeled_rows: torch.Tensor
@@ -78,7 +78,8 @@ class FixMatchSite:
             cfg.class_balance,
             labeled_marginal=(torch.bincount(labels, minlength=num_classes).float() / n_l).tolist(),
             num_unlabeled=n_u,
-        )
+        ).to(self.device)
+        targets = labels.to(self.device)
         labeled_batches = endless_batches(n_l, min(cfg.batch_size, n_l), generator)
         unlabeled_batch = cfg.unlabeled_ratio * cfg.batch_size
         steps = math.ceil(n_u / unlabeled_batch) if n_u else math.ceil(n_l / cfg.batch_size)
@@ -95,7 +96,7 @@ class FixMatchSite:
                 weak, strong = views(self.train_batch(unlabeled_rows[u_pos]))
                 logits = head(self.encode(self.view.concat([labeled, weak, strong])))
                 logits_l, logits_w, logits_s = logits.split([len(l_pos), len(u_pos), len(u_pos)])
-                loss = loss_fn(logits_l, labels[l_pos], logits_w, logits_s, u_pos)
+                loss = loss_fn(logits_l, targets[l_pos.to(self.device)], logits_w, logits_s, u_pos.to(self.device))
                 total += self.finite_loss(loss, f"{phase} SSL", epoch, step)
                 optimizer.zero_grad()
                 loss.backward()

@@ -84,7 +84,7 @@ class SplitNNSite:
         self.encoder.train()
         out = self.encode(batch)
         self._pending = (batch, out)
-        return out.detach().numpy().astype(np.float32)
+        return out.detach().cpu().numpy().astype(np.float32)
 
     def split_backward(self, grad: np.ndarray) -> None:
         """Apply dL/dH for the last split_forward; with cfg.local_steps = Q > 1 (FedBCD) take Q-1 more
@@ -92,7 +92,7 @@ class SplitNNSite:
         if self._pending is None:
             raise RuntimeError(f"{self.site}: split_backward without a preceding split_forward")
         batch, out = self._pending
-        grad_t = torch.as_tensor(np.asarray(grad, dtype=np.float32))
+        grad_t = torch.as_tensor(np.asarray(grad, dtype=np.float32), device=out.device)
         if grad_t.shape != out.shape:
             raise ValueError(f"{self.site}: gradient shape {tuple(grad_t.shape)} != representations {tuple(out.shape)}")
         optimizer = self.state["split_optimizer"]
