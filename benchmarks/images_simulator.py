@@ -1,4 +1,4 @@
-"""Image algorithms in the NVFlare simulator: MNIST and CIFAR-10 halves, 2 sites.
+"""Image algorithms in the NVFlare simulator: MNIST and CIFAR-10 halves (or quadrants: --sites 4).
 
 Default (small subsets, short runs): every algorithm runs end to end on image strips, with the
 communication its protocol implies and the in-process metrics. With `--rows all` it is the issue's
@@ -7,6 +7,8 @@ headline instead: all of MNIST, N_o 256, one-shot against vanilla, several seeds
     python benchmarks/images_simulator.py --out /tmp/vflflare_images_sim        # every algorithm, small
     python benchmarks/images_simulator.py --out /tmp/vflflare_mnist_full --datasets mnist --rows all \
         --seeds 0,1,2 --methods vanilla,vanilla+paper_budget,oneshot --no-reference   # headline
+    python benchmarks/images_simulator.py --out /tmp/vflflare_images_k4 --datasets mnist --sites 4 \
+        --label-owner site-3                                                           # quadrants, labels at a site
 
 Training MB is a site's payload less its test-row representations, which every method uploads once
 (inference traffic, n_test x rep_dim x 4 B).
@@ -33,7 +35,6 @@ METHODS = {"vanilla": {}, "fedbcd": {}, "oneshot": {}, "fewshot": {}, "fewshot+f
            "ssvfl_i": {}, "ssvfl_c": {},
            # Table 1's protocol for the baselines: 1000 epochs, no early stopping (the best validation epoch is kept)
            "vanilla+paper_budget": {"split_epochs": 1000, "split_patience": 1000}}
-SITES = ["site-1", "site-2"]
 
 
 def settings(method: str, short: bool, extra: dict) -> dict:
@@ -43,12 +44,13 @@ def settings(method: str, short: bool, extra: dict) -> dict:
     return {"algorithm": algorithm, **{k: v for k, v in chosen.items() if k in known}, **METHODS[method]}
 
 
-def split_for(out: Path, dataset: str, rows: str, seed: int) -> Path:
-    split = out / "splits" / f"{dataset}_{rows.replace(',', '_')}_s{seed}"
+def split_for(out: Path, dataset: str, rows: str, seed: int, sites: int, label_owner: str) -> Path:
+    split = out / "splits" / f"{dataset}_{rows.replace(',', '_')}_k{sites}_{label_owner}_s{seed}"
     if not (split / "manifest.json").exists():
         sizes = [] if rows == "all" else ["--train-rows", rows.split(",")[0], "--test-rows", rows.split(",")[1]]
-        code = cli_main(["split", "--dataset", dataset, "--data-dir", str(DATA_DIR), "--sites", "2", "--overlap",
-                         "256", "--seed", str(seed), *sizes, "--out", str(split)])
+        code = cli_main(["split", "--dataset", dataset, "--data-dir", str(DATA_DIR), "--sites", str(sites),
+                         "--overlap", "256", "--seed", str(seed), "--label-owner", label_owner, *sizes,
+                         "--out", str(split)])
         if code:
             raise SystemExit(code)
     return split
@@ -61,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default=",".join(m for m in METHODS if m != "vanilla+paper_budget"))
     parser.add_argument("--rows", default="1200,400", help="TRAIN,TEST images per split, or 'all' (full-length runs)")
     parser.add_argument("--seeds", default="0")
+    parser.add_argument("--sites", type=int, default=2, help="2: halves, 4: quadrants")
+    parser.add_argument("--label-owner", default="server", help="server or a site name")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="settings for every method")
     parser.add_argument("--no-reference", action="store_true", help="skip the in-process rerun (same numbers)")
     args = parser.parse_args(argv)
@@ -69,12 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for dataset in args.datasets.split(","):
         for seed in map(int, args.seeds.split(",")):
-            split = split_for(out, dataset, args.rows, seed)
+            split = split_for(out, dataset, args.rows, seed, args.sites, args.label_owner)
             for method in args.methods.split(","):
-                config = {**settings(method, args.rows != "all", extra), "seed": seed}
-                job = write_job(out / "jobs", f"{dataset}_{method.replace('+', '_')}_s{seed}", config)
+                config = {**settings(method, args.rows != "all", extra), "seed": seed, "label_owner": args.label_owner}
+                job = write_job(out / "jobs", f"{dataset}_{method.replace('+', '_')}_s{seed}", config,
+                                min_sites=args.sites)
                 started = time.monotonic()
-                results = simulate(str(job), str(out / "ws" / job.name), 2, 2, str(split), timeout=7200)
+                results = simulate(str(job), str(out / "ws" / job.name), args.sites, args.sites, str(split), timeout=7200)
                 wall = time.monotonic() - started
                 comm = results["communication"]["per_site"]
                 expected = results["expected_communication"]
@@ -89,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                     "phases_s": results["phases"], "wall_s": round(wall, 1),
                 }
                 if not args.no_reference:
-                    reference = run_inprocess(make_config(**config), SITES, str(split))
+                    sites = [f"site-{k}" for k in range(1, args.sites + 1)]
+                    reference = run_inprocess(make_config(**config), sites, str(split))
                     row["same_as_inprocess"] = (results["metrics"] == reference["metrics"]
                                                 and comm == reference["communication"]["per_site"])
                 print(json.dumps(row), flush=True)

@@ -13,6 +13,13 @@ Which model for which data (`model: {name: ...}` in the job config):
     cnn      SmallCNN (3 conv layers, width 32)      MNIST halves/quadrants, CI, quick checks
     wrn      WideResNet (WRN-28-2 by default)        CIFAR-10 strips, the paper-scale table
     resnet   monai_resnet (MONAI ResNet-18 layout)   bring-your-own images (e.g. medical strips)
+
+Which model each benchmark uses:
+
+    benchmarks/images.py, CPU scale         cnn, width 16 (2.6x faster than 32; IMAGES_REPORT.md says why)
+    benchmarks/images.py, paper scale       wrn, depth 28, widen_factor 2 (FixMatch's CIFAR-10 backbone)
+    benchmarks/images_simulator.py          cnn, width 32 (the default), small runs and all of MNIST
+    tests (test_image_jobs, test_poc)       cnn, width 32
 """
 from __future__ import annotations
 
