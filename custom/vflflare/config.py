@@ -8,9 +8,8 @@ them: B = 32, eta_s = eta_c = 0.01. Everything else is our choice and is marked 
 """
 from __future__ import annotations
 
-import re
-
 import dataclasses
+import re
 import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
