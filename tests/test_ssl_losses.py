@@ -18,7 +18,8 @@ from vflflare.ssl.losses import (
     momentum_update,
     target_copy,
 )
-from vflflare.ssl.losses.byol import Predictor
+from vflflare.ssl.losses.byol import Predictor, normalized_mse
+from vflflare.ssl.losses.hybrid import cross_party_loss, guided_local_loss, negative_cosine
 
 torch.set_num_threads(1)
 
@@ -227,3 +228,53 @@ def test_loss_learns_on_breast_cancer(table, method):
     # than before training (ntxent/moco reach ~0.55, byol/simsiam ~0.32; untrained ~0.13)
     assert same > different + 0.2
     assert same - different > (same0 - different0) + 0.1
+
+
+# ---------------------------------------------------------------- FedHSSL Eq. 5 and Eq. 6 (ssl/losses/hybrid.py)
+
+
+def _byol_pair(p, z):  # noqa: ANN001, ANN202
+    return normalized_mse(p, z).mean()
+
+
+def test_cross_party_loss_is_the_mean_over_the_received_representations_without_gradient_into_them():
+    g = torch.Generator().manual_seed(0)
+    p = torch.randn(6, 4, generator=g, requires_grad=True)
+    z2, z3 = (torch.randn(6, 4, generator=g, requires_grad=True) for _ in range(2))
+    active = cross_party_loss(negative_cosine, p, [z2, z3])  # party 1 hears K-1 = 2 passive parties
+    expected = -0.5 * (F.cosine_similarity(p, z2, dim=1).mean() + F.cosine_similarity(p, z3, dim=1).mean())
+    assert active.item() == pytest.approx(expected.item(), abs=1e-6)
+    passive = cross_party_loss(negative_cosine, p, [z2])  # a passive party hears the active party only
+    assert passive.item() == pytest.approx(-F.cosine_similarity(p, z2, dim=1).mean().item(), abs=1e-6)
+    active.backward()
+    assert p.grad is not None and z2.grad is None and z3.grad is None
+    assert cross_party_loss(negative_cosine, p, [p.detach()]).item() == pytest.approx(-1.0)
+
+
+def test_cross_party_loss_rejects_no_partner_and_mismatched_widths():
+    p = torch.randn(3, 4)
+    with pytest.raises(ValueError, match="at least one other party"):
+        cross_party_loss(negative_cosine, p, [])
+    with pytest.raises(ValueError, match=r"\(3, 8\) do not match the prediction \(3, 4\)"):
+        cross_party_loss(negative_cosine, p, [torch.randn(3, 8)])
+
+
+@pytest.mark.parametrize("pair, symmetric, scale", [(negative_cosine, SimSiamLoss(), 1.0), (_byol_pair, BYOLLoss(), 0.5)])
+def test_guided_local_loss_without_guidance_is_the_methods_symmetric_loss(pair, symmetric, scale):
+    g = torch.Generator().manual_seed(1)
+    p1, p2, t1, t2, c1, c2 = (torch.randn(5, 3, generator=g) for _ in range(6))
+    plain = guided_local_loss(pair, (p1, p2), (t1, t2), (c1, c2), gamma=0.0)
+    # Eq. 6 halves the symmetric sum; SimSiamLoss already does, BYOLLoss (as in BYOL) does not
+    assert plain.item() == pytest.approx(scale * symmetric(p1, t2, p2, t1).item(), abs=1e-6)
+    guided = guided_local_loss(pair, (p1, p2), (t1, t2), (c1, c2), gamma=0.5)
+    assert guided.item() == pytest.approx(plain.item() + 0.5 * (pair(p1, c1) + pair(p2, c2)).item(), abs=1e-6)
+    with pytest.raises(ValueError, match="gamma must be >= 0"):
+        guided_local_loss(pair, (p1, p2), (t1, t2), (c1, c2), gamma=-0.1)
+
+
+def test_guided_local_loss_trains_the_local_predictions_only():
+    g = torch.Generator().manual_seed(2)
+    p1, p2, t1, t2, c1, c2 = (torch.randn(4, 3, generator=g, requires_grad=True) for _ in range(6))
+    guided_local_loss(negative_cosine, (p1, p2), (t1, t2), (c1, c2)).backward()
+    assert p1.grad is not None and p2.grad is not None
+    assert all(x.grad is None for x in (t1, t2, c1, c2))  # target and cross-party encoders only guide

@@ -4,6 +4,8 @@
 - MoCoLoss (+ momentum_update): InfoNCE against a queue of momentum-encoder keys (FedHSSL Eq. 2).
 - BYOLLoss (+ Predictor): symmetric 2 - 2 cos between predictions and stop-gradient targets (FedHSSL Eq. 3).
 - SimSiamLoss: symmetric negative cosine with stop-gradient, no momentum encoder (FedHSSL Eq. 4).
+- hybrid: FedHSSL's cross-party loss (Eq. 5) and cross-party-guided local loss (Eq. 6) over a method's
+  pair loss L_SSL(p, z).
 
 Projectors / predictors are model pieces: Predictor lives in byol.py and serves SimSiam too.
 """
