@@ -176,7 +176,7 @@ class InspectableRuntime(SiteRuntime):
         party.encoder.eval()
         with torch.no_grad():
             logits = party.state["ssl_head"](party.encode(party.train_batch(party.rows_of("unaligned"))))
-        return torch.softmax(logits, dim=1).numpy()
+        return torch.softmax(logits, dim=1).cpu().numpy()
 
     def ids(self, part: str) -> list[str]:
         return [self.party.view.train_ids[int(r)] for r in self.party.rows_of(part)]

@@ -186,7 +186,7 @@ class TimedRuntime(PretrainOnce):
         party = self.party
         settings = {f.name: getattr(party.cfg, f.name) for f in dataclasses.fields(OneShotConfig) if f.name != "algorithm"}
         key = (self.site, str(self.data_root), json.dumps(settings, sort_keys=True, default=str),
-               _digest(payload["grads"]), _digest(*[t.numpy() for t in party.encoder.state_dict().values()]),
+               _digest(payload["grads"]), _digest(*[t.cpu().numpy() for t in party.encoder.state_dict().values()]),
                _digest(party.generator.get_state().numpy()))
         if key in self.ssl_cache:
             copied = copy.deepcopy(self.ssl_cache[key])  # one deepcopy: the optimiser keeps pointing at the encoder
