@@ -235,6 +235,12 @@ def test_the_label_party_refuses_non_finite_representations():
     reps["site-a"][5] = np.nan
     with pytest.raises(ValueError, match=r"site-a sent aligned representations with 33 NaN or infinite values"):
         label.partial_gradients(reps)
+    label.split_begin(keep_classifier=False)  # and per batch in split NN
+    rows = np.arange(4)
+    batch = {s: p.split_forward("aligned", rows) for s, p in parties.items()}
+    batch["site-b"][2, 0] = np.nan
+    with pytest.raises(ValueError, match=r"site-b sent split-NN batch representations with 1 NaN or infinite"):
+        label.split_step(rows, batch)
 
 
 def test_device_setting_is_checked_and_a_missing_gpu_is_named_at_the_site(monkeypatch):

@@ -125,11 +125,16 @@ class LabelParty:
             got = np.shape(reps[site])[0]
             if got != n:
                 raise ValueError(f"label party: {site} sent {got} {part} representations, expected {n}")
-            bad = int(np.size(reps[site]) - np.isfinite(reps[site]).sum())
-            if bad:
-                raise ValueError(f"label party: {site} sent {part} representations with {bad} NaN or infinite "
-                                 f"values; its local training has diverged")
+            self.check_finite(site, part, reps[site])
         return torch.as_tensor(np.concatenate([np.asarray(reps[s], dtype=np.float32) for s in self.sites], axis=1))
+
+    @staticmethod
+    def check_finite(site: str, part: str, reps: np.ndarray) -> None:
+        """Representations from a site whose training diverged end the job here, not in a chance-level model."""
+        bad = int(np.size(reps) - np.isfinite(reps).sum())
+        if bad:
+            raise ValueError(f"label party: {site} sent {part} representations with {bad} NaN or infinite "
+                             f"values; its local training has diverged")
 
     def fit(self, purpose: str, train: torch.Tensor, val: torch.Tensor | None) -> MLPHead:
         head = self.new_head(train.shape[1], purpose)

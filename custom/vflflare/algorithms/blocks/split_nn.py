@@ -131,6 +131,8 @@ class SplitNNLabel:
             raise RuntimeError("label party: split_step before split_begin")
         classifier, optimizer = self.state["classifier"], self.state["split_optimizer"]
         labels = self.part_labels("aligned")[torch.as_tensor(np.asarray(rows, dtype=np.int64))]
+        for site in self.sites:
+            self.check_finite(site, "split-NN batch", reps[site])
         per_site = [torch.as_tensor(np.asarray(reps[s], dtype=np.float32)).requires_grad_(True) for s in self.sites]
         classifier.train()
         loss = F.cross_entropy(classifier(torch.cat(per_site, dim=1)), labels)
