@@ -127,6 +127,11 @@ class JobConfig(Settings):
                    "needs the labels on a site (label_owner: site-1, ...): with label_owner 'server' the "
                    "coordinator's label party would need plaintext representations")
 
+    @property
+    def representation_width(self) -> int:
+        """Width of one site's representations as the label party receives them."""
+        return self.rep_dim
+
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "JobConfig":
         """The config of `values`, checked: every key known to this class, every value of its type."""

@@ -34,6 +34,8 @@ class Algorithm:
     job_name: ClassVar[str | None] = None  # its folder in jobs/ (exported by `vflflare jobs`), if it ships one
     # False for a plug-in that moves no site data (its site steps are `stateless_steps`, no setup phase)
     needs_data: ClassVar[bool] = True
+    # True: setup also tells each site its aligned rows without a label (part "aligned_unlabeled")
+    uses_aligned_unlabeled: ClassVar[bool] = False
     # site steps that need no setup: task name -> fn(site name, payload) -> reply
     stateless_steps: ClassVar[dict[str, Callable[[str, Payload], Payload]]] = {}
 

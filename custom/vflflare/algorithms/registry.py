@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from vflflare.algorithms.fedhssl import FedHSSL
 from vflflare.algorithms.fewshot import FewShotVFL
 from vflflare.algorithms.oneshot import OneShotVFL
 from vflflare.algorithms.plugin import Algorithm
@@ -25,7 +26,7 @@ def register(plugin: type[Algorithm]) -> type[Algorithm]:
     return plugin
 
 
-for _plugin in (VanillaVFL, FedBCD, OneShotVFL, FewShotVFL, SSVFLI, SSVFLC, SecureSumCheck):
+for _plugin in (VanillaVFL, FedBCD, OneShotVFL, FewShotVFL, SSVFLI, SSVFLC, FedHSSL, SecureSumCheck):
     register(_plugin)
 
 

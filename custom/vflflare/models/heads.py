@@ -38,3 +38,24 @@ class ProjectionHead(nn.Module):
 
     def forward(self, reps: torch.Tensor) -> torch.Tensor:
         return self.net(reps)
+
+
+class Projector(nn.Module):
+    """The 3-FC projector FedHSSL puts on top of every encoder during pretraining (Appendix B: [512, 512,
+    512] for SimSiam and BYOL, [512, 512, 128] for MoCo), with BatchNorm after each layer as in SimSiam.
+    The finetuned model does not keep it."""
+
+    def __init__(self, in_dim: int, widths: list[int] | tuple[int, ...]) -> None:
+        super().__init__()
+        if not widths or min(widths) < 1:
+            raise ValueError(f"projector widths must be a non-empty list of positive sizes, got {list(widths)}")
+        layers: list[nn.Module] = []
+        for i, (a, b) in enumerate(zip([in_dim, *widths], widths)):
+            layers += [nn.Linear(a, b), nn.BatchNorm1d(b)]
+            if i < len(widths) - 1:
+                layers.append(nn.ReLU())
+        self.net = nn.Sequential(*layers)
+        self.out_dim = widths[-1]
+
+    def forward(self, reps: torch.Tensor) -> torch.Tensor:
+        return self.net(reps)

@@ -28,6 +28,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from vflflare.seeding import derive_seed
+
 
 class AlignmentError(ValueError):
     """The parties' IDs do not give a usable aligned set."""
@@ -69,6 +71,17 @@ def aligned_order(train_digests: dict[str, list[str]], test_digests: dict[str, l
     order = sorted(common_train)
     np.random.default_rng(seed).shuffle(order)
     return order, sorted(common_test)
+
+
+def aligned_unlabeled(train_digests: dict[str, list[str]], sites: list[str], labeled: Sequence[str],
+                      seed: int) -> list[str]:
+    """The training rows every site has but the label party cannot label here: rows it has no label for,
+    and labeled rows that labeled_fraction leaves out. Shuffled by the job seed like the labeled rows;
+    FedHSSL's cross-party SSL pretrains on them."""
+    common = set.intersection(*(set(train_digests[s]) for s in sites)) - set(labeled)
+    order = sorted(common)
+    np.random.default_rng(derive_seed(seed, "aligned-unlabeled")).shuffle(order)
+    return order
 
 
 def align(

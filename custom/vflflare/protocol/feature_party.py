@@ -21,7 +21,9 @@ from vflflare.protocol.state import PartyState
 from vflflare.torch_runtime import site_device
 from vflflare.tracking import LogTracker, Tracker
 
-PARTS = ("aligned", "val", "test", "unaligned")
+# "aligned_unlabeled" (aligned rows without a label, canonical order) is a subset of "unaligned" (every
+# training row that is neither labeled nor validation); it is filled only for plug-ins that ask for it
+PARTS = ("aligned", "val", "test", "unaligned", "aligned_unlabeled")
 _REPRESENT_CHUNK = 8192  # rows per no-grad forward, to bound memory on large tables
 
 
@@ -66,9 +68,11 @@ class FeatureParty:
         return self.state["generator"]
 
     # ------------------------------------------------------------------ rows
-    def align(self, train_rows: np.ndarray, val_rows: np.ndarray, test_rows: np.ndarray) -> None:
-        """Row indices into the train table (aligned labeled rows, validation rows) and the test table,
-        each in the canonical order shared by all parties. Unaligned = the other train rows."""
+    def align(self, train_rows: np.ndarray, val_rows: np.ndarray, test_rows: np.ndarray,
+              aligned_unlabeled: np.ndarray | None = None) -> None:
+        """Row indices into the train table (aligned labeled rows, validation rows, aligned rows without a
+        label) and the test table, each in the canonical order shared by all parties. Unaligned = the train
+        rows neither labeled nor validation."""
         n_train, n_test = self.view.num_rows("train"), self.view.num_rows("test")
         parts = {
             "aligned": self._check_rows("aligned", train_rows, n_train, "train"),
@@ -83,6 +87,10 @@ class FeatureParty:
         if len(parts["aligned"]) == 0:
             raise ValueError(f"{self.site}: no aligned labeled rows")
         parts["unaligned"] = np.setdiff1d(np.arange(n_train), np.concatenate([parts["aligned"], parts["val"]]))
+        parts["aligned_unlabeled"] = self._check_rows("aligned_unlabeled", np.asarray(
+            [] if aligned_unlabeled is None else aligned_unlabeled), n_train, "train")
+        if not np.isin(parts["aligned_unlabeled"], parts["unaligned"]).all():
+            raise ValueError(f"{self.site}: some aligned unlabeled rows are also labeled or validation rows")
         self.state["rows"] = {name: torch.as_tensor(rows, dtype=torch.int64) for name, rows in parts.items()}
 
     def _check_rows(self, part: str, rows: np.ndarray, n: int, table: str) -> np.ndarray:

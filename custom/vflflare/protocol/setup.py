@@ -17,6 +17,7 @@ from vflflare.protocol.alignment import (
     AlignmentError,
     LabelMatchClient,
     aligned_order,
+    aligned_unlabeled,
     labeled_rows,
     positions_of,
     split_by_mask,
@@ -97,6 +98,10 @@ def setup_parties(
                               for part, digests, common in (("train", train, common_train), ("test", test, common_test))})
 
         problems, replies = [], {}
+        extra = {}  # positions of the aligned rows without a label, for plug-ins that pretrain on them
+        if plugin.uses_aligned_unlabeled:
+            unlabeled = aligned_unlabeled(train, net.sites, labeled, cfg.seed)
+            extra = {s: {"aligned_unlabeled": rows_of(s, unlabeled)} for s in net.sites}
         if cfg.label_owner == SERVER:
             label_of = dict(zip(train[label_key], tables.train_labels.tolist()))
             val_mask = stratified_val_mask([label_of[d] for d in labeled], cfg.val_fraction)
@@ -105,7 +110,7 @@ def setup_parties(
             # before the other sites learn which of their rows are which
             owner = cfg.label_owner
             replies = net.exchange("align", {owner: {
-                "labeled": rows_of(owner, labeled), "test": rows_of(owner, test_order, test), "unmatched": unmatched(owner),
+                **extra.get(owner, {}), "labeled": rows_of(owner, labeled), "test": rows_of(owner, test_order, test), "unmatched": unmatched(owner),
                 "label": {"labeled": rows_of(label_key, labeled), "test": rows_of(label_key, test_order, test),
                           "unmatched": unmatched(label_key)}}})
             val_mask = replies[owner]["val_mask"]
@@ -118,9 +123,11 @@ def setup_parties(
             label.align(rows_of(label_key, train_rows), rows_of(label_key, val_rows), rows_of(label_key, test_order, test))
         replies.update(net.exchange("align", {
             s: {"train": rows_of(s, train_rows), "val": rows_of(s, val_rows), "test": rows_of(s, test_order, test),
-                "unmatched": unmatched(s)} for s in net.sites if s not in replies}))
+                "unmatched": unmatched(s), **extra.get(s, {})} for s in net.sites if s not in replies}))
         raise_partial_test([p for s in net.sites for p in replies[s].get("problems", [])] + problems)
     counts = {"aligned_train": len(train_rows), "val": len(val_rows), "test": len(test_order)}
+    if plugin.uses_aligned_unlabeled:
+        counts["aligned_unlabeled"] = len(unlabeled)
     report.update(counts)
     return label, counts, report
 
@@ -203,6 +210,11 @@ def _setup_with_psi(
             got = {k: int(v) for k, v in aligned[site]["counts"].items()}
             if got != counts:
                 raise AlignmentError(f"site '{site}' aligned {got} rows, the label party {counts}")
+        if plugin.uses_aligned_unlabeled:
+            unlabeled_counts = {s: int(aligned[s]["aligned_unlabeled"]) for s in net.sites}
+            if len(set(unlabeled_counts.values())) != 1:
+                raise AlignmentError(f"the sites found different numbers of aligned rows without a label: {unlabeled_counts}")
+            counts["aligned_unlabeled"] = unlabeled_counts[net.sites[0]]
     report.update(counts)
     return label, counts, report
 

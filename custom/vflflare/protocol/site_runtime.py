@@ -194,15 +194,19 @@ class SiteRuntime:
         labeled = labeled_rows(view.train, cfg.labeled_fraction)
         train, val = split_by_mask(labeled, keep["val_mask"], 0, cfg.label_owner, "", len(view.train))
         tables = self.party.view
+        labeled_ids = set(train) | set(val)
+        unlabeled = [i for i in self._psi.train if i not in labeled_ids]
         self.party.align(positions_in(tables.train_ids, train, owner, "train"),
                          positions_in(tables.train_ids, val, owner, "train"),
-                         positions_in(tables.test_ids, view.test, owner, "test"))
+                         positions_in(tables.test_ids, view.test, owner, "test"),
+                         positions_in(tables.train_ids, unlabeled, owner, "train"))
         if self.label is not None:
             labels, who = self.label.tables, f"label party '{self.site}'"
             self.label.align(positions_in(labels.train_ids, train, who, "train labels"),
                              positions_in(labels.train_ids, val, who, "train labels"),
                              positions_in(labels.test_ids, view.test, who, "test labels"))
-        return {"counts": {"aligned_train": len(train), "val": len(val), "test": len(view.test)}}
+        return {"counts": {"aligned_train": len(train), "val": len(val), "test": len(view.test)},
+                "aligned_unlabeled": len(unlabeled)}
 
     def _align(self, payload: Payload) -> Payload:
         if "psi" in payload:
@@ -211,7 +215,7 @@ class SiteRuntime:
             return self._align_label_site(payload)
         problems = self._report(f"site '{self.site}'", (TRAIN_FILE, TEST_FILE), self.party.view.train_ids,
                                 self.party.view.test_ids, payload["unmatched"])
-        self.party.align(payload["train"], payload["val"], payload["test"])
+        self.party.align(payload["train"], payload["val"], payload["test"], payload.get("aligned_unlabeled"))
         return {"problems": problems} if problems else {}
 
     def _align_label_site(self, payload: Payload) -> Payload:
@@ -223,7 +227,8 @@ class SiteRuntime:
                                 self.party.view.test_ids, payload["unmatched"])
         problems += self._report(f"label party '{self.site}'", ("train labels", "test labels"), labels.train_ids,
                                  labels.test_ids, rows["unmatched"])
-        self.party.align(payload["labeled"][~val], payload["labeled"][val], payload["test"])
+        self.party.align(payload["labeled"][~val], payload["labeled"][val], payload["test"],
+                         payload.get("aligned_unlabeled"))
         self.label.align(rows["labeled"][~val], rows["labeled"][val], rows["test"])
         return {"val_mask": val, **({"problems": problems} if problems else {})}
 

@@ -118,8 +118,8 @@ class SplitNNLabel:
         if keep_classifier and "classifier" not in self.state:
             raise RuntimeError("label party: split_begin(keep_classifier=True) needs a fitted classifier")
         if not keep_classifier:
-            # every site's encoder outputs cfg.rep_dim, so the input width is known before any batch
-            self.state["classifier"] = self.new_head(self.cfg.rep_dim * len(self.sites), "split_classifier")
+            # every site's encoder outputs cfg.representation_width, so the input width is known before any batch
+            self.state["classifier"] = self.new_head(self.cfg.representation_width * len(self.sites), "split_classifier")
         self.state["split_optimizer"] = torch.optim.Adam(self.state["classifier"].parameters(), lr=self.cfg.lr)
         self.state.pop("candidate")
         self.state.pop("best")
@@ -212,14 +212,14 @@ def _resume_point(net: Transport, label: Any, rng: np.random.Generator, info: di
 
 def train_split_nn(
     net: Transport, label: Any, cfg: SplitNNSettings, n_rows: int, epochs: int, keep_classifier: bool,
-    tracker: Tracker, info: dict[str, Any],
+    tracker: Tracker, info: dict[str, Any], phase: str = "split_training",
 ) -> dict[str, float]:
     """Early stopping on the validation metric; returns 'val_*' and 'test_*' of the best state. Writes
     the number of epochs run to info['split_epochs'] and, with cfg.test_curve, the per-epoch test
     metric against training payload to info['test_curve']. A checkpointed run saves its progress every
     cfg.split_checkpoint_every epochs and goes on from there when resumed."""
     rng = np.random.default_rng(derive_seed(cfg.seed, "split-order"))
-    with net.ledger.phase("split_training"):
+    with net.ledger.phase(phase):
         progress = _resume_point(net, label, rng, info)
         if progress is None:
             progress = {"epochs_run": 0, "best": -math.inf, "since_best": 0, "metric": "", "stopped": False}
