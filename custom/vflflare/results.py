@@ -84,5 +84,8 @@ def format_table(results: dict) -> str:
             cells = [f"{row.get(s, {}).get('uploads', 0)}/{row.get(s, {}).get('downloads', 0)}" for s in sites]
             lines.append(f"  {phase:<38}" + "  ".join(f"{c:>12}" for c in cells))
     if results.get("phases"):
-        lines.append("  phase wall time (s): " + ", ".join(f"{p['name']} {p['wall_s']:.2f}" for p in results["phases"]))
+        wall: dict[str, float] = {}  # a phase run once per global iteration is summed
+        for p in results["phases"]:
+            wall[p["name"]] = wall.get(p["name"], 0.0) + p["wall_s"]
+        lines.append("  phase wall time (s): " + ", ".join(f"{name} {s:.2f}" for name, s in wall.items()))
     return "\n".join(lines)
