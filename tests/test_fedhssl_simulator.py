@@ -21,3 +21,18 @@ def test_fedhssl_in_the_simulator_matches_the_in_process_run(tmp_path):
     assert results["expected_communication"] == {
         s: {"uploads": c["uploads"], "downloads": c["downloads"]} for s, c in results["communication"]["per_site"].items()}
     assert results["communication"]["per_phase"]["pma"]["uploads"] == 2 * 2  # every site, every global iteration
+
+
+def test_fedhssl_under_ckks_only_ciphertexts_cross_the_coordinator(tmp_path):
+    from vflflare import cli
+
+    assert cli.main(["he-keys", "-w", str(tmp_path / "ws")]) == 0
+    small = {**SMALL, "global_iterations": 1, "projector": [16, 16, 16], "split_epochs": 2}
+    results = run_job(tmp_path, "fedhssl", label_owner="site-1", he=True, **small)
+    assert "error" not in results, results.get("error")
+    kinds = results["communication"]["tensor_kinds"]
+    assert kinds["up"]["plaintext"] == 0 and kinds["down"]["plaintext"] == 0, kinds
+    plain = run_inprocess(make_config(algorithm="fedhssl", label_owner="site-1", **small), ["site-1", "site-2"], None)
+    assert abs(results["metrics"]["test_auc"] - plain["metrics"]["test_auc"]) <= 0.02, (results["metrics"], plain["metrics"])
+    counts = results["communication"]["per_phase_site"]
+    assert {s: (c["uploads"], c["downloads"]) for s, c in counts["pma"].items()} == {"site-1": (1, 1), "site-2": (1, 1)}

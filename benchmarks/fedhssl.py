@@ -1,0 +1,181 @@
+"""FedHSSL and its ablations on real tables (He et al., Table IV / Fig. 6 protocol, reduced for CPU).
+
+Setting, as in the paper's Section V-A: 40 % of all rows are aligned (`vflflare split --overlap`), and
+every aligned training row pretrains (cross-party SSL), labeled or not; every training row of a site
+pretrains its local encoder. L labeled aligned rows finetune (L = 200, 400, 1000), plus L/4 labeled
+validation rows for early stopping (val_fraction 0.2 of the labeled rows: the paper does not say how it
+selects; we never select on test). Test = the split's 20 %. K = 2 parties.
+
+Methods: the six variants of the one plug-in with SimSiam (FedHSSL, FedGSSL, FedCSSL, FedLocalSSL,
+FedLocalSSL+PMA, FedSplitNN), FedHSSL with BYOL and with MoCo; in the same table the other vflflare
+algorithms on the same rows (vanilla split-NN, SS-VFL-C, one-shot) and gradient-boosted trees on the
+labeled rows with both parties' columns joined (the paper's LGB: XGBoost here, depth by validation).
+
+Every FedHSSL run uses package defaults (40 global iterations, batch 512, Appendix B's projectors and
+predictor, gamma 0.5), finetune lr 0.01 (the middle of the paper's grid {0.005, 0.01, 0.03}; one value,
+as no grid is selected on validation yet). Runs go through the in-process driver, which gives the
+simulator's numbers exactly (tests/test_fedhssl_simulator.py).
+
+    python benchmarks/fedhssl.py --settings credit_default --labeled 200 --seeds 0 1 2
+    python benchmarks/fedhssl.py --table
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common import (
+    DEFAULT_DATA_DIR, RUNS, SourceTable, append_jsonl, environment, job_rows, limit_threads, mean_std,
+    prepare_split, read_jsonl, run_vfl, trees,
+)  # fmt: skip
+from vflflare.algorithms.registry import make_config
+from vflflare.cli import parse_overrides
+from vflflare.config import JobConfig
+from vflflare.data.sources import load_source
+
+RESULTS = RUNS / "fedhssl.jsonl"
+SPLITS = Path("/tmp/vflflare-bench/fedhssl-splits")
+SETTINGS = ["credit_default", "adult"]
+LABELED = [200, 400, 1000]
+ALIGNED_SHARE = 0.4  # of all rows (paper)
+TEST_FRACTION = 0.2
+SITES = ["site-1", "site-2"]
+METHODS: dict[str, dict[str, Any]] = {
+    "FedHSSL": {"algorithm": "fedhssl", "variant": "fedhssl"},
+    "FedGSSL": {"algorithm": "fedhssl", "variant": "fedgssl"},
+    "FedCSSL": {"algorithm": "fedhssl", "variant": "fedcssl"},
+    "FedLocalSSL": {"algorithm": "fedhssl", "variant": "fedlocalssl"},
+    "FedLocalSSL+PMA": {"algorithm": "fedhssl", "variant": "fedlocalssl_pma"},
+    "FedSplitNN": {"algorithm": "fedhssl", "variant": "fedsplitnn"},
+    "FedHSSL-BYOL": {"algorithm": "fedhssl", "variant": "fedhssl", "ssl_method": "byol"},
+    "FedHSSL-MoCo": {"algorithm": "fedhssl", "variant": "fedhssl", "ssl_method": "moco"},
+    "vanilla": {"algorithm": "vanilla"},
+    "SS-VFL-C": {"algorithm": "ssvfl_c"},
+    "one-shot": {"algorithm": "oneshot"},
+}
+TREES = "trees (labeled rows)"
+ORDER = ["FedHSSL", "FedGSSL", "FedCSSL", "FedLocalSSL", "FedSplitNN"]  # the paper's claimed order
+
+
+def labeled_fraction(labeled: int, aligned: int, val_fraction: float = JobConfig.val_fraction) -> float:
+    """The labeled_fraction whose ceil(fraction * aligned) labeled rows leave exactly `labeled` training rows
+    after validation takes ceil(val_fraction * n) of them (labeled a multiple of 4 at val_fraction 0.2)."""
+    total = int(round(labeled / (1 - val_fraction)))
+    return (total - 0.5) / aligned
+
+
+def split_for(data_dir: Path, dataset: str, seed: int, splits: Path) -> tuple[Path, int]:
+    n_rows = len(load_source(dataset, data_dir)[2])
+    overlap = int(round(ALIGNED_SHARE * n_rows))
+    return prepare_split(data_dir, overlap, seed, splits, dataset, len(SITES)), overlap
+
+
+@functools.lru_cache(maxsize=None)
+def source_table(data_dir: Path, dataset: str) -> SourceTable:
+    return SourceTable(data_dir, dataset)
+
+
+def run_one(method: str, dataset: str, labeled: int, seed: int, overrides: dict, data_dir: Path,
+            splits: Path) -> dict[str, Any]:
+    root, overlap = split_for(data_dir, dataset, seed, splits)
+    fraction = labeled_fraction(labeled, overlap)
+    start = time.perf_counter()
+    record: dict[str, Any] = {"setting": dataset, "labeled": labeled, "seed": seed, "method": method,
+                              "overrides": overrides}
+    if method == TREES:
+        rows = job_rows(root, seed, JobConfig.val_fraction, SITES, fraction)
+        result = trees(rows.train_ids, rows, source_table(data_dir, dataset), seed)
+        record.update(metrics=result["metrics"], rows={"aligned_train": len(rows.train_ids), "val": len(rows.val_ids)})
+    else:
+        cfg = make_config({**overrides, **METHODS[method], "seed": seed, "labeled_fraction": fraction})
+        result, _ = run_vfl(cfg, root, sites=SITES)
+        if "error" in result:
+            raise RuntimeError(f"{method} {dataset} {labeled} seed {seed}: {result['error']}")
+        per_phase = result["communication"]["per_phase_site"]
+        wall: dict[str, float] = defaultdict(float)
+        for phase in result.get("phases", []):
+            wall[phase["name"]] += phase["wall_s"]
+        record.update(metrics=result["metrics"], rows=result["rows"], training=result["training"],
+                      mb_per_site={p: round(v[SITES[0]]["payload_bytes"] / 1e6, 3) for p, v in per_phase.items()},
+                      comms_per_site={p: [v[SITES[0]]["uploads"], v[SITES[0]]["downloads"]] for p, v in per_phase.items()},
+                      phase_wall_s={p: round(s, 1) for p, s in wall.items()})
+    record.update(wall_s=round(time.perf_counter() - start, 1), env=environment())
+    assert record["rows"]["aligned_train"] == labeled, record["rows"]
+    return record
+
+
+# ------------------------------------------------------------------------------------------- tables
+def tables(records: list[dict]) -> str:
+    groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        groups[(r["setting"], r["labeled"])][r["method"]].append(r)
+    columns = [m for m in [*METHODS, TREES] if any(m in g for g in groups.values())]
+    out = ["| setting | labeled | " + " | ".join(columns) + " |", "|---|---|" + "---|" * len(columns)]
+    for (setting, labeled), by_method in sorted(groups.items()):
+        cells = []
+        for m in columns:
+            aucs = [r["metrics"]["test_auc"] for r in sorted(by_method.get(m, []), key=lambda r: r["seed"])]
+            cells.append(f"{np.median(aucs):.3f} ({', '.join(f'{a:.3f}' for a in aucs)})" if aucs else "")
+        out.append(f"| {setting} | {labeled} | " + " | ".join(cells) + " |")
+    out += ["", "Paper's order FedHSSL > FedGSSL > FedCSSL > FedLocalSSL > FedSplitNN (test AUC medians; per seed):"]
+    for (setting, labeled), by_method in sorted(groups.items()):
+        seeds = sorted(set.intersection(*(({r["seed"] for r in by_method.get(m, [])}) for m in ORDER)))
+        medians = [np.median([r["metrics"]["test_auc"] for r in by_method[m] if r["seed"] in seeds]) for m in ORDER] if seeds else []
+        holds = [all(a > b for a, b in zip(v, v[1:])) for v in
+                 ([next(r["metrics"]["test_auc"] for r in by_method[m] if r["seed"] == s) for m in ORDER] for s in seeds)]
+        if seeds:
+            out.append(f"- {setting}, {labeled} labeled: medians " + " > ".join(f"{m} {v:.3f}" for m, v in zip(ORDER, medians))
+                       + f"; strict order holds on {sum(holds)}/{len(seeds)} seeds")
+    out += ["", "| setting | labeled | method | MB/site cross_ssl | pma | finetune | comms/site (up/down) | wall s: pretraining | finetune |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for (setting, labeled), by_method in sorted(groups.items()):
+        for m, rs in by_method.items():
+            if m == TREES or "mb_per_site" not in rs[0]:
+                continue
+            mb = {p: np.median([r["mb_per_site"].get(p, 0) for r in rs]) for p in ("cross_ssl", "pma", "finetune", "split_training")}
+            comms = [sum(v[i] for v in rs[0]["comms_per_site"].values()) for i in (0, 1)]
+            pre = np.median([sum(r["phase_wall_s"].get(p, 0) for p in ("cross_ssl", "local_ssl", "pma", "local_pretraining", "local_ssl"))
+                             for r in rs])
+            fine = np.median([r["phase_wall_s"].get("finetune", r["phase_wall_s"].get("split_training", 0)) for r in rs])
+            out.append(f"| {setting} | {labeled} | {m} | {mb['cross_ssl']:.1f} | {mb['pma']:.1f} | "
+                       f"{mb['finetune'] + mb['split_training']:.2f} | {comms[0]}/{comms[1]} (seed {rs[0]['seed']}) | {pre:.0f} | {fine:.0f} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--settings", nargs="+", default=SETTINGS)
+    parser.add_argument("--labeled", nargs="+", type=int, default=LABELED)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--methods", nargs="+", default=[*METHODS, TREES], choices=[*METHODS, TREES])
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (all methods)")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--splits", type=Path, default=SPLITS)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; finished runs are skipped")
+    parser.add_argument("--table", action="store_true", help="only print the tables of --out")
+    args = parser.parse_args()
+    if not args.table:
+        limit_threads()
+        overrides = parse_overrides(args.set)
+        done = {(r["setting"], r["labeled"], r["seed"], r["method"]) for r in read_jsonl(args.out)}
+        for setting in args.settings:
+            for labeled in args.labeled:
+                for seed in args.seeds:
+                    for method in args.methods:
+                        if (setting, labeled, seed, method) in done:
+                            continue
+                        record = run_one(method, setting, labeled, seed, overrides, args.data_dir, args.splits)
+                        append_jsonl(args.out, record)
+                        print(f"{setting} {labeled} seed {seed} {method}: test AUC {record['metrics']['test_auc']:.4f}, "
+                              f"{record['wall_s']} s", flush=True)
+    print(tables(read_jsonl(args.out)))
+
+
+if __name__ == "__main__":
+    main()
