@@ -77,6 +77,9 @@ class HybridSSLSettings(Settings):
     moco_queue: int = 4096  # Appendix B
     pma_top_layers: int = 1  # f_lt: the top layers of f_l (Table III: 1 for the tabular MLPs)
     finetune_towers: str = ""  # "" = the variant's; local = FedGSSL* / FedHSSL*; cross; both
+    # ISO (Eq. 7) strength lambda_p on what the active party shares while pretraining: its z_c and its PMA
+    # contribution (Section VI-B); 0 = off
+    iso_pretrain: float = 0.0
 
     def validate(self) -> None:
         super().validate()
@@ -93,6 +96,7 @@ class HybridSSLSettings(Settings):
         self.check(self.moco_temperature > 0, "moco_temperature", "must be > 0")
         self.check(self.moco_queue >= 1, "moco_queue", "must be >= 1")
         self.check(self.pma_top_layers >= 1, "pma_top_layers", "must be >= 1")
+        self.check(self.iso_pretrain >= 0, "iso_pretrain", "must be >= 0")
         self.check(self.finetune_towers in ("", "both", *TOWERS), "finetune_towers", "must be '', both, cross or local")
 
     @property
@@ -174,7 +178,7 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
     def cross_rows(self) -> torch.Tensor:
         return torch.cat([self.rows_of("aligned"), self.rows_of("aligned_unlabeled")])
 
-    def cross_step(self, positions: np.ndarray) -> np.ndarray:
+    def cross_step(self, positions: np.ndarray, iso_strength: float = 0.0) -> np.ndarray:
         rows = self.cross_rows()
         if len(positions) and positions.max() >= len(rows):
             raise ValueError(f"site '{self.site}': cross-party row {positions.max()} is outside its {len(rows)} "
@@ -184,7 +188,7 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
         self.state["cross_head"].train()
         z = self.project("cross", batch)
         self._cross_pending = (batch, z)
-        return z.detach().cpu().numpy().astype(np.float32)
+        return self.with_iso(z.detach().cpu(), iso_strength).numpy().astype(np.float32)
 
     def cross_update(self, targets: dict[str, np.ndarray]) -> float:
         """Eq. 5 on the last forward against the received z_c, cfg.cross_local_updates optimiser steps."""
@@ -279,12 +283,13 @@ class FedHSSL(Algorithm):
         n_cross = self.cross_rows(rows)
         for iteration in range(cfg.global_iterations if steps else 0):
             if "cross" in steps:  # step 1: cross-party SSL on the aligned rows
-                cross_party_ssl(net, active, n_cross, cfg.pretrain_batch_size, rng, self.tracker, iteration)
+                cross_party_ssl(net, active, n_cross, cfg.pretrain_batch_size, rng, self.tracker, iteration,
+                                cfg.iso_pretrain)
             if "local" in steps:  # step 2: cross-party-guided local SSL on every local row
                 with net.ledger.phase("local_ssl"):
                     net.exchange("guided_local_ssl", {s: {"iteration": iteration} for s in net.sites})
             if "pma" in steps:  # step 3: partial model aggregation of f_lt o h_l
-                partial_model_aggregation(net, self.he_context)
+                partial_model_aggregation(net, self.he_context, iso={active: cfg.iso_pretrain})
         # finetune: split-NN over the labeled aligned rows from the pretrained towers
         return train_split_nn(net, label, cfg, rows["aligned_train"], cfg.split_epochs, False, self.tracker,
                               self.info, phase="finetune")

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from vflflare.config import JobConfig
+from vflflare.privacy.iso import iso
 from vflflare.data.views import SiteView
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.protocol.payload import Payload
@@ -134,6 +135,12 @@ class FeatureParty:
                 f"site '{self.site}': {phase} diverged, loss {value} at epoch {epoch + 1}, step {step + 1}; "
                 f"a lower learning rate or a check of the site's inputs for NaN/inf may help")
         return value
+
+    def with_iso(self, d: torch.Tensor, strength: float) -> torch.Tensor:
+        """d with ISO noise (privacy/iso.py) from the site's own noise generator."""
+        if "iso_generator" not in self.state:
+            self.state["iso_generator"] = torch.Generator().manual_seed(derive_seed(self.seed, "iso"))
+        return iso(d, strength, self.state["iso_generator"])
 
     def representations(self, parts: list[str]) -> dict[str, np.ndarray]:
         """float32 [n_part, rep_dim] representations (eval mode, no grad) of each requested part."""

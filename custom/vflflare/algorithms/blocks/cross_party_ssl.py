@@ -34,15 +34,17 @@ def targets_for(z: dict[str, np.ndarray], active: str) -> dict[str, dict[str, np
             for site in z}
 
 
-def cross_party_epoch(net: Transport, active: str, order: np.ndarray, batch_size: int) -> dict[str, float]:
+def cross_party_epoch(net: Transport, active: str, order: np.ndarray, batch_size: int,
+                      iso_strength: float = 0.0) -> dict[str, float]:
     """One epoch over the aligned rows in `order` (positions in the sites' cross-party rows); returns each
-    site's mean Eq. 5 loss."""
+    site's mean Eq. 5 loss. iso_strength > 0: the active party sends its z_c with ISO noise (lambda_p)."""
+    defense = {active: {"iso": iso_strength}} if iso_strength > 0 else {}
     pending: dict[str, dict] = {}
     losses: dict[str, list[float]] = {s: [] for s in net.sites}
     for b in range(full_batches(len(order), batch_size)):
         rows = order[b * batch_size : (b + 1) * batch_size] if len(order) >= batch_size else order
         with net.ledger.timed_step():
-            replies = net.step(TASK, {s: {"rows": rows, **pending.get(s, {})} for s in net.sites})
+            replies = net.step(TASK, {s: {"rows": rows, **pending.get(s, {}), **defense.get(s, {})} for s in net.sites})
         for site, reply in replies.items():
             if "loss" in reply:
                 losses[site].append(float(reply["loss"]))
@@ -53,11 +55,11 @@ def cross_party_epoch(net: Transport, active: str, order: np.ndarray, batch_size
 
 
 def cross_party_ssl(net: Transport, active: str, n_rows: int, batch_size: int, rng: np.random.Generator,
-                    tracker: Tracker, iteration: int) -> None:
+                    tracker: Tracker, iteration: int, iso_strength: float = 0.0) -> None:
     if active not in net.sites:
         raise ValueError(f"cross-party SSL: the active party '{active}' is not one of the sites {net.sites}")
     with net.ledger.phase("cross_ssl"):
-        losses = cross_party_epoch(net, active, rng.permutation(n_rows), batch_size)
+        losses = cross_party_epoch(net, active, rng.permutation(n_rows), batch_size, iso_strength)
     for site, loss in losses.items():
         tracker.scalar(f"cross_ssl/loss/{site}", loss, iteration)
     tracker.info(f"cross-party SSL, global iteration {iteration + 1}: loss "
@@ -71,8 +73,9 @@ def cross_party_communications(n_rows: int, batch_size: int) -> tuple[int, int]:
 
 
 class CrossPartySite:
-    """Site half, mixed into a FeatureParty that provides `cross_step(rows)` (forward, keeps the graph)
-    and `cross_update(targets)` (Eq. 5 loss on the kept forward, optimiser steps, returns the loss)."""
+    """Site half, mixed into a FeatureParty that provides `cross_step(rows, iso)` (forward, keeps the graph,
+    returns z_c with ISO noise of that strength) and `cross_update(targets)` (Eq. 5 loss on the kept forward,
+    optimiser steps, returns the loss)."""
 
     steps = (TASK,)
 
@@ -81,5 +84,5 @@ class CrossPartySite:
         if "targets" in payload:
             reply["loss"] = self.cross_update(payload["targets"])
         if "rows" in payload:
-            reply["z"] = self.cross_step(np.asarray(payload["rows"], dtype=np.int64))
+            reply["z"] = self.cross_step(np.asarray(payload["rows"], dtype=np.int64), float(payload.get("iso", 0.0)))
         return reply

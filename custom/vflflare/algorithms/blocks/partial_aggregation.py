@@ -38,10 +38,11 @@ def average(contributions: dict[str, dict[str, np.ndarray]]) -> dict[str, np.nda
     return {k: np.asarray(v, dtype=np.float32) for k, v in helper.get_result().items()}
 
 
-def partial_model_aggregation(net: Transport, he_context: Any, phase: str = "pma") -> None:
+def partial_model_aggregation(net: Transport, he_context: Any, phase: str = "pma",
+                              iso: dict[str, float] | None = None) -> None:
     """One PMA round: one upload (the shared weights) and one download (their average, or encrypted sum)
-    per site."""
-    requests = {s: {} for s in net.sites}
+    per site. iso: {site: lambda} for the sites that add ISO noise to their contribution."""
+    requests = {s: {"iso": iso[s]} if iso and iso.get(s) else {} for s in net.sites}
     if he_context is not None:
         secure_sum(net, CONTRIBUTE, requests, UPDATE, he_context,
                    result_requests={s: {"parties": len(net.sites)} for s in net.sites}, phase=phase)
@@ -65,7 +66,11 @@ class PartialAggregationSite:
                 for name, t in self.shared_module().state_dict().items() if t.is_floating_point()}
 
     def pma_contribute(self, payload: Payload) -> Payload:
-        return {"weights": self.shared_weights()}
+        weights = self.shared_weights()
+        strength = float(payload.get("iso", 0.0))
+        if strength > 0:
+            weights = {k: self.with_iso(torch.as_tensor(v), strength).numpy() for k, v in weights.items()}
+        return {"weights": weights}
 
     def pma_update(self, payload: Payload) -> Payload:
         if "sum" in payload:

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from vflflare.algorithms.blocks.representations import reps_of
 from vflflare.config import Settings
+from vflflare.privacy.iso import iso
 from vflflare.protocol.checkpoint import CheckpointedTransport
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
@@ -40,12 +41,16 @@ class SplitNNSettings(Settings):
     # with checkpoint: true, a save point every this many epochs (and after the last): a run stopped
     # inside split-NN training resumes from the last one
     split_checkpoint_every: int = 5
+    # ISO (FedHSSL Eq. 7) strength lambda_f on the gradients the label party sends to the parties that do
+    # not own the labels (every site when the coordinator holds them); 0 = off
+    iso_gradients: float = 0.0
 
     def validate(self) -> None:
         super().validate()
         self.check(self.local_steps >= 1, "local_steps", "must be >= 1")
         self.check(self.split_patience >= 1, "split_patience", "must be >= 1")
         self.check(self.split_checkpoint_every >= 1, "split_checkpoint_every", "must be >= 1")
+        self.check(self.iso_gradients >= 0, "iso_gradients", "must be >= 0")
 
 
 class SplitNNSite:
@@ -144,7 +149,13 @@ class SplitNNLabel:
             optimizer.zero_grad()
             F.cross_entropy(classifier(stale), labels).backward()
             optimizer.step()
-        return {s: h.grad.numpy().astype(np.float32) for s, h in zip(self.sites, per_site)}, loss.item()
+        grads = {s: h.grad for s, h in zip(self.sites, per_site)}
+        if self.cfg.iso_gradients > 0:
+            if "iso_generator" not in self.state:
+                self.state["iso_generator"] = self.generator("iso")
+            grads = {s: g if s == self.cfg.label_owner else iso(g, self.cfg.iso_gradients, self.state["iso_generator"])
+                     for s, g in grads.items()}
+        return {s: g.numpy().astype(np.float32) for s, g in grads.items()}, loss.item()
 
     def keep_candidate(self) -> None:
         self.state["candidate"] = copy.deepcopy(self.state["classifier"].state_dict())
