@@ -12,7 +12,7 @@ from vflflare.algorithms.fedhssl import HybridSSLSite
 from vflflare.algorithms.registry import make_config
 from vflflare.algorithms.vanilla import SplitNNLabelParty
 from vflflare.privacy.iso import iso, iso_sigma
-from vflflare.privacy.model_completion import AUX_ROWS, cap, model_completion_accuracy
+from vflflare.privacy.model_completion import AUX_ROWS, cap, model_completion_attack
 
 
 def test_iso_sigma_is_lambda_times_the_largest_row_norm_over_sqrt_m():
@@ -47,11 +47,12 @@ def test_model_completion_on_a_tiny_split_beats_chance_without_iso():
     adversary = parties["site-b"]  # a party without labels
     aligned, test = adversary.representations(["aligned", "test"]).values()
     y_aligned, y_test = label.part_labels("aligned").numpy(), label.part_labels("test").numpy()
-    accuracy = model_completion_accuracy(aligned[:AUX_ROWS], y_aligned[:AUX_ROWS], test, y_test)
+    recovered = model_completion_attack(aligned[:AUX_ROWS], y_aligned[:AUX_ROWS], test, y_test)
     chance = max(np.mean(y_test), 1 - np.mean(y_test))  # always answering the majority class
-    assert accuracy > chance + 0.1, (accuracy, chance)
+    assert recovered["accuracy"] > chance + 0.1, (recovered, chance)
+    assert recovered["auc"] > 0.8
     with pytest.raises(ValueError, match="at least 2 classes"):
-        model_completion_accuracy(aligned[:3], np.zeros(3), test, y_test)
+        model_completion_attack(aligned[:3], np.zeros(3), test, y_test)
 
 
 def test_iso_gradients_reach_only_the_parties_without_labels():

@@ -17,15 +17,18 @@ from collections.abc import Sequence
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
 from sklearn.preprocessing import StandardScaler
 from sklearn.pipeline import make_pipeline
 
 AUX_ROWS = 80  # the paper's auxiliary labeled rows
 
 
-def model_completion_accuracy(aux_reps: np.ndarray, aux_labels: np.ndarray, inference_reps: np.ndarray,
-                              inference_labels: np.ndarray, seed: int = 0) -> float:
-    """Label recovery accuracy of an inference head fitted on the adversary's own representations."""
+def model_completion_attack(aux_reps: np.ndarray, aux_labels: np.ndarray, inference_reps: np.ndarray,
+                            inference_labels: np.ndarray, seed: int = 0) -> dict[str, float]:
+    """Label recovery of an inference head fitted on the adversary's own representations: its accuracy (the
+    paper's measure) and, for two classes, its AUC (on a skewed table, accuracy alone can sit below the
+    majority-class rate even when the head ranks rows well)."""
     aux_labels = np.asarray(aux_labels)
     if len(np.unique(aux_labels)) < 2:
         raise ValueError(f"the MC attack needs auxiliary rows of at least 2 classes, got {np.unique(aux_labels)}")
@@ -33,7 +36,11 @@ def model_completion_accuracy(aux_reps: np.ndarray, aux_labels: np.ndarray, infe
         raise ValueError("representations and labels must have the same number of rows")
     head = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=seed))
     head.fit(aux_reps, aux_labels)
-    return float((head.predict(inference_reps) == np.asarray(inference_labels)).mean())
+    inference_labels = np.asarray(inference_labels)
+    out = {"accuracy": float((head.predict(inference_reps) == inference_labels).mean())}
+    if len(head.classes_) == 2 and len(np.unique(inference_labels)) == 2:
+        out["auc"] = float(roc_auc_score(inference_labels, head.predict_proba(inference_reps)[:, 1]))
+    return out
 
 
 def cap(utilities: Sequence[float], attack_accuracies: Sequence[float]) -> float:

@@ -1,0 +1,168 @@
+"""FedHSSL's privacy evaluation (He et al., Section VI, Tables VI and VII), on credit default.
+
+Party 1 (site-1) owns the labels and is the active party; party 2 (site-2) is the adversary. It runs the
+model-completion (MC) attack (privacy/model_completion.py): a logistic-regression inference head on its
+own trained bottom model, fitted on AUX_ROWS = 80 auxiliary labeled rows (the first 80 aligned labeled
+rows: it knows their IDs, and we give it their labels), then scored on the test rows.
+
+- Pretraining (Table VI): the attack on party 2's model right after pretraining. A_SimSiam is the attack
+  on plain local SimSiam (the FedLocalSSL variant): the adversary's prior. A_FedHSSL is the attack after
+  FedHSSL-SimSiam pretraining, without ISO and with ISO on party 1's z_c and PMA contribution
+  (lambda_p in {1, 5, 25}); the main task metric is that run's after finetuning on 200 labeled rows.
+- Finetuning (Table VII): party 1 adds ISO to the gradients it sends party 2 (lambda_f in {1, 5, 25}) while
+  finetuning FedSplitNN, FedLocalSSL and FedHSSL; the attack runs on party 2's finetuned model.
+  CAP (Eq. 8) = mean over lambda_f of test AUC x (1 - MC accuracy).
+
+Same setting as benchmarks/fedhssl.py: 40 % aligned, 200 labeled training rows + 50 validation rows.
+
+    python benchmarks/fedhssl_privacy.py --seeds 0 1 2 --set global_iterations=10
+    python benchmarks/fedhssl_privacy.py --table
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common import DEFAULT_DATA_DIR, RUNS, append_jsonl, environment, limit_threads, prepare_split, read_jsonl, run_vfl
+from fedhssl import ALIGNED_SHARE, labeled_fraction
+from vflflare.algorithms.registry import make_config
+from vflflare.cli import parse_overrides
+from vflflare.data.sources import load_source
+from vflflare.privacy.model_completion import AUX_ROWS, cap, model_completion_attack
+from vflflare.protocol.site_runtime import SiteRuntime
+
+RESULTS = RUNS / "fedhssl_privacy.jsonl"
+SPLITS = Path("/tmp/vflflare-bench/fedhssl-splits")
+SITES, ACTIVE, ADVERSARY = ["site-1", "site-2"], "site-1", "site-2"
+LABELED = 200
+STRENGTHS = [1.0, 5.0, 25.0]
+VARIANTS = {"FedSplitNN": "fedsplitnn", "FedLocalSimSiam": "fedlocalssl", "FedHSSL-SimSiam": "fedhssl"}
+
+
+class AttackedRuntime(SiteRuntime):
+    """The adversary's runtime: keeps its representations of the auxiliary and test rows when
+    finetuning starts (the end of pretraining). Nothing leaves the site for this: the adversary reads its
+    own model."""
+
+    pretrained: dict[str, np.ndarray] | None = None
+
+    def handle(self, task: str, payload: dict[str, Any]) -> dict[str, Any]:
+        if task == "split" and self.pretrained is None and self.site == ADVERSARY:
+            self.pretrained = self.party.representations(["aligned", "test"])
+        return super().handle(task, payload)
+
+
+def attack(reps: dict[str, np.ndarray], labels: dict[str, np.ndarray], seed: int) -> dict[str, float]:
+    return model_completion_attack(reps["aligned"][:AUX_ROWS], labels["aligned"][:AUX_ROWS], reps["test"],
+                                     labels["test"], seed)
+
+
+def run_one(method: str, lambda_p: float, lambda_f: float, seed: int, overrides: dict, data_dir: Path,
+            splits: Path) -> dict[str, Any]:
+    n_rows = len(load_source("credit_default", data_dir)[2])
+    overlap = int(round(ALIGNED_SHARE * n_rows))
+    root = prepare_split(data_dir, overlap, seed, splits, "credit_default", len(SITES), label_owner=ACTIVE)
+    cfg = make_config({**overrides, "algorithm": "fedhssl", "variant": VARIANTS[method], "seed": seed,
+                       "label_owner": ACTIVE, "labeled_fraction": labeled_fraction(LABELED, overlap),
+                       "iso_pretrain": lambda_p, "iso_gradients": lambda_f})
+    start = time.perf_counter()
+    result, runtimes = run_vfl(cfg, root, AttackedRuntime, SITES)
+    if "error" in result:
+        raise RuntimeError(f"{method} seed {seed}: {result['error']}")
+    label = runtimes[ACTIVE].label
+    labels = {part: label.part_labels(part).numpy() for part in ("aligned", "test")}
+    adversary = runtimes[ADVERSARY]
+    final = adversary.party.representations(["aligned", "test"])
+    return {
+        "method": method, "lambda_p": lambda_p, "lambda_f": lambda_f, "seed": seed, "overrides": overrides,
+        "metrics": result["metrics"], "rows": result["rows"],
+        "mc_pretrained": attack(adversary.pretrained, labels, seed) if VARIANTS[method] != "fedsplitnn" else None,
+        "mc_finetuned": attack(final, labels, seed),
+        "majority": float(max(np.mean(labels["test"]), 1 - np.mean(labels["test"]))),
+        "wall_s": round(time.perf_counter() - start, 1), "env": environment(),
+    }
+
+
+def plan() -> list[tuple[str, float, float]]:
+    runs = [("FedLocalSimSiam", 0.0, 0.0), ("FedHSSL-SimSiam", 0.0, 0.0), ("FedSplitNN", 0.0, 0.0)]
+    runs += [("FedHSSL-SimSiam", lp, 0.0) for lp in STRENGTHS]
+    runs += [(m, 0.0, lf) for m in VARIANTS for lf in STRENGTHS]
+    return runs
+
+
+def tables(records: list[dict]) -> str:
+    by: dict[tuple, list[dict]] = defaultdict(list)
+    for r in records:
+        by[(r["method"], r["lambda_p"], r["lambda_f"])].append(r)
+
+    def value(r: dict, key: str) -> float:
+        if key == "auc":
+            return r["metrics"]["test_auc"]
+        stage, _, measure = key.partition(":")
+        return r[stage][measure]
+
+    def med(rs: list[dict], key: str) -> str:
+        values = [value(r, key) for r in rs]
+        return f"{np.median(values):.3f} ({', '.join(f'{v:.3f}' for v in values)})" if values else "-"
+
+    seeds = sorted({r["seed"] for r in records})
+    out = [f"Seeds {seeds}; medians (per seed). MC = label recovery accuracy of the model-completion attack "
+           f"({AUX_ROWS} auxiliary rows); majority-class rate {np.median([r['majority'] for r in records]):.3f}.", "",
+           "Pretraining attack (Table VI):", "",
+           "| model attacked | lambda_p | MC accuracy | MC AUC | main task test AUC |", "|---|---|---|---|---|",
+           f"| A_SimSiam (local SimSiam) | - | {med(by[('FedLocalSimSiam', 0.0, 0.0)], 'mc_pretrained:accuracy')} | "
+           f"{med(by[('FedLocalSimSiam', 0.0, 0.0)], 'mc_pretrained:auc')} | {med(by[('FedLocalSimSiam', 0.0, 0.0)], 'auc')} |"]
+    for lp in [0.0, *STRENGTHS]:
+        rs = by[("FedHSSL-SimSiam", lp, 0.0)]
+        out.append(f"| A_FedHSSL | {lp:g} | {med(rs, 'mc_pretrained:accuracy')} | {med(rs, 'mc_pretrained:auc')} | "
+                   f"{med(rs, 'auc')} |")
+    out += ["", "Finetuning attack with ISO on party 1's gradients (Table VII):", "",
+            "| method | lambda_f | test AUC | MC accuracy | MC AUC |", "|---|---|---|---|---|"]
+    caps = []
+    for method in VARIANTS:
+        for lf in [0.0, *STRENGTHS]:
+            rs = by[(method, 0.0, lf)]
+            out.append(f"| {method} | {lf:g} | {med(rs, 'auc')} | {med(rs, 'mc_finetuned:accuracy')} | "
+                       f"{med(rs, 'mc_finetuned:auc')} |")
+        per_seed = []
+        for seed in seeds:
+            pairs = [next((r for r in by[(method, 0.0, lf)] if r["seed"] == seed), None) for lf in STRENGTHS]
+            if all(pairs):
+                per_seed.append(cap([r["metrics"]["test_auc"] for r in pairs], [r["mc_finetuned"]["accuracy"] for r in pairs]))
+        caps.append(f"| {method} | " + (f"{np.median(per_seed):.3f} ({', '.join(f'{c:.3f}' for c in per_seed)})" if per_seed else "-") + " |")
+    out += ["", "CAP over lambda_f in {1, 5, 25} (Eq. 8, higher is better):", "", "| method | CAP |", "|---|---|", *caps]
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (all runs)")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--splits", type=Path, default=SPLITS)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--table", action="store_true")
+    args = parser.parse_args()
+    if not args.table:
+        limit_threads()
+        overrides = parse_overrides(args.set)
+        done = {(r["method"], r["lambda_p"], r["lambda_f"], r["seed"]) for r in read_jsonl(args.out)}
+        for seed in args.seeds:
+            for method, lp, lf in plan():
+                if (method, lp, lf, seed) in done:
+                    continue
+                record = run_one(method, lp, lf, seed, overrides, args.data_dir, args.splits)
+                append_jsonl(args.out, record)
+                print(f"seed {seed} {method} lambda_p {lp:g} lambda_f {lf:g}: test AUC {record['metrics']['test_auc']:.4f}, "
+                      f"MC pretrained {record['mc_pretrained']}, finetuned {record['mc_finetuned']}, {record['wall_s']} s",
+                      flush=True)
+    print(tables(read_jsonl(args.out)))
+
+
+if __name__ == "__main__":
+    main()
