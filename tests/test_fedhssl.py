@@ -189,3 +189,16 @@ def test_fedsplitnn_is_split_nn_with_no_pretraining():
     results = run_inprocess(small(variant="fedsplitnn", split_epochs=3), SITES, None)
     assert set(results["communication"]["per_phase"]) == {"setup", "finetune", "evaluation"}
     assert results["metrics"]["test_auc"] > 0.9
+
+
+def test_four_parties_with_the_labels_at_a_site():
+    cfg = small(global_iterations=2, split_epochs=3, label_owner="site-3", labeled_fraction=0.5)
+    sites = ["site-1", "site-2", "site-3", "site-4"]
+    results = run_inprocess(cfg, sites, None)
+    assert results["metrics"]["test_auc"] > 0.9
+    counts = results["communication"]["per_site"]
+    assert results["expected_communication"] == {s: {"uploads": c["uploads"], "downloads": c["downloads"]} for s, c in counts.items()}
+    cross = results["communication"]["per_phase_site"]["cross_ssl"]
+    # per batch the active party sends one z_c and receives the three passive parties'; a passive one, one and one
+    assert cross["site-3"]["payload_bytes"] == 2 * cross["site-1"]["payload_bytes"]
+    assert all(cross[s]["uploads"] == cross["site-3"]["uploads"] for s in sites)
