@@ -22,6 +22,7 @@ simulator's numbers exactly (tests/test_fedhssl_simulator.py).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import time
 from collections import defaultdict
@@ -34,7 +35,7 @@ from common import (
     DEFAULT_DATA_DIR, RUNS, SourceTable, append_jsonl, environment, job_rows, limit_threads, mean_std,
     prepare_split, read_jsonl, run_vfl, trees,
 )  # fmt: skip
-from vflflare.algorithms.registry import make_config
+from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare.cli import parse_overrides
 from vflflare.config import JobConfig
 from vflflare.data.sources import load_source
@@ -93,7 +94,9 @@ def run_one(method: str, dataset: str, labeled: int, seed: int, overrides: dict,
         result = trees(rows.train_ids, rows, source_table(data_dir, dataset), seed)
         record.update(metrics=result["metrics"], rows={"aligned_train": len(rows.train_ids), "val": len(rows.val_ids)})
     else:
-        cfg = make_config({**overrides, **METHODS[method], "seed": seed, "labeled_fraction": fraction})
+        known = {f.name for f in dataclasses.fields(get_algorithm(METHODS[method]["algorithm"]).Config)}
+        own = {k: v for k, v in overrides.items() if k in known}  # e.g. global_iterations: FedHSSL's only
+        cfg = make_config({**own, **METHODS[method], "seed": seed, "labeled_fraction": fraction})
         result, _ = run_vfl(cfg, root, sites=SITES)
         if "error" in result:
             raise RuntimeError(f"{method} {dataset} {labeled} seed {seed}: {result['error']}")

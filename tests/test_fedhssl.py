@@ -156,7 +156,7 @@ def test_every_variant_is_a_config_of_the_one_plugin():
 
 @pytest.mark.parametrize("ssl_method", ["simsiam", "byol", "moco"])
 def test_one_global_iteration_exact_communications(ssl_method):
-    cfg = small(ssl_method=ssl_method, global_iterations=1, split_epochs=1, labeled_fraction=0.5)
+    cfg = small(ssl_method=ssl_method, global_iterations=1, split_epochs=1, labeled_fraction=0.5, finetune_lrs=[0.01])
     results = run_inprocess(cfg, SITES, None)
     rows = results["rows"]
     assert rows["aligned_unlabeled"] > 0  # the rows labeled_fraction leaves out still pretrain f_c
@@ -202,3 +202,18 @@ def test_four_parties_with_the_labels_at_a_site():
     # per batch the active party sends one z_c and receives the three passive parties'; a passive one, one and one
     assert cross["site-3"]["payload_bytes"] == 2 * cross["site-1"]["payload_bytes"]
     assert all(cross[s]["uploads"] == cross["site-3"]["uploads"] for s in sites)
+
+
+def test_finetuning_keeps_the_learning_rate_best_on_validation():
+    results = run_inprocess(small(global_iterations=1, split_epochs=2, split_patience=2), SITES, None)
+    training = results["training"]
+    scores = {float(lr): v for lr, v in training["finetune_val"].items()}
+    assert list(scores) == [0.005, 0.01, 0.03]
+    assert training["finetune_lr"] == max(scores, key=scores.get)
+    assert results["metrics"]["val_auc"] == scores[training["finetune_lr"]]  # the kept model is the selected one
+    runs = training["finetune_epochs"]
+    assert len(runs) == (3 if training["finetune_lr"] == 0.03 else 4)
+    batches = -(-results["rows"]["aligned_train"] // 32)
+    finetune = results["communication"]["per_phase_site"]["finetune"]["site-1"]
+    assert (finetune["uploads"], finetune["downloads"]) == (sum(e * (batches + 1) for e in runs), sum(e * batches for e in runs))
+    assert results["expected_communication"]["site-1"]["uploads"] == results["communication"]["per_site"]["site-1"]["uploads"]

@@ -26,6 +26,7 @@ Choices where the paper is open, ours:
 """
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,9 @@ class HybridSSLSettings(Settings):
     # ISO (Eq. 7) strength lambda_p on what the active party shares while pretraining: its z_c and its PMA
     # contribution (Section VI-B); 0 = off
     iso_pretrain: float = 0.0
+    # finetuning learning rates tried, each from the pretrained towers; the one with the best validation
+    # metric is kept (Appendix B's grid; the paper does not say on which split it selects: validation here)
+    finetune_lrs: list[float] = field(default_factory=lambda: [0.005, 0.01, 0.03])
 
     def validate(self) -> None:
         super().validate()
@@ -97,6 +101,8 @@ class HybridSSLSettings(Settings):
         self.check(self.moco_queue >= 1, "moco_queue", "must be >= 1")
         self.check(self.pma_top_layers >= 1, "pma_top_layers", "must be >= 1")
         self.check(self.iso_pretrain >= 0, "iso_pretrain", "must be >= 0")
+        self.check(bool(self.finetune_lrs) and all(lr > 0 for lr in self.finetune_lrs), "finetune_lrs",
+                   "must hold one or more learning rates > 0")
         self.check(self.finetune_towers in ("", "both", *TOWERS), "finetune_towers", "must be '', both, cross or local")
 
     @property
@@ -134,7 +140,7 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
     """A FedHSSL party: f_c with its projector and predictor h_c, f_l with its own and h_l (and, for BYOL and
     MoCo, an EMA target of f_l and its projector); `encoder` is the two-tower model finetuned after."""
 
-    steps = ("guided_local_ssl",)
+    steps = ("guided_local_ssl", "keep_pretrained", "reset_to_pretrained")
     _cross_pending: tuple[Any, torch.Tensor] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -261,6 +267,17 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
         encoder, projector = target
         return projector(encoder(*[t.to(self.device) for t in batch]))
 
+    # ------------------------------------------------------------------ finetuning from the pretrained towers
+    def keep_pretrained(self, payload: Payload) -> Payload:
+        self.state["pretrained"] = copy.deepcopy(self.encoder.state_dict())
+        return {}
+
+    def reset_to_pretrained(self, payload: Payload) -> Payload:
+        """Start a finetuning run at learning rate payload["lr"] from the pretrained towers."""
+        self.encoder.load_state_dict(self.state["pretrained"])
+        self.state["split_optimizer"] = torch.optim.Adam(self.encoder.parameters(), lr=float(payload["lr"]))
+        return {}
+
     # ------------------------------------------------------------------ step 3: PMA
     def shared_module(self) -> nn.Module:
         """f_lt o h_l: the top layers of f_l, the local projector and the local predictor."""
@@ -269,10 +286,22 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
         return nn.ModuleDict({"top": nn.ModuleDict(top), "head": self.state["local_head"]})
 
 
+class HybridSSLLabel(SplitNNLabelParty):
+    channels = {"finetune_lr": "step"}
+
+    def finetune_lr(self, lr: float) -> None:
+        self.state["finetune_lr"] = float(lr)
+
+    def split_begin(self, keep_classifier: bool) -> None:
+        super().split_begin(keep_classifier)
+        for group in self.state["split_optimizer"].param_groups:
+            group["lr"] = self.state.get("finetune_lr", self.cfg.lr)
+
+
 class FedHSSL(Algorithm):
     name = "fedhssl"
     job_name = "fedhssl"
-    Config, Site, Label = FedHSSLConfig, HybridSSLSite, SplitNNLabelParty
+    Config, Site, Label = FedHSSLConfig, HybridSSLSite, HybridSSLLabel
     phases = ("cross_ssl", "local_ssl", "pma", "finetune", "evaluation")
     uses_aligned_unlabeled = True
 
@@ -290,9 +319,32 @@ class FedHSSL(Algorithm):
                     net.exchange("guided_local_ssl", {s: {"iteration": iteration} for s in net.sites})
             if "pma" in steps:  # step 3: partial model aggregation of f_lt o h_l
                 partial_model_aggregation(net, self.he_context, iso={active: cfg.iso_pretrain})
-        # finetune: split-NN over the labeled aligned rows from the pretrained towers
-        return train_split_nn(net, label, cfg, rows["aligned_train"], cfg.split_epochs, False, self.tracker,
-                              self.info, phase="finetune")
+        return self.finetune(net, label, rows)
+
+    def finetune(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
+        """Split-NN over the labeled aligned rows from the pretrained towers, once per learning rate of
+        cfg.finetune_lrs; the best on validation is run last (again, if it was not the last), so its model
+        is the one the parties keep."""
+        net.step("keep_pretrained", {s: {} for s in net.sites})
+        lrs = list(self.cfg.finetune_lrs)
+        scores: dict[float, float] = {}
+        for lr in lrs:
+            metrics = self._finetune_at(net, label, rows, lr)
+            scores[lr] = next(v for k, v in metrics.items() if k.startswith("val_"))
+        best = max(lrs, key=lambda lr: scores[lr])  # the first of equals
+        if best != lrs[-1]:
+            metrics = self._finetune_at(net, label, rows, best)
+        self.info.update(finetune_lr=best, finetune_val={str(lr): s for lr, s in scores.items()})
+        self.tracker.info(f"finetuning: validation {scores}, kept lr {best}")
+        return metrics
+
+    def _finetune_at(self, net: Transport, label: Any, rows: dict[str, int], lr: float) -> dict[str, float]:
+        net.step("reset_to_pretrained", {s: {"lr": lr} for s in net.sites})
+        label.finetune_lr(lr)
+        metrics = train_split_nn(net, label, self.cfg, rows["aligned_train"], self.cfg.split_epochs, False,
+                                 self.tracker, self.info, phase="finetune")
+        self.info.setdefault("finetune_epochs", []).append(self.info["split_epochs"])
+        return metrics
 
     @staticmethod
     def cross_rows(rows: dict[str, int]) -> int:
@@ -307,5 +359,7 @@ class FedHSSL(Algorithm):
             up, down = up + iterations * c_up, down + iterations * c_down
         if "pma" in steps:
             up, down = up + iterations, down + iterations
-        feature, label_extra = split_nn_communications(cfg, rows["aligned_train"], self.info["split_epochs"], False)
-        return self.per_site(sites, (feature[0] + up, feature[1] + down), label_extra)
+        runs = [split_nn_communications(cfg, rows["aligned_train"], epochs, False) for epochs in self.info["finetune_epochs"]]
+        feature = (up + sum(f[0] for f, _ in runs), down + sum(f[1] for f, _ in runs))
+        label_extra = (sum(e[0] for _, e in runs), sum(e[1] for _, e in runs))
+        return self.per_site(sites, feature, label_extra)
