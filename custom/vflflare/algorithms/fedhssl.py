@@ -51,6 +51,8 @@ from vflflare.ssl.losses import Predictor, momentum_update, target_copy
 from vflflare.ssl.losses.hybrid import cross_party_loss, guided_local_loss
 from vflflare.ssl.methods import SSL_METHODS, SSLMethod, make_pair_loss
 
+_PROGRESS_EVERY_S = 30.0
+
 # variant -> (pretraining steps, towers finetuned)
 VARIANTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "fedhssl": (("cross", "local", "pma"), ("cross", "local")),
@@ -238,6 +240,7 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
         self.encoder.cross.eval()
         self.state["cross_head"].eval()
         started, total = time.monotonic(), 0.0
+        reported = started
         for step in range(steps):
             v1, v2 = views(self.train_batch(rows[order[step * batch_size : (step + 1) * batch_size]]))
             z1, z2 = self.project("local", v1), self.project("local", v2)
@@ -256,6 +259,9 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
             if hasattr(pair_loss, "enqueue"):
                 pair_loss.enqueue(t1)
                 pair_loss.enqueue(t2)
+            if time.monotonic() - reported > _PROGRESS_EVERY_S:  # a long epoch still tells liveness it is alive
+                reported = time.monotonic()
+                self.tracker.scalar("local_ssl/running_loss", total / (step + 1), iteration * steps + step)
         loss = total / steps
         self.tracker.scalar("local_ssl/loss", loss, iteration)
         self.tracker.info(f"{self.site}: guided local SSL, global iteration {iteration + 1}: loss {loss:.4f}, "
