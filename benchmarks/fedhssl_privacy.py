@@ -96,6 +96,8 @@ def plan() -> list[tuple[str, float, float]]:
 
 
 def tables(records: list[dict]) -> str:
+    failed = [r for r in records if "error" in r]
+    records = [r for r in records if "error" not in r]
     by: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
         by[(r["method"], r["lambda_p"], r["lambda_f"])].append(r)
@@ -136,6 +138,9 @@ def tables(records: list[dict]) -> str:
                 per_seed.append(cap([r["metrics"]["test_auc"] for r in pairs], [r["mc_finetuned"]["accuracy"] for r in pairs]))
         caps.append(f"| {method} | " + (f"{np.median(per_seed):.3f} ({', '.join(f'{c:.3f}' for c in per_seed)})" if per_seed else "-") + " |")
     out += ["", "CAP over lambda_f in {1, 5, 25} (Eq. 8, higher is better):", "", "| method | CAP |", "|---|---|", *caps]
+    out += ["", "Runs that ended with an error:"] + [
+        f"- seed {r['seed']} {r['method']} lambda_p {r['lambda_p']:g} lambda_f {r['lambda_f']:g}: {r['error'][-200:]}"
+        for r in failed] if failed else []
     return "\n".join(out)
 
 
@@ -156,7 +161,13 @@ def main() -> None:
             for method, lp, lf in plan():
                 if (method, lp, lf, seed) in done:
                     continue
-                record = run_one(method, lp, lf, seed, overrides, args.data_dir, args.splits)
+                try:
+                    record = run_one(method, lp, lf, seed, overrides, args.data_dir, args.splits)
+                except RuntimeError as error:  # a run the noise made diverge: its site ended the job, say so
+                    append_jsonl(args.out, {"method": method, "lambda_p": lp, "lambda_f": lf, "seed": seed,
+                                            "overrides": overrides, "error": str(error), "env": environment()})
+                    print(f"seed {seed} {method} lambda_p {lp:g} lambda_f {lf:g}: failed: {error}", flush=True)
+                    continue
                 append_jsonl(args.out, record)
                 print(f"seed {seed} {method} lambda_p {lp:g} lambda_f {lf:g}: test AUC {record['metrics']['test_auc']:.4f}, "
                       f"MC pretrained {record['mc_pretrained']}, finetuned {record['mc_finetuned']}, {record['wall_s']} s",
