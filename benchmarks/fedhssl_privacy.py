@@ -163,7 +163,7 @@ def main() -> None:
                     continue
                 try:
                     record = run_one(method, lp, lf, seed, overrides, args.data_dir, args.splits)
-                except RuntimeError as error:  # a run the noise made diverge: its site ended the job, say so
+                except (RuntimeError, FloatingPointError) as error:  # a run the noise made diverge: its site ended the job, say so
                     append_jsonl(args.out, {"method": method, "lambda_p": lp, "lambda_f": lf, "seed": seed,
                                             "overrides": overrides, "error": str(error), "env": environment()})
                     print(f"seed {seed} {method} lambda_p {lp:g} lambda_f {lf:g}: failed: {error}", flush=True)
