@@ -30,6 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from common import (
     DEFAULT_DATA_DIR, RUNS, SourceTable, append_jsonl, environment, job_rows, limit_threads, mean_std,
@@ -40,6 +44,7 @@ from vflflare import cli
 from vflflare.cli import parse_overrides
 from vflflare.config import JobConfig
 from vflflare.data.sources import load_source
+from vflflare.protocol.site_runtime import SiteRuntime
 
 RESULTS = RUNS / "fedhssl.jsonl"
 SPLITS = Path("/tmp/vflflare-bench/fedhssl-splits")
@@ -106,6 +111,46 @@ def split_for(data_dir: Path, setting: str, seed: int, splits: Path) -> tuple[Pa
 @functools.lru_cache(maxsize=None)
 def source_table(data_dir: Path, dataset: str) -> SourceTable:
     return SourceTable(data_dir, dataset)
+
+
+PROBE_ROWS = 5000  # aligned rows whose true labels the diagnostic probe (not a method) trains on
+
+
+class ProbeRuntime(SiteRuntime):
+    """Keeps the site's frozen representations of its aligned unlabeled and test rows when finetuning
+    starts, i.e. of the pretrained towers (the diagnostic reads them in process)."""
+
+    pretrained: dict | None = None
+
+    def handle(self, task: str, payload: dict[str, Any]) -> dict[str, Any]:
+        if task == "split" and self.pretrained is None:
+            party = self.party
+            self.pretrained = {**party.representations(["aligned_unlabeled", "test"]),
+                               "ids": [party.view.train_ids[int(r)] for r in party.rows_of("aligned_unlabeled")],
+                               "test_ids": [party.view.test_ids[int(r)] for r in party.rows_of("test")]}
+        return super().handle(task, payload)
+
+
+def linear_probe(method: str, setting: str, labeled: int, seed: int, overrides: dict, data_dir: Path,
+                 splits: Path) -> dict[str, Any]:
+    """Diagnostic: a logistic regression on both parties' frozen pretrained towers, trained on PROBE_ROWS
+    aligned rows with their true labels, test AUC. Separates what pretraining learnt from the noise of
+    finetuning on 200 rows; FedSplitNN's towers are the untrained initialisation."""
+    dataset, sites = parse_setting(setting)
+    root, overlap = split_for(data_dir, setting, seed, splits)
+    known = {f.name for f in dataclasses.fields(get_algorithm("fedhssl").Config)}
+    cfg = make_config({**{k: v for k, v in overrides.items() if k in known}, **METHODS[method], "seed": seed,
+                       "labeled_fraction": labeled_fraction(labeled, overlap), "split_epochs": 1, "finetune_lrs": [0.01]})
+    _, runtimes = run_vfl(cfg, root, ProbeRuntime, sites)
+    snaps = [runtimes[s].pretrained for s in sites]
+    train_x = np.concatenate([s["aligned_unlabeled"][:PROBE_ROWS] for s in snaps], axis=1)
+    test_x = np.concatenate([s["test"] for s in snaps], axis=1)
+    table = source_table(data_dir, dataset)
+    probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+    probe.fit(train_x, table.y(snaps[0]["ids"][:PROBE_ROWS]))
+    auc = float(roc_auc_score(table.y(snaps[0]["test_ids"]), probe.predict_proba(test_x)[:, 1]))
+    return {"setting": setting, "labeled": labeled, "seed": seed, "method": method, "overrides": overrides,
+            "probe_test_auc": auc, "probe_rows": PROBE_ROWS, "env": environment()}
 
 
 def run_one(method: str, setting: str, labeled: int, seed: int, overrides: dict, data_dir: Path,
@@ -190,7 +235,19 @@ def main() -> None:
     parser.add_argument("--splits", type=Path, default=SPLITS)
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; finished runs are skipped")
     parser.add_argument("--table", action="store_true", help="only print the tables of --out")
+    parser.add_argument("--probe", action="store_true",
+                        help="diagnostic instead: linear probe of the pretrained towers (see linear_probe)")
     args = parser.parse_args()
+    if args.probe:
+        limit_threads()
+        for setting in args.settings:
+            for seed in args.seeds:
+                for method in [m for m in args.methods if METHODS.get(m, {}).get("algorithm") == "fedhssl"]:
+                    record = linear_probe(method, setting, args.labeled[0], seed, parse_overrides(args.set),
+                                          args.data_dir, args.splits)
+                    append_jsonl(args.out, record)
+                    print(f"probe {setting} seed {seed} {method}: test AUC {record['probe_test_auc']:.4f}", flush=True)
+        return
     if not args.table:
         limit_threads()
         overrides = parse_overrides(args.set)
