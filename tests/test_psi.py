@@ -250,3 +250,17 @@ def test_masks_over_canonical_order_reveal_no_ids():
     train_mask, test_mask = view.masks_for(["a", "c", "zzz"], ["t"])
     assert train_mask.dtype == np.bool_ and train_mask.sum() == 2 and test_mask.tolist() == [True]
     assert view.labeled(train_mask, None).train == [i for i in view.train if i in {"a", "c"}]
+
+
+@pytest.mark.parametrize("alignment", ["hash", "psi"])
+def test_sites_learn_the_same_aligned_rows_without_a_label(tmp_path, alignment):
+    """FedHSSL pretrains on aligned rows nobody labeled: both alignments tell every site the same ones, in one
+    order, and none of them is labeled or validation."""
+    root = make_root(tmp_path)
+    write_true_psi(root)
+    runtimes, label, counts, _ = setup_only(root, make_config(algorithm="fedhssl", alignment=alignment,
+                                                              labeled_fraction=0.5))
+    first, second = (aligned_ids(runtimes[s], "aligned_unlabeled") for s in SITES)
+    assert first == second and counts["aligned_unlabeled"] == len(first) == 150 - 75
+    labeled = set(aligned_ids(runtimes["site-1"], "aligned")) | set(aligned_ids(runtimes["site-1"], "val"))
+    assert not labeled & set(first) and labeled | set(first) == set(read_ids(root / "overlap_ids.csv"))
