@@ -161,7 +161,7 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
             self.state[f"{tower}_head"] = self.on_device(online)
             self.state[f"{tower}_loss"] = self._pair_loss(tower)
         if method.target_momentum is not None:
-            self.state["local_target"] = target_copy(nn.Sequential(local, self.state["local_head"]["projector"]))
+            self.state["local_target"] = target_copy(self._local_online())
         self.state["cross_optimizer"] = torch.optim.Adam(
             [*self.encoder.cross.parameters(), *self.state["cross_head"].parameters()], lr=cfg.pretrain_lr)
         self.state["local_optimizer"] = torch.optim.Adam(
@@ -254,8 +254,7 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
             loss.backward()
             optimizer.step()
             if target is not None:
-                momentum_update(nn.Sequential(self.encoder.local, self.state["local_head"]["projector"]), target,
-                                method.target_momentum)
+                momentum_update(self._local_online(), target, method.target_momentum)
             if hasattr(pair_loss, "enqueue"):
                 pair_loss.enqueue(t1)
                 pair_loss.enqueue(t2)
@@ -267,6 +266,10 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
         self.tracker.info(f"{self.site}: guided local SSL, global iteration {iteration + 1}: loss {loss:.4f}, "
                           f"{steps * batch_size / (time.monotonic() - started):.0f} rows/s")
         return {"loss": loss, "rows": len(rows)}
+
+    def _local_online(self) -> nn.Sequential:
+        """f_l followed by its projector: the module the EMA target copies."""
+        return nn.Sequential(self.encoder.local, self.state["local_head"]["projector"])
 
     def _target(self, target: nn.Sequential, batch: Any) -> torch.Tensor:
         """z~ = the EMA projector of the EMA f_l."""

@@ -79,7 +79,7 @@ class PartialAggregationSite:
             weights = payload["average"]["weights"]
         module = self.shared_module()
         own = module.state_dict()
-        missing = sorted(set(self.shared_weights()) - set(weights))
+        missing = sorted({k for k, t in own.items() if t.is_floating_point()} - set(weights))
         if missing:
             raise ValueError(f"site '{self.site}': the PMA average lacks {missing}")
         module.load_state_dict({**own, **{k: torch.as_tensor(np.asarray(v)).reshape(own[k].shape) for k, v in weights.items()}})

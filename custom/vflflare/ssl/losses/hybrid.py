@@ -56,4 +56,6 @@ def guided_local_loss(
         raise ValueError(f"gamma must be >= 0, got {gamma}")
     (p1, p2), (t1, t2), (c1, c2) = predictions, targets, cross_party
     local = 0.5 * (pair_loss(p1, t2.detach()) + pair_loss(p2, t1.detach()))
+    if gamma == 0:  # plain local SSL (FedLocalSSL): no guidance term to compute
+        return local
     return local + gamma * (pair_loss(p1, c1.detach()) + pair_loss(p2, c2.detach()))
