@@ -42,7 +42,14 @@ def default_jobs() -> dict[str, str]:
 
 
 def write_default_jobs(out_dir: str | Path) -> list[Path]:
-    jobs = [write_job(out_dir, job, {"algorithm": algorithm}) for job, algorithm in default_jobs().items()]
+    """Package defaults; a plug-in whose labels must be at a site gets the first of `--sites 2`'s names."""
+    from vflflare.data.split import parse_sites
+
+    def defaults(algorithm: str) -> dict[str, Any]:
+        owner = {"label_owner": parse_sites("2")[0]} if ALGORITHMS[algorithm].uses_active_site_labels else {}
+        return {"algorithm": algorithm, **owner}
+
+    jobs = [write_job(out_dir, job, defaults(algorithm)) for job, algorithm in default_jobs().items()]
     return jobs + [write_psi_job(out_dir)]
 
 

@@ -36,6 +36,9 @@ class Algorithm:
     needs_data: ClassVar[bool] = True
     # True: setup also tells each site its aligned rows without a label (part "aligned_unlabeled")
     uses_aligned_unlabeled: ClassVar[bool] = False
+    # True: the label owner is a site that also holds the labels of its unaligned rows (VFLHLP's active
+    # party); the embedded default split then gives it those, and the default job names a site as owner
+    uses_active_site_labels: ClassVar[bool] = False
     # site steps that need no setup: task name -> fn(site name, payload) -> reply
     stateless_steps: ClassVar[dict[str, Callable[[str, Payload], Payload]]] = {}
 

@@ -12,6 +12,7 @@ from vflflare.algorithms.plugin import Algorithm
 from vflflare.algorithms.secure_sum import SecureSumCheck
 from vflflare.algorithms.ssvfl import SSVFLC, SSVFLI
 from vflflare.algorithms.vanilla import FedBCD, VanillaVFL
+from vflflare.algorithms.vflhlp import VFLHLP
 from vflflare.config import ConfigError, JobConfig
 
 ALGORITHMS: dict[str, type[Algorithm]] = {}
@@ -26,7 +27,7 @@ def register(plugin: type[Algorithm]) -> type[Algorithm]:
     return plugin
 
 
-for _plugin in (VanillaVFL, FedBCD, OneShotVFL, FewShotVFL, SSVFLI, SSVFLC, FedHSSL, SecureSumCheck):
+for _plugin in (VanillaVFL, FedBCD, OneShotVFL, FewShotVFL, SSVFLI, SSVFLC, FedHSSL, VFLHLP, SecureSumCheck):
     register(_plugin)
 
 

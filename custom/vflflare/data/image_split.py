@@ -80,6 +80,8 @@ def split_images(
         test_labels=_labels(source.test_labels, test_pool, test_ids),
         num_classes=source.num_classes, seed=seed, overlap=overlap,
         test_fraction=len(test_pool) / (len(test_pool) + len(pool)),
+        local_labels={site: _labels(source.train_labels[pool], np.sort(own), train_ids[pool])
+                      for site, own in zip(sites, unaligned)},
     )
     return result, strips, schemas
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.ids import normalize_table_ids
@@ -160,7 +161,8 @@ def _site_reader(
 
 
 def load_label_tables(
-    owner: str, sites: list[str], data_root: str | None, seed: int, id_normalize: Sequence[str] = ()
+    owner: str, sites: list[str], data_root: str | None, seed: int, id_normalize: Sequence[str] = (),
+    active_site_labels: bool = False,
 ) -> LabelTables:
     """Read and validate the label party's labels from ``<root>/<owner>/`` (owner "server" or a site).
 
@@ -168,13 +170,17 @@ def load_label_tables(
     a site whose schema.json declares 'label_column', from that column of its train.csv (empty cell =
     unlabeled row) and test.csv. Both at once is an error: preferring one would silently ignore the
     other. With data_root None the labels of the embedded default split go to whoever asks, whatever
-    the name."""
+    the name; with `active_site_labels` a site owner also gets those of its own unaligned rows (as
+    `vflflare split --active-site-labels` writes them)."""
     who = f"label party {owner!r}"
     if data_root is None:
         result = _embedded_split(sites, seed)
         spec = label_spec(result)
         source = f"<embedded {EMBEDDED_DATASET} split>/{owner}"
-        train_csv = _embedded_csv(who, f"{source}/{TRAIN_LABELS_FILE}", result.train_labels, spec.id_column)
+        train_labels = result.train_labels
+        if active_site_labels and owner in result.local_labels:
+            train_labels = pd.concat([train_labels, result.local_labels[owner]], ignore_index=True)
+        train_csv = _embedded_csv(who, f"{source}/{TRAIN_LABELS_FILE}", train_labels, spec.id_column)
         test_csv = _embedded_csv(who, f"{source}/{TEST_LABELS_FILE}", result.test_labels, spec.id_column)
     else:
         check_sites_match(who, data_root, sites)

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,9 @@ class SplitResult:
     seed: int
     overlap: int
     test_fraction: float
+    # id, label of each site's own unaligned rows: written only for `--active-site-labels` (VFLHLP's
+    # active party holds labels for all of its local rows)
+    local_labels: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 def split_table(
@@ -119,6 +122,7 @@ def split_table(
         seed=seed,
         overlap=overlap,
         test_fraction=test_fraction,
+        local_labels={site: _labels(labels, np.sort(own), id_array) for site, own in zip(sites, unaligned)},
     )
 
 
@@ -135,13 +139,15 @@ def write_split(
     manifest_extra: Mapping[str, Any] | None = None,
     label_in_table: bool = False,
     schemas: Mapping[str, TableSchema] | None = None,
+    active_site_labels: bool = False,
 ) -> Path:
     """Write the data-root layout (site folders, label files, overlap_ids.csv, manifest.json) into a new
     or empty `out_dir`, which is then usable as VFLFLARE_DATA_ROOT. Returns the manifest's path.
 
     With `label_in_table` the labels go into a 'label' column of the label owner's train.csv (empty on
     its unaligned rows, which are unlabeled) and test.csv, declared in its schema.json, instead of
-    label files. `schemas`: a site's schema.json when it is not a plain table's (images). A non-empty
+    label files. With `active_site_labels` the label-owning site also gets the labels of its own unaligned
+    rows (VFLHLP's active party). `schemas`: a site's schema.json when it is not a plain table's (images). A non-empty
     folder is refused rather than overwritten: leftover site folders from an
     earlier split with more sites would silently join the new one."""
     if label_owner != SERVER and label_owner not in result.sites:
@@ -153,7 +159,13 @@ def write_split(
             raise ValueError(
                 f"site {label_owner!r} has a feature column named {DEFAULT_LABEL_COLUMN!r}, the label column's name"
             )
-    manifest = _manifest(result, label_owner, label_in_table)
+    train_labels = result.train_labels
+    if active_site_labels:
+        if label_owner == SERVER:
+            raise ValueError(f"active-site labels need a site label owner; {SERVER!r} holds no rows of its own "
+                             f"(use --label-owner)")
+        train_labels = pd.concat([train_labels, result.local_labels[label_owner]], ignore_index=True)
+    manifest = {**_manifest(result, label_owner, label_in_table), "active_site_labels": active_site_labels}
     clashes = sorted(set(manifest_extra or {}) & set(manifest))
     if clashes:
         raise ValueError(f"manifest_extra may not replace the split's own keys {clashes}")
@@ -168,14 +180,14 @@ def write_split(
         train, test = part.train, part.test
         if label_in_table and site == label_owner:
             schema = replace(schema, label_column=DEFAULT_LABEL_COLUMN, num_classes=result.num_classes)
-            train, test = _with_labels(train, result.train_labels), _with_labels(test, result.test_labels)
+            train, test = _with_labels(train, train_labels), _with_labels(test, result.test_labels)
         _write_text(folder / TRAIN_FILE, frame_to_csv(train))
         _write_text(folder / TEST_FILE, frame_to_csv(test))
         _write_json(folder / SCHEMA_FILE, schema.to_dict())
     if not label_in_table:
         label_folder = root / label_owner
         label_folder.mkdir(parents=True, exist_ok=True)
-        _write_text(label_folder / TRAIN_LABELS_FILE, frame_to_csv(result.train_labels))
+        _write_text(label_folder / TRAIN_LABELS_FILE, frame_to_csv(train_labels))
         _write_text(label_folder / TEST_LABELS_FILE, frame_to_csv(result.test_labels))
         _write_json(label_folder / LABELS_FILE, label_spec(result).to_dict())
     _write_text(root / OVERLAP_IDS_FILE, frame_to_csv(pd.DataFrame({DEFAULT_ID_COLUMN: result.overlap_ids})))
@@ -218,6 +230,12 @@ def configure_split_parser(parser: argparse.ArgumentParser) -> None:
         "schema.json; empty on unaligned rows) instead of label files; needs a site --label-owner",
     )
     parser.add_argument(
+        "--active-site-labels",
+        action="store_true",
+        help="the label-owning site also holds the labels of its own unaligned rows (VFLHLP's active party); "
+        "needs a site --label-owner",
+    )
+    parser.add_argument(
         "--site-columns",
         help='columns per site, sites separated by ";" and columns by ",", e.g. "A,B,C;D,E" '
         "(default: the dataset's 2-party split for K=2, else even in column order)",
@@ -244,7 +262,7 @@ def run_split(args: argparse.Namespace) -> int:
         checksums = {path.relative_to(args.data_dir).as_posix(): _sha256(path) for path in files}
         manifest = write_split(
             result, args.out, args.label_owner, {"dataset": args.dataset, "source_sha256": checksums},
-            label_in_table=args.label_in_table, schemas=schemas,
+            label_in_table=args.label_in_table, schemas=schemas, active_site_labels=args.active_site_labels,
         )
         if images:
             from vflflare.data.image_split import write_strips
@@ -264,6 +282,8 @@ def run_split(args: argparse.Namespace) -> int:
     where = args.label_owner
     if args.label_in_table:
         where = f"the {DEFAULT_LABEL_COLUMN!r} column of {args.label_owner}'s tables"
+    if args.active_site_labels:
+        where += f", including its {result.parts[args.label_owner].n_unaligned} unaligned rows"
     print(f"labels ({result.num_classes} classes) at {where}; manifest: {manifest}")
     return 0
 

@@ -40,6 +40,7 @@ def declared(cls: type, attribute: str) -> dict:
 
 class FeatureParty:
     steps: tuple[str, ...] = ("represent",)
+    colocated: Any = None  # the label party this site hosts, if it owns the labels (site_runtime._host_label)
 
     def __init__(self, site: str, view: SiteView, cfg: JobConfig, tracker: Tracker | None = None) -> None:
         """Build f_k from cfg.model (cfg.image_model for a site holding images), seeded by

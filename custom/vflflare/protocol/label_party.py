@@ -46,6 +46,7 @@ class LabelParty:
     # label steps a coordinator may call on a label-owning site, and the channel each travels on:
     # "exchange" (a task: phase calls) or "step" (aux: per-batch and per-epoch calls)
     channels = {"fit_classifier": "exchange", "evaluate": "step"}
+    colocated = None  # the hosting site's feature party, when a site owns the labels (site_runtime._host_label)
 
     def __init__(self, tables: LabelTables, sites: list[str], cfg: JobConfig, tracker: Tracker | None = None) -> None:
         if len(sites) < 1 or len(set(sites)) != len(sites):

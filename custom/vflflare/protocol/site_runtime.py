@@ -122,11 +122,20 @@ class SiteRuntime:
             return self._setup_psi(cfg, sites, tables)
         reply = self._digests(tables.train_ids, tables.test_ids, salt, cfg.id_normalize)
         if cfg.label_owner == self.site:
-            labels = load_label_tables(self.site, sites, self.data_root, cfg.seed, cfg.id_normalize)
-            self.label = self._plugin.Label(labels, sites, cfg, self.tracker)
+            labels = self._host_label(cfg, sites)
             reply["label"] = {**self._digests(labels.train_ids, labels.test_ids, salt, cfg.id_normalize),
                               "num_classes": labels.num_classes}
         return reply
+
+    def _host_label(self, cfg: JobConfig, sites: list[str]):
+        """The label party of a label-owning site. It and the site's feature party know each other
+        (`colocated`): one institution, one process, so a plug-in may join its labels and features locally
+        (VFLHLP's active party trains on both); nothing of either travels for it."""
+        labels = load_label_tables(self.site, sites, self.data_root, cfg.seed, cfg.id_normalize,
+                                   self._plugin.uses_active_site_labels)
+        self.label = self._plugin.Label(labels, sites, cfg, self.tracker)
+        self.label.colocated, self.party.colocated = self.party, self.label
+        return labels
 
     @staticmethod
     def _digests(train_ids: list[str], test_ids: list[str], salt: str, applied: list[str]) -> Payload:
@@ -159,8 +168,7 @@ class SiteRuntime:
                                   "fingerprint": intersection_fingerprint(cfg.seed, self._psi.train, self._psi.test),
                                   "rows": {"train": len(tables.train_ids), "test": len(tables.test_ids)}}}
         if cfg.label_owner == self.site:
-            labels = load_label_tables(self.site, sites, self.data_root, cfg.seed, cfg.id_normalize)
-            self.label = self._plugin.Label(labels, sites, cfg, self.tracker)
+            labels = self._host_label(cfg, sites)
             who = f"label party '{self.site}'"
             problems += self._report(who, ("train labels", "test labels"), labels.train_ids, labels.test_ids,
                                      summarize(self._psi.unmatched(labels.train_ids, labels.test_ids)))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import nn
 
 from vflflare.config import Settings
 from vflflare.models.heads import ProjectionHead
@@ -47,9 +48,19 @@ class ContrastivePretrainSite:
         """Step: LocalCL, then the pretraining stats (numbers: control, not payload)."""
         return {"pretrain": self.pretrain()}
 
+    def pretext(self, rows: torch.Tensor, generator: torch.Generator) -> tuple[Any, nn.Module, nn.Module]:
+        """(views, loss, head on f_k) of the pretext task; SS-VFL's LocalCL: two contrastive views, NT-Xent,
+        a projection head. A plug-in with another pretext (VFLHLP's SCARF) overrides this."""
+        cfg = self.cfg
+        views = self.view.contrastive_views(rows, cfg.scarf_rate, generator)
+        loss_fn = NTXentLoss(temperature=cfg.cl_temperature)
+        with seeded_init(derive_seed(self.seed, "projection_head")):
+            projection = self.on_device(ProjectionHead(cfg.rep_dim, cfg.projection_dim))
+        return views, loss_fn, projection
+
     def pretrain(self) -> dict[str, Any]:
-        """Train f_k with a projection head g and the in-batch NT-Xent loss on two contrastive views of
-        each row (for tables: SCARF corruptions at rate cfg.scarf_rate).
+        """Train f_k on the pretext task (`pretext`; by default a projection head g and the in-batch NT-Xent
+        loss on two contrastive views of each row, for tables SCARF corruptions at rate cfg.scarf_rate).
 
         Rows: every local training row (aligned or not, labeled or not) except the validation rows;
         test rows never. The corruption's replacement values are drawn from the same rows. Our choices
@@ -61,10 +72,7 @@ class ContrastivePretrainSite:
         if n < 2:
             raise ValueError(f"{self.site}: contrastive pretraining needs at least 2 training rows, got {n}")
         generator = torch.Generator().manual_seed(derive_seed(self.seed, "contrastive"))
-        views = self.view.contrastive_views(rows, cfg.scarf_rate, generator)
-        loss_fn = NTXentLoss(temperature=cfg.cl_temperature)
-        with seeded_init(derive_seed(self.seed, "projection_head")):
-            projection = self.on_device(ProjectionHead(cfg.rep_dim, cfg.projection_dim))
+        views, loss_fn, projection = self.pretext(rows, generator)
         optimizer = torch.optim.Adam([*self.encoder.parameters(), *projection.parameters()], lr=cfg.pretrain_lr)
         batch = min(cfg.pretrain_batch_size, n)
         steps_per_epoch = n // batch  # full batches only: a trailing batch of 1 row has no negatives

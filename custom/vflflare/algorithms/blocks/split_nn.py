@@ -106,8 +106,15 @@ class SplitNNSite:
                 out = self.encode(batch)
             optimizer.zero_grad()
             out.backward(grad_t)
+            penalty = self.split_penalty()
+            if penalty is not None:
+                penalty.backward()
             optimizer.step()
         self._pending = None
+
+    def split_penalty(self) -> torch.Tensor | None:
+        """A local term added to this site's split-NN loss (VFLHLP's constraint); none by default."""
+        return None
 
 
 class SplitNNLabel:
@@ -142,12 +149,12 @@ class SplitNNLabel:
         classifier.train()
         loss = F.cross_entropy(classifier(torch.cat(per_site, dim=1)), labels)
         optimizer.zero_grad()
-        loss.backward()
+        self._with_penalty(loss, classifier).backward()
         optimizer.step()
         stale = torch.cat([h.detach() for h in per_site], dim=1)
         for _ in range(self.cfg.local_steps - 1):
             optimizer.zero_grad()
-            F.cross_entropy(classifier(stale), labels).backward()
+            self._with_penalty(F.cross_entropy(classifier(stale), labels), classifier).backward()
             optimizer.step()
         grads = {s: h.grad for s, h in zip(self.sites, per_site)}
         if self.cfg.iso_gradients > 0:
@@ -156,6 +163,14 @@ class SplitNNLabel:
             grads = {s: g if s == self.cfg.label_owner else iso(g, self.cfg.iso_gradients, self.state["iso_generator"])
                      for s, g in grads.items()}
         return {s: g.numpy().astype(np.float32) for s, g in grads.items()}, loss.item()
+
+    def split_penalty(self, classifier: torch.nn.Module) -> torch.Tensor | None:
+        """A term added to the head's split-NN loss (VFLHLP's constraint); none by default."""
+        return None
+
+    def _with_penalty(self, loss: torch.Tensor, classifier: torch.nn.Module) -> torch.Tensor:
+        penalty = self.split_penalty(classifier)
+        return loss if penalty is None else loss + penalty
 
     def keep_candidate(self) -> None:
         self.state["candidate"] = copy.deepcopy(self.state["classifier"].state_dict())
