@@ -166,9 +166,9 @@ class VFLHLPSite(SplitNNSite, ContrastivePretrainSite, FeatureParty):
         if not local:
             raise ValueError(
                 f"site '{self.site}': VFLHLP's active party needs the labels of its unaligned rows too, but its "
-                f"labels cover none of its {len(own)} unaligned training rows; fill its label column (the "
-                f"schema's 'label_column') or train_labels.csv for all its rows, e.g. `vflflare split "
-                f"--label-owner {self.site} --active-site-labels`")
+                f"labels ({tables.train_source}) cover none of its {len(own)} unaligned training rows; give every "
+                f"row of its train.csv a label there, e.g. `vflflare split --label-owner {self.site} "
+                f"--active-site-labels`")
         rows = np.concatenate([self.rows_of("aligned").numpy(), local])
         return torch.as_tensor(rows), torch.as_tensor([label_of[ids[r]] for r in rows])
 

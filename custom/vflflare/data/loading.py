@@ -243,12 +243,14 @@ def _label_tables(
                            f"classes (rows per class: {per_class}); set num_classes to {len(per_class)}, or remove it "
                            f"to infer it")
     assert train_csv.ids is not None and test_csv.ids is not None
+    source = train_csv.source if declared_in == LABELS_FILE else f"column {spec.label_column!r} of {train_csv.source}"
     return LabelTables(
         train_ids=train_csv.ids,
         train_labels=train_labels,
         test_ids=test_csv.ids,
         test_labels=test_labels,
         num_classes=num_classes,
+        train_source=source,
     )
 
 

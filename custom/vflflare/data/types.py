@@ -52,3 +52,5 @@ class LabelTables:
     test_ids: list[str]
     test_labels: np.ndarray  # int64
     num_classes: int
+    # where the training labels were read, for messages: a label file, or "column 'label' of <site>/train.csv"
+    train_source: str = ""
