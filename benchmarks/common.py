@@ -48,16 +48,18 @@ def limit_threads() -> None:
 
 def prepare_split(
     data_dir: Path, overlap: int, seed: int, splits_dir: Path = DEFAULT_SPLITS, dataset: str = "credit_default",
-    parties: int = len(SITES), label_owner: str | None = None,
+    parties: int = len(SITES), label_owner: str | None = None, active_site_labels: bool = False,
 ) -> Path:
-    """`vflflare split --dataset D --sites K --overlap N --seed S [--label-owner O]` once per argument set."""
+    """`vflflare split --dataset D --sites K --overlap N --seed S [--label-owner O [--active-site-labels]]`
+    once per argument set."""
     name = f"{dataset}{f'_k{parties}' if parties != len(SITES) else ''}_n{overlap}_s{seed}"
-    out = splits_dir / (f"{name}_labels_{label_owner}" if label_owner else name)
+    out = splits_dir / (f"{name}_labels_{label_owner}{'_all' if active_site_labels else ''}" if label_owner else name)
     if not (out / "manifest.json").exists():
         code = cli.main([
             "split", "--dataset", dataset, "--data-dir", str(data_dir), "--sites", str(parties),
             "--overlap", str(overlap), "--seed", str(seed), "--out", str(out),
             *(["--label-owner", label_owner] if label_owner else []),
+            *(["--active-site-labels"] if active_site_labels else []),
         ])  # fmt: skip
         if code != 0:
             raise RuntimeError(f"vflflare split failed for {dataset}, {parties} parties, overlap {overlap}, seed {seed}")

@@ -164,7 +164,7 @@ def run_one(method: str, setting: str, labeled: int, seed: int, overrides: dict,
     if method == TREES:
         rows = job_rows(root, seed, JobConfig.val_fraction, sites, fraction)
         result = trees(rows.train_ids, rows, source_table(data_dir, dataset), seed)
-        record.update(metrics=result["metrics"], rows={"aligned_train": len(rows.train_ids), "val": len(rows.val_ids)})
+        record.update(metrics=result["metrics"], training=result["training"], rows={"aligned_train": len(rows.train_ids), "val": len(rows.val_ids)})
     else:
         known = {f.name for f in dataclasses.fields(get_algorithm(METHODS[method]["algorithm"]).Config)}
         own = {k: v for k, v in overrides.items() if k in known}  # e.g. global_iterations: FedHSSL's only
@@ -216,7 +216,7 @@ def tables(records: list[dict]) -> str:
                 continue
             mb = {p: np.median([r["mb_per_site"].get(p, 0) for r in rs]) for p in ("cross_ssl", "pma", "finetune", "split_training")}
             comms = [sum(v[i] for v in rs[0]["comms_per_site"].values()) for i in (0, 1)]
-            pre = np.median([sum(r["phase_wall_s"].get(p, 0) for p in ("cross_ssl", "local_ssl", "pma", "local_pretraining", "local_ssl"))
+            pre = np.median([sum(r["phase_wall_s"].get(p, 0) for p in ("cross_ssl", "local_ssl", "pma", "local_pretraining"))
                              for r in rs])
             fine = np.median([r["phase_wall_s"].get("finetune", r["phase_wall_s"].get("split_training", 0)) for r in rs])
             out.append(f"| {setting} | {labeled} | {m} | {mb['cross_ssl']:.1f} | {mb['pma']:.1f} | "
