@@ -1,0 +1,156 @@
+"""VFLHLP against its ablations, the active party alone and the other vflflare algorithms on real tables
+(Li et al., Tables 2-3 and Fig. 5 protocol, on credit default and Adult instead of Avazu and Criteo).
+
+Setting: `vflflare split --sites K --overlap N --label-owner site-1 --active-site-labels`: 20 % of the rows
+are test rows every party holds; N aligned training rows (all labeled, 20 % of them validation); the
+other rows are spread evenly over the K parties, and the active party site-1 holds the labels of its own.
+N = 250, 1000, 4000 (about 1 %, 4 % and 17 % of the training rows); K = 2 and 3; seeds 0-2.
+
+Methods, every one on the same split: VFLHLP, VFLHLP-A, VFLHLP-P and Local-A (configs of the one
+plug-in), vanilla split NN, SS-VFL-C, one-shot, and FedHSSL (10 global iterations, K = 2). Package
+defaults otherwise. Runs go through the in-process driver, which gives the simulator's numbers exactly
+(tests/test_vflhlp_simulator.py).
+
+    python benchmarks/vflhlp.py --settings credit_default:2 --aligned 250 1000 4000 --seeds 0 1 2
+    python benchmarks/vflhlp.py --select-beta     # beta on validation AUC, split seed 9 (not a test seed)
+    python benchmarks/vflhlp.py --table
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common import DEFAULT_DATA_DIR, RUNS, append_jsonl, environment, limit_threads, prepare_split, read_jsonl, run_vfl
+from vflflare.algorithms.registry import make_config
+from vflflare.cli import parse_overrides
+
+RESULTS = RUNS / "vflhlp.jsonl"
+SPLITS = Path("/tmp/vflflare-bench/vflhlp-splits")
+SETTINGS = ["credit_default:2", "credit_default:3", "adult:2", "adult:3"]
+ALIGNED = [250, 1000, 4000]
+ACTIVE = "site-1"
+METHODS: dict[str, dict[str, Any]] = {
+    "VFLHLP": {"algorithm": "vflhlp"},
+    "VFLHLP-A": {"algorithm": "vflhlp", "variant": "vflhlp_a"},
+    "VFLHLP-P": {"algorithm": "vflhlp", "variant": "vflhlp_p"},
+    "Local-A": {"algorithm": "vflhlp", "variant": "local_a"},
+    "vanilla": {"algorithm": "vanilla"},
+    "SS-VFL-C": {"algorithm": "ssvfl_c"},
+    "one-shot": {"algorithm": "oneshot"},
+    "FedHSSL": {"algorithm": "fedhssl", "global_iterations": 10},
+}
+BETAS = [0.0, 0.01, 0.1, 1.0, 10.0]
+SELECTION_SEED = 9
+
+
+def parse_setting(setting: str) -> tuple[str, list[str]]:
+    dataset, _, parties = setting.partition(":")
+    return dataset, [f"site-{i + 1}" for i in range(int(parties or 2))]
+
+
+def test_metric(record: dict) -> float:
+    return next(v for k, v in record["metrics"].items() if k.startswith("test_"))
+
+
+def run_one(method: str, setting: str, aligned: int, seed: int, overrides: dict, data_dir: Path, splits: Path) -> dict:
+    dataset, sites = parse_setting(setting)
+    root = prepare_split(data_dir, aligned, seed, splits, dataset, len(sites), ACTIVE, active_site_labels=True)
+    start = time.perf_counter()
+    result, _ = run_vfl(make_config({**METHODS[method], **overrides, "seed": seed, "label_owner": ACTIVE}), root,
+                        sites=sites)
+    if "error" in result:
+        raise RuntimeError(f"{method} {setting} {aligned} seed {seed}: {result['error']}")
+    wall: dict[str, float] = defaultdict(float)
+    for phase in result.get("phases", []):
+        wall[phase["name"]] += phase["wall_s"]
+    per_site = result["communication"]["per_site"]
+    return {"setting": setting, "aligned": aligned, "seed": seed, "method": method, "overrides": overrides,
+            "metrics": result["metrics"], "rows": result["rows"], "info": result.get("training", {}),
+            "comms_per_site": {s: [c["uploads"], c["downloads"]] for s, c in per_site.items()},
+            "mb_per_site": {s: round(c["payload_bytes"] / 1e6, 3) for s, c in per_site.items()},
+            "phase_wall_s": {p: round(s, 1) for p, s in wall.items()},
+            "wall_s": round(time.perf_counter() - start, 1), "env": environment()}
+
+
+def tables(records: list[dict]) -> str:
+    groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        if "beta_selection" not in r:
+            groups[(r["setting"], r["aligned"])][r["method"]].append(r)
+    columns = [m for m in METHODS if any(m in g for g in groups.values())]
+    out = ["| setting | aligned | " + " | ".join(columns) + " | VFLHLP - vanilla |", "|---|---|" + "---|" * (len(columns) + 1)]
+    for (setting, aligned), by_method in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        cells, medians = [], {}
+        for m in columns:
+            values = [test_metric(r) for r in sorted(by_method.get(m, []), key=lambda r: r["seed"])]
+            medians[m] = np.median(values) if values else None
+            cells.append(f"{medians[m]:.3f} ({', '.join(f'{v:.3f}' for v in values)})" if values else "")
+        delta = (f"{medians['VFLHLP'] - medians['vanilla']:+.3f}"
+                 if medians.get("VFLHLP") is not None and medians.get("vanilla") is not None else "")
+        out.append(f"| {setting} | {aligned} | " + " | ".join(cells) + f" | {delta} |")
+    out += ["", "| setting | aligned | method | uploads/downloads, active site | passive site | MB, active | passive | wall s |",
+            "|---|---|---|---|---|---|---|---|"]
+    for (setting, aligned), by_method in sorted(groups.items()):
+        for m in columns:
+            rs = by_method.get(m)
+            if not rs:
+                continue
+            r = rs[0]
+            passive = next(s for s in r["comms_per_site"] if s != ACTIVE)
+            out.append(f"| {setting} | {aligned} | {m} | {'/'.join(map(str, r['comms_per_site'][ACTIVE]))} | "
+                       f"{'/'.join(map(str, r['comms_per_site'][passive]))} | {r['mb_per_site'][ACTIVE]:.2f} | "
+                       f"{r['mb_per_site'][passive]:.2f} | {np.median([x['wall_s'] for x in rs]):.0f} |")
+    return "\n".join(out)
+
+
+def select_beta(args: argparse.Namespace) -> None:
+    """VFLHLP's validation AUC per beta on a split seed no benchmark uses; the test AUC is recorded, never read."""
+    for setting in args.settings:
+        for aligned in args.aligned:
+            for beta in BETAS:
+                record = run_one("VFLHLP", setting, aligned, SELECTION_SEED, {"beta": beta}, args.data_dir, args.splits)
+                append_jsonl(args.out, {**record, "beta_selection": beta})
+                val = next(v for k, v in record["metrics"].items() if k.startswith("val_"))
+                print(f"beta {beta}: {setting} {aligned} split seed {SELECTION_SEED}: val {val:.4f}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--settings", nargs="+", default=SETTINGS)
+    parser.add_argument("--aligned", nargs="+", type=int, default=ALIGNED)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (VFLHLP runs)")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--splits", type=Path, default=SPLITS)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; finished runs are skipped")
+    parser.add_argument("--table", action="store_true", help="only print the tables of --out")
+    parser.add_argument("--select-beta", action="store_true", help=select_beta.__doc__)
+    args = parser.parse_args()
+    limit_threads()
+    if args.select_beta:
+        return select_beta(args)
+    if not args.table:
+        done = {(r["setting"], r["aligned"], r["seed"], r["method"]) for r in read_jsonl(args.out) if "beta_selection" not in r}
+        overrides = parse_overrides(args.set)
+        for setting in args.settings:
+            for aligned in args.aligned:
+                for seed in args.seeds:
+                    for method in args.methods:
+                        if (setting, aligned, seed, method) in done or (method == "FedHSSL" and not setting.endswith(":2")):
+                            continue
+                        own = overrides if METHODS[method]["algorithm"] == "vflhlp" else {}
+                        record = run_one(method, setting, aligned, seed, own, args.data_dir, args.splits)
+                        append_jsonl(args.out, record)
+                        print(f"{setting} {aligned} seed {seed} {method}: test {test_metric(record):.4f}, "
+                              f"{record['wall_s']} s", flush=True)
+    print(tables([r for r in read_jsonl(args.out)]))
+
+
+if __name__ == "__main__":
+    main()
