@@ -55,10 +55,14 @@ def format_table(results: dict) -> str:
                      f"{results.get('replayed_exchanges', 0)} exchange(s) replayed")
     for name, value in sorted(results.get("metrics", {}).items()):
         lines.append(f"  {name:<28} {value:.4f}")
-    if results.get("alignment"):
+    alignment = results.get("alignment")
+    if alignment and "union" in alignment:  # a silo space (protocol/silo_setup.py)
+        lines.append(f"  silo space: {alignment['union']} training rows in the union, {alignment['in_every_silo']} in "
+                     f"every silo; " + ", ".join(f"{s} {n}" for s, n in alignment["per_site"].items()))
+    elif alignment:
         from vflflare.protocol.alignment_report import format_report  # noqa: PLC0415 - keeps this module light
 
-        lines.append("  alignment (matched/rows per party):\n" + format_report(results["alignment"]))
+        lines.append("  alignment (matched/rows per party):\n" + format_report(alignment))
     comm = results.get("communication", {})
     header = f"  {'':<26} {'uploads':>8} {'downloads':>9} {'payload MB':>11} {'wire MB':>9}"
     expected = results.get("expected_communication", {})

@@ -39,6 +39,9 @@ class Algorithm:
     # True: the label owner is a site that also holds the labels of its unaligned rows (VFLHLP's active
     # party); the embedded default split then gives it those, and the default job names a site as owner
     uses_active_site_labels: ClassVar[bool] = False
+    # True: the sites form a silo space (CFL): each holds its own rows and labels, setup is the union of
+    # their rows (protocol/silo_setup.py), and there is no label party
+    silo_space: ClassVar[bool] = False
     # site steps that need no setup: task name -> fn(site name, payload) -> reply
     stateless_steps: ClassVar[dict[str, Callable[[str, Payload], Payload]]] = {}
 

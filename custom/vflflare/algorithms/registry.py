@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from vflflare.algorithms.cfl import CFL
 from vflflare.algorithms.fedhssl import FedHSSL
 from vflflare.algorithms.fewshot import FewShotVFL
 from vflflare.algorithms.oneshot import OneShotVFL
@@ -27,7 +28,7 @@ def register(plugin: type[Algorithm]) -> type[Algorithm]:
     return plugin
 
 
-for _plugin in (VanillaVFL, FedBCD, OneShotVFL, FewShotVFL, SSVFLI, SSVFLC, FedHSSL, VFLHLP, SecureSumCheck):
+for _plugin in (VanillaVFL, FedBCD, OneShotVFL, FewShotVFL, SSVFLI, SSVFLC, FedHSSL, VFLHLP, CFL, SecureSumCheck):
     register(_plugin)
 
 

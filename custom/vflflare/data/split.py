@@ -216,7 +216,7 @@ def configure_split_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sites", default="2", help="number of sites K (named site-1..site-K) or a comma list of names"
     )
-    parser.add_argument("--overlap", type=int, required=True, help="N_o, aligned labeled training rows")
+    parser.add_argument("--overlap", type=int, help="N_o, aligned labeled training rows (required unless --silo-space)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, help="new or empty output folder (becomes VFLFLARE_DATA_ROOT)")
     parser.add_argument(
@@ -240,6 +240,11 @@ def configure_split_parser(parser: argparse.ArgumentParser) -> None:
         help='columns per site, sites separated by ";" and columns by ",", e.g. "A,B,C;D,E" '
         "(default: the dataset's 2-party split for K=2, else even in column order)",
     )
+    parser.add_argument("--silo-space", action="store_true",
+                        help="CFL's silo space: every site an equal-width slice of the encoded columns and its own "
+                        "labels for its own rows (--overlap does not apply)")
+    parser.add_argument("--silo-setting", default="standard",
+                        help="with --silo-space: standard, data_imbalance, class_imbalance or mixed (CFL Sec. 5.1)")
     parser.add_argument("--train-rows", type=int, help="images only: a random subset of the training set "
                         "(default all)")
     parser.add_argument("--test-rows", type=int, help="images only: a random subset of the test set (default all)")
@@ -251,6 +256,11 @@ def configure_split_parser(parser: argparse.ArgumentParser) -> None:
 def run_split(args: argparse.Namespace) -> int:
     """`vflflare split`: returns the exit code; bad arguments or data print one error line and give 2."""
     images = args.dataset in IMAGE_SOURCES
+    if args.silo_space:
+        return _run_silo_split(args, images)
+    if args.overlap is None:
+        print("vflflare split: error: --overlap is required (or --silo-space)", file=sys.stderr)
+        return 2
     try:
         sites = parse_sites(args.sites)
         if images:
@@ -285,6 +295,44 @@ def run_split(args: argparse.Namespace) -> int:
     if args.active_site_labels:
         where += f", including its {result.parts[args.label_owner].n_unaligned} unaligned rows"
     print(f"labels ({result.num_classes} classes) at {where}; manifest: {manifest}")
+    return 0
+
+
+def _run_silo_split(args: argparse.Namespace, images: bool) -> int:
+    from vflflare.data.silo_split import image_table, split_silo_space, write_silo_space
+
+    try:
+        if args.overlap is not None or args.label_owner != SERVER or args.active_site_labels or args.label_in_table:
+            raise ValueError("--silo-space gives every site its own rows and labels: --overlap, --label-owner, "
+                             "--label-in-table and --active-site-labels do not apply")
+        sites = parse_sites(args.sites)
+        if images:
+            source = load_image_source(args.dataset, args.data_dir)
+            rng = np.random.default_rng([args.seed, 1])
+            train = rng.permutation(len(source.train_images))[: args.train_rows]
+            test = rng.permutation(len(source.test_images))[: args.test_rows]
+            frame = image_table(np.concatenate([source.train_images[train], source.test_images[test]]))
+            labels = np.concatenate([source.train_labels[train], source.test_labels[test]])
+            ids, categorical = [f"{args.dataset}-{i:05d}" for i in range(len(frame))], []
+            files = image_source_files(args.dataset, args.data_dir)
+        else:
+            frame, labels, ids, categorical, _ = load_source(args.dataset, args.data_dir, **_synthetic_options(args))
+            files = source_files(args.dataset, args.data_dir)
+        space = split_silo_space(frame, labels, ids, sites, args.seed, args.silo_setting, args.test_fraction, categorical)
+        checksums = {path.relative_to(args.data_dir).as_posix(): _sha256(path) for path in files}
+        manifest = write_silo_space(space, args.out, {"dataset": args.dataset, "seed": args.seed,
+                                                      "source_sha256": checksums})
+    except ValueError as exc:
+        print(f"vflflare split: error: {exc}", file=sys.stderr)
+        return 2
+    for why, count in space.left_out.items():
+        if count:
+            print(f"left out {count} rows with {why}")
+    for site in space.silos:
+        pads = sum(c.startswith("pad_") for c in space.columns[site])
+        print(f"{site}: {len(space.columns[site])} columns{f' ({pads} constant pad)' if pads else ''}, "
+              f"{len(space.train[site])} train rows, {len(space.test[site])} test rows, its own labels")
+    print(f"silo space ({space.setting}, {space.num_classes} classes); manifest: {manifest}")
     return 0
 
 

@@ -9,6 +9,7 @@ from vflflare.config import JobConfig
 from vflflare.data.types import LabelTables
 from vflflare.protocol.checkpoint import CheckpointedTransport, Journal
 from vflflare.protocol.setup import setup_parties
+from vflflare.protocol.silo_setup import setup_silo_space
 from vflflare.protocol.transport import Transport
 from vflflare.tracking import Tracker
 
@@ -30,8 +31,12 @@ def run_algorithm(
         net = resumable = CheckpointedTransport(net, Journal(runs_root, run_id, cfg.to_dict(), bool(cfg.resume)))
         tracker.info(f"run id {run_id}: checkpoints under {runs_root}; go on after a failure with resume: {run_id}")
     plugin = get_algorithm(cfg.algorithm, cfg.plugins)
-    label, rows, alignment = (setup_parties(net, cfg, plugin, load_server_labels, tracker) if plugin.needs_data
-                              else (None, {}, {}))
+    if plugin.silo_space:
+        label, rows, alignment = setup_silo_space(net, cfg, tracker)
+    elif plugin.needs_data:
+        label, rows, alignment = setup_parties(net, cfg, plugin, load_server_labels, tracker)
+    else:
+        label, rows, alignment = None, {}, {}
     flow = plugin(cfg, tracker, he_context)
     if resumable is not None:
         resumable.start()

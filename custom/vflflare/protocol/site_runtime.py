@@ -31,6 +31,7 @@ from vflflare.protocol.alignment_report import describe_unmatched, id_variants, 
 from vflflare.algorithms.registry import ALGORITHMS, get_algorithm, make_config
 from vflflare.config import JobConfig
 from vflflare.data.loading import load_label_tables, load_site_view
+from vflflare.data.silo_split import check_silo_space
 from vflflare.data.split import TEST_FILE, TRAIN_FILE
 from vflflare.data.views import describe_view
 from vflflare.protocol.feature_party import FeatureParty
@@ -114,6 +115,8 @@ class SiteRuntime:
         self.fp16 = cfg.fp16
         torch.set_num_threads(cfg.num_threads)
         sites, salt = list(payload["sites"]), payload.get("salt")
+        if self._plugin.silo_space:
+            check_silo_space(self.site, self.data_root, cfg.algorithm)
         tables = load_site_view(self.site, sites, self.data_root, cfg.seed, cfg.numeric_transform, cfg.id_normalize)
         self.tracker.info(f"site '{self.site}': {describe_view(tables)}")
         self.party = self._plugin.Site(self.site, tables, cfg, self.tracker)
@@ -121,7 +124,9 @@ class SiteRuntime:
         if cfg.alignment == "psi":
             return self._setup_psi(cfg, sites, tables)
         reply = self._digests(tables.train_ids, tables.test_ids, salt, cfg.id_normalize)
-        if cfg.label_owner == self.site:
+        if self._plugin.silo_space:  # every silo holds the labels of its own rows
+            self._host_label(cfg, sites)
+        elif cfg.label_owner == self.site:
             labels = self._host_label(cfg, sites)
             reply["label"] = {**self._digests(labels.train_ids, labels.test_ids, salt, cfg.id_normalize),
                               "num_classes": labels.num_classes}
@@ -219,6 +224,9 @@ class SiteRuntime:
     def _align(self, payload: Payload) -> Payload:
         if "psi" in payload:
             return self._align_psi(payload["psi"])
+        if "union" in payload:
+            self.party.align_union(payload["union"])
+            return {}
         if "labeled" in payload:
             return self._align_label_site(payload)
         problems = self._report(f"site '{self.site}'", (TRAIN_FILE, TEST_FILE), self.party.view.train_ids,
