@@ -154,3 +154,11 @@ def test_silo_space_options_that_do_not_apply_are_refused(tmp_path, capsys):
     assert cli.main(["split", "--dataset", "breast_cancer", "--silo-space", "--overlap", "10", "--out",
                      str(tmp_path / "x")]) == 2
     assert "--overlap, --label-owner" in capsys.readouterr().err
+
+
+def test_without_fedavg_each_silo_trains_alone_and_nothing_is_sent(tmp_path):
+    root = silo_space(tmp_path)
+    result, runtimes = run_keeping_sites(make_config(algorithm="cfl", cfl_fedavg=False, **FAST), root)
+    assert all(c["uploads"] == c["downloads"] == 0 for c in result["communication"]["per_site"].values())
+    first, second = (runtimes[s].party.state["autoencoder"].state_dict() for s in SILOS[:2])
+    assert not torch.allclose(first["decoder.weight"], second["decoder.weight"])

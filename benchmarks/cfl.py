@@ -1,0 +1,141 @@
+"""CFL on silo spaces (Ginanjar et al., Tables 2-5): Adult in 5 silos (21 encoded columns each) and
+MNIST in 4 silos (196 pixels each), the four settings (standard, data_imbalance, class_imbalance,
+mixed), seeds 0-2.
+
+Per silo, test accuracy of a logistic regression on
+- CFL: the silo's rows encoded by the federated encoder (package defaults: 10 rounds);
+- local CL: the same training without FedAvg (`cfl_fedavg: false`), the paper's non-FL contrastive line;
+- LL: the silo's raw slice;
+and the paper's delta accuracy: the accuracy of a logistic regression on the (imaginary) global table
+(every column, every training row; no party holds it, only this script) minus the silo's. Smaller is
+better; the tables give the mean over silos, median over seeds.
+
+MNIST is reduced for CPU: 10 000 training and 2 000 test images per split (`--train-rows/--test-rows`).
+
+    python benchmarks/cfl.py --datasets adult mnist --seeds 0 1 2
+    python benchmarks/cfl.py --table
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from common import DEFAULT_DATA_DIR, RUNS, append_jsonl, environment, limit_threads, read_jsonl, run_vfl
+from vflflare import cli
+from vflflare.algorithms.registry import make_config
+from vflflare.data.silo_split import SETTINGS
+
+RESULTS = RUNS / "cfl.jsonl"
+SPLITS = Path("/tmp/vflflare-bench/cfl-splits")
+SILOS = {"adult": 5, "mnist": 4}
+IMAGE_ROWS = {"mnist": (10000, 2000)}
+METHODS = {"CFL": {}, "local CL": {"cfl_fedavg": False}}
+
+
+def split_for(data_dir: Path, dataset: str, setting: str, seed: int) -> Path:
+    out = SPLITS / f"{dataset}_{SILOS[dataset]}_{setting}_s{seed}"
+    if not (out / "manifest.json").exists():
+        rows = IMAGE_ROWS.get(dataset)
+        extra = ["--train-rows", str(rows[0]), "--test-rows", str(rows[1])] if rows else []
+        code = cli.main(["split", "--dataset", dataset, "--data-dir", str(data_dir), "--sites", str(SILOS[dataset]),
+                         "--silo-space", "--silo-setting", setting, "--seed", str(seed), "--out", str(out), *extra])
+        if code != 0:
+            raise RuntimeError(f"silo split failed: {dataset} {setting} seed {seed}")
+    return out
+
+
+def global_accuracy(data_dir: Path, dataset: str, seed: int) -> float:
+    """LR on the (imaginary) global table: the standard setting's silos side by side (same seed: the same
+    columns and test rows as every setting), every training row."""
+    root = split_for(data_dir, dataset, "standard", seed)
+    sites = [f"site-{i + 1}" for i in range(SILOS[dataset])]
+
+    def joined(table: str) -> tuple[np.ndarray, np.ndarray]:
+        parts = [pd.read_csv(root / s / f"{table}.csv").set_index("id") for s in sites]
+        labels = parts[0]["label"].to_numpy()
+        return pd.concat([p.drop(columns="label") for p in parts], axis=1).to_numpy(), labels
+
+    (train_x, train_y), (test_x, test_y) = joined("train"), joined("test")
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000, random_state=seed))
+    return float(model.fit(train_x, train_y).score(test_x, test_y))
+
+
+def run_one(dataset: str, setting: str, seed: int, method: str, data_dir: Path) -> dict:
+    root = split_for(data_dir, dataset, setting, seed)
+    sites = [f"site-{i + 1}" for i in range(SILOS[dataset])]
+    start = time.perf_counter()
+    result, _ = run_vfl(make_config({"algorithm": "cfl", "seed": seed, **METHODS[method]}), root, sites=sites)
+    if "error" in result:
+        raise RuntimeError(f"CFL {dataset} {setting} seed {seed}: {result['error']}")
+    per_site = result["communication"]["per_site"]
+    return {"dataset": dataset, "setting": setting, "seed": seed, "method": method, "metrics": result["metrics"],
+            "rows": result["rows"], "mb_per_site": {s: round(c["payload_bytes"] / 1e6, 3) for s, c in per_site.items()},
+            "comms_per_site": {s: [c["uploads"], c["downloads"]] for s, c in per_site.items()},
+            "wall_s": round(time.perf_counter() - start, 1), "env": environment()}
+
+
+def deltas(record: dict, global_acc: float, prefix: str = "") -> list[float]:
+    return [global_acc - v for k, v in record["metrics"].items()
+            if k.startswith("site-") and k.endswith(f"_{prefix}test_accuracy") and (prefix or "_ll_" not in k)]
+
+
+def tables(records: list[dict]) -> str:
+    glob = {(r["dataset"], r["seed"]): r["accuracy"] for r in records if r.get("method") == "global LR"}
+    cells: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        if r.get("method") not in METHODS or (r["dataset"], r["seed"]) not in glob:
+            continue
+        g = glob[(r["dataset"], r["seed"])]
+        cells[(r["dataset"], r["setting"])][r["method"]].append(float(np.mean(deltas(r, g))))
+        if r["method"] == "CFL":
+            cells[(r["dataset"], r["setting"])]["LL"].append(float(np.mean(deltas(r, g, "ll_"))))
+    out = ["| dataset | setting | CFL | local CL | LL | CFL beats LL |", "|---|---|---|---|---|---|"]
+    for (dataset, setting), by in sorted(cells.items(), key=lambda kv: (kv[0][0], SETTINGS.index(kv[0][1]))):
+        fmt = {m: f"{np.median(v):.3f} ({', '.join(f'{x:.3f}' for x in v)})" if v else "" for m, v in by.items()}
+        wins = sum(c < l for c, l in zip(by["CFL"], by["LL"]))
+        out.append(f"| {dataset} | {setting} | {fmt.get('CFL', '')} | {fmt.get('local CL', '')} | {fmt.get('LL', '')} "
+                   f"| {wins}/{len(by['CFL'])} seeds |")
+    out += ["", "global LR accuracy: " + ", ".join(f"{d} seed {s}: {a:.4f}" for (d, s), a in sorted(glob.items()))]
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", nargs="+", default=list(SILOS), choices=list(SILOS))
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--table", action="store_true")
+    args = parser.parse_args()
+    limit_threads()
+    if not args.table:
+        done = {(r["dataset"], r.get("setting"), r["seed"], r["method"]) for r in read_jsonl(args.out)}
+        for dataset in args.datasets:
+            for seed in args.seeds:
+                if (dataset, None, seed, "global LR") not in done:
+                    append_jsonl(args.out, {"dataset": dataset, "seed": seed, "method": "global LR",
+                                            "accuracy": global_accuracy(args.data_dir, dataset, seed), "env": environment()})
+                for setting in args.settings:
+                    for method in args.methods:
+                        if (dataset, setting, seed, method) in done:
+                            continue
+                        record = run_one(dataset, setting, seed, method, args.data_dir)
+                        append_jsonl(args.out, record)
+                        print(f"{dataset} {setting} seed {seed} {method}: mean silo accuracy "
+                              f"{record['metrics']['test_accuracy']:.4f} (LL {record['metrics']['ll_test_accuracy']:.4f}), "
+                              f"{record['wall_s']} s", flush=True)
+    print(tables(read_jsonl(args.out)))
+
+
+if __name__ == "__main__":
+    main()
