@@ -48,6 +48,9 @@ def run_id_of(runs: Path) -> str:
     ({"algorithm": "oneshot", "ssl_epochs": 2}, "oneshot_update", 0, 1),
     # few-shot, labels at site-2 (so label calls are exchanges too), killed in a split-NN fine-tuning step
     ({"algorithm": "fewshot", "ssl_epochs": 2, "finetune_epochs": 3, "label_owner": "site-2"}, "split", 5, 6),
+    # VFLHLP, killed in split NN after both local pretrainings: they are replayed from the sites' states
+    ({"algorithm": "vflhlp", "label_owner": "site-1", "pretrain_epochs": 2, "active_epochs": 10, "split_epochs": 5},
+     "split", 5, 1),
 ])
 def test_resumed_run_ends_like_an_uninterrupted_one(tmp_path, kill_site_2, settings, task, count, replayed):
     reference = run_inprocess(make_config(settings), SITES, None)
@@ -58,6 +61,22 @@ def test_resumed_run_ends_like_an_uninterrupted_one(tmp_path, kill_site_2, setti
     run_id = run_id_of(runs)
     resumed = run_inprocess(make_config({**settings, "resume": run_id}), SITES, None, runs_root=str(runs))
     assert resumed["run_id"] == run_id and resumed["replayed_exchanges"] == replayed
+    assert resumed["metrics"] == pytest.approx(reference["metrics"], abs=1e-6)
+
+
+def test_cfl_resumes_after_its_last_completed_round(tmp_path, kill_site_2):
+    from vflflare import cli
+
+    root = str(tmp_path / "silos")
+    assert cli.main(["split", "--dataset", "breast_cancer", "--silo-space", "--out", root]) == 0
+    settings = {"algorithm": "cfl", "cfl_rounds": 3, "cfl_hidden": 16}
+    reference = run_inprocess(make_config(settings), SITES, root)
+    runs = tmp_path / "runs"
+    kill_site_2("cfl_local_training", 1)  # in the second round
+    with pytest.raises(Killed):
+        run_inprocess(make_config({**settings, "checkpoint": True}), SITES, root, runs_root=str(runs))
+    resumed = run_inprocess(make_config({**settings, "resume": run_id_of(runs)}), SITES, root, runs_root=str(runs))
+    assert resumed["replayed_exchanges"] == 4  # silo width, round 1's training and its FedAvg up and down
     assert resumed["metrics"] == pytest.approx(reference["metrics"], abs=1e-6)
 
 
