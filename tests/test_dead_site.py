@@ -252,12 +252,14 @@ def _log_time(line: str) -> float:
     return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
-def _kill_when(poc, job_id: str, phase: str, delay_s: float) -> tuple[float, float]:
-    """SIGKILL site-1's job process of `job_id` `delay_s` after `phase` starts; returns when (wall
-    clock, monotonic)."""
+def _kill_when(poc, job_id: str, phase: str, delay_s: float, site_text: str | None = None) -> tuple[float, float]:
+    """SIGKILL site-1's job process of `job_id` `delay_s` after `phase` starts (after `site_text` shows
+    in site-1's job log, when given); returns when (wall clock, monotonic)."""
     run, _, _ = poc
     server_log = run.prod / "server" / job_id / "log.txt"
     wait_for_text(server_log, f"vflflare phase '{phase}' started", 240, fail_text="vflflare job failed")
+    if site_text:
+        wait_for_text(run.prod / KILLED / job_id / "log.txt", site_text, 60, fail_text="vflflare job failed")
     time.sleep(delay_s)
     pid = job_worker_pid(job_id, KILLED)
     assert pid is not None, f"no job process of {KILLED} for job {job_id}"
@@ -295,12 +297,13 @@ def _outcomes(poc, killed: dict[str, tuple[float, float]]) -> dict[str, dict]:
     return outcomes
 
 
-def _kill_during(poc, algorithm: str, config: dict, phase: str, delay_s: float) -> dict:
-    """Run the job, SIGKILL site-1's job process `delay_s` after `phase` starts, and return what the
-    job left: its results file, the job status, and how long ending and detection took."""
+def _kill_during(poc, algorithm: str, config: dict, phase: str, delay_s: float, site_text: str | None = None) -> dict:
+    """Run the job, SIGKILL site-1's job process `delay_s` after `phase` starts (and `site_text` shows in
+    its log), and return what the job left: its results file, the job status, and how long ending and
+    detection took."""
     job_id = _submit(poc, algorithm, config)
     try:
-        killed = _kill_when(poc, job_id, phase, delay_s)
+        killed = _kill_when(poc, job_id, phase, delay_s, site_text)
     except BaseException:
         poc[1].abort_job(job_id)
         raise
@@ -370,8 +373,11 @@ def _run_to_end(poc, algorithm: str, config: dict, timeout: float = 300) -> dict
 def test_run_killed_in_local_ssl_resumes_to_the_uninterrupted_result(poc):
     """Issue 10 item 3: a checkpointed one-shot run loses site-1 in local_ssl; the same job submitted
     again with resume: <run id> (a new job process at site-1) ends with the AUC of a run never stopped."""
-    settings = {"ssl_epochs": 150}  # about 10 s of local SSL, so the kill 1 s in lands inside it
-    outcome = _kill_during(poc, "oneshot", {**settings, "checkpoint": True}, "local_ssl", delay_s=1.0)
+    # The kill waits for site-1's first SSL epoch: on a fast machine the whole phase can take under a
+    # second, so a fixed delay after the phase starts may land after it (CI saw this).
+    settings = {"ssl_epochs": 2000}
+    outcome = _kill_during(poc, "oneshot", {**settings, "checkpoint": True}, "local_ssl", delay_s=0.0,
+                           site_text=f"{KILLED}: oneshot SSL epoch 1/")
     run_id = _assert_named(outcome, "local_ssl")["run_id"]
     resumed = _run_to_end(poc, "oneshot", {**settings, "resume": run_id})
     assert resumed.get("status") != "failed", resumed.get("error")
