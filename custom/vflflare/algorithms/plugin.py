@@ -48,6 +48,9 @@ class Algorithm:
     def __init__(self, cfg: JobConfig, tracker: Tracker, he_context: Any = None) -> None:
         self.cfg, self.tracker, self.he_context = cfg, tracker, he_context
         self.info: dict[str, Any] = {}  # what the run reports besides metrics (epochs run, ...)
+        # the coordinator's workspace root (saved models, checkpoints) and this job's id, set by the runner
+        self.runs_root: str | None = None
+        self.job_id: str | None = None
 
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
         """Phases after setup; `rows` counts the aligned parts ("aligned_train", "val", "test")."""

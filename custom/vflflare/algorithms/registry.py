@@ -13,6 +13,7 @@ from vflflare.algorithms.plugin import Algorithm
 from vflflare.algorithms.secure_sum import SecureSumCheck
 from vflflare.algorithms.ssvfl import SSVFLC, SSVFLI
 from vflflare.algorithms.vanilla import FedBCD, VanillaVFL
+from vflflare.algorithms.vertical_inference import VerticalInference
 from vflflare.algorithms.vflhlp import VFLHLP
 from vflflare.config import ConfigError, JobConfig
 
@@ -28,7 +29,8 @@ def register(plugin: type[Algorithm]) -> type[Algorithm]:
     return plugin
 
 
-for _plugin in (VanillaVFL, FedBCD, OneShotVFL, FewShotVFL, SSVFLI, SSVFLC, FedHSSL, VFLHLP, CFL, SecureSumCheck):
+for _plugin in (VanillaVFL, FedBCD, OneShotVFL, FewShotVFL, SSVFLI, SSVFLC, FedHSSL, VFLHLP, CFL, SecureSumCheck,
+                VerticalInference):
     register(_plugin)
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.ids import normalize_table_ids
-from vflflare.data.preprocess import Preprocessor
+from vflflare.data.preprocess import Preprocessor, SiteInput
 from vflflare.data.schema import LABELS_FILE, SCHEMA_FILE, LabelSpec, TableSchema, read_label_spec, read_table_schema
 from vflflare.data.sources import load_source
 from vflflare.data.split import (
@@ -102,6 +102,7 @@ def load_site_tables(
         feature_names=preprocessor.feature_names,
         numeric_transform=transform,
         log_columns=list(preprocessor.log_columns),
+        site_input=SiteInput(schema.id_column, list(schema.categorical_columns), list(id_normalize), preprocessor),
     )
     del train_csv, test_csv, train, test  # the parsed columns and row lines: only messages needed them
     _return_free_memory()

@@ -20,7 +20,9 @@ The choice is fitted once, on the training table, and applied unchanged to the t
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -185,3 +187,26 @@ class Preprocessor:
             if value in position:
                 block[row, position[value]] = 1.0
         return block
+
+
+@dataclass
+class SiteInput:
+    """What a site needs to turn new rows of its table into f_k's input as at training time: kept with
+    its saved model (protocol/model_store.py)."""
+
+    id_column: str
+    categorical_columns: list[str]
+    id_normalize: list[str]
+    preprocessor: Preprocessor
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id_column": self.id_column, "categorical_columns": self.categorical_columns,
+                "id_normalize": self.id_normalize, "preprocessor": dataclasses.asdict(self.preprocessor)}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "SiteInput":
+        p = values["preprocessor"]
+        preprocessor = Preprocessor(tuple(p["columns"]), {k: tuple(v) for k, v in p["scales"].items()},
+                                    p["one_hot"], p["embedded"], tuple(p["log_columns"]))
+        return cls(values["id_column"], list(values["categorical_columns"]), list(values["id_normalize"]),
+                   preprocessor)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +42,7 @@ class SiteTables:
     feature_names: list[str]
     numeric_transform: str = "standard"
     log_columns: list[str] = field(default_factory=list)
+    site_input: Any = None  # preprocess.SiteInput: how new rows become f_k's input (a saved model keeps it)
 
 
 @dataclass

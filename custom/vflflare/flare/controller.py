@@ -108,7 +108,8 @@ class VFLController(Controller):
             cfg = self.cfg
             results = run_algorithm(
                 net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize), tracker,
-                server_he, runs_root=runs_root(engine.get_workspace().get_root_dir()), run_id=run_id
+                server_he, runs_root=runs_root(engine.get_workspace().get_root_dir()), run_id=run_id,
+                job_id=fl_ctx.get_job_id(),
             )
         except Exception as error:  # any failure ends the job with the reason in the result file
             tracker.close()

@@ -63,7 +63,18 @@ class VFLExecutor(Executor):
             getattr(cell, "core_cell", cell).register_request_cb(STEP_CHANNEL, STEP_TOPIC, self._on_step)
             self._engine.register_aux_message_handler(PING_TOPIC, self._on_ping)
         elif event_type == EventType.END_RUN and self.tracker is not None:
+            self._save_model(fl_ctx)
             self.tracker.close()
+
+    def _save_model(self, fl_ctx: FLContext) -> None:
+        """The site's models for scoring new rows; a job that failed leaves them too, but its coordinator
+        writes no label model, so scoring refuses them."""
+        if self.runtime is None:
+            return
+        try:
+            self.runtime.save_model(fl_ctx.get_job_id())
+        except Exception as error:  # the job's outcome stands; say why nothing was saved
+            self.log_error(fl_ctx, f"saving the model failed: {type(error).__name__}: {error}\n{traceback.format_exc()}")
 
     def _run(self, task: str, payload: Payload, fl_ctx: FLContext, step: bool = False) -> Shareable:
         if self.config_error:

@@ -3,6 +3,7 @@ to bytes so payload and wire accounting match the NVFlare path. For fast tests a
 for measuring NVFlare's overhead."""
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Mapping
 
@@ -43,7 +44,8 @@ class InProcessTransport:
 
 def run_inprocess(cfg: JobConfig, sites: list[str], data_root: str | None, runs_root: str | None = None) -> dict:
     """runs_root: where the coordinator (runs_root/server) and each site (runs_root/<site>) keep the
-    checkpoints of a run with cfg.checkpoint or cfg.resume."""
+    checkpoints of a run with cfg.checkpoint or cfg.resume, and the models it leaves (`job_id` in the
+    result names them)."""
     prepare_torch(cfg.num_threads)
 
     def root(party: str) -> str | None:
@@ -51,7 +53,12 @@ def run_inprocess(cfg: JobConfig, sites: list[str], data_root: str | None, runs_
 
     runtimes = {s: SiteRuntime(s, data_root, runs_root=root(s)) for s in sites}
     net = InProcessTransport(runtimes, fp16=cfg.fp16)
-    return run_algorithm(
+    job_id = uuid.uuid4().hex[:12] if runs_root else None
+    results = run_algorithm(
         net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
-        LogTracker("vflflare.server"), runs_root=root(SERVER)
+        LogTracker("vflflare.server"), runs_root=root(SERVER), job_id=job_id
     )
+    if job_id is not None:  # NVFlare's sites save at the job's end (END_RUN); here, once it has run
+        for runtime in runtimes.values():
+            runtime.save_model(job_id)
+    return results

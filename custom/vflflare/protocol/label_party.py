@@ -59,6 +59,10 @@ class LabelParty:
         self.tracker = tracker or LogTracker("vflflare.label")
         self.seed = derive_seed(cfg.seed, "label")
         self.state = PartyState("label party")
+        # the test rows' IDs in the canonical order and the class probabilities of the last test evaluation:
+        # a saved model keeps them as the training job's test predictions (model_store.py)
+        self.test_ids: list[str] = []
+        self.test_probs: np.ndarray | None = None
 
     @classmethod
     def label_channels(cls) -> dict[str, str]:
@@ -86,6 +90,7 @@ class LabelParty:
             raise ValueError("label party: no aligned labeled rows")
         check_classes(f"label party '{self.cfg.label_owner}'", labels)
         self.state["labels"] = {part: torch.as_tensor(y) for part, y in labels.items()}
+        self.test_ids = [self.tables.test_ids[i] for i in np.asarray(test_rows, dtype=np.int64).reshape(-1)]
 
     def _labels_of(self, part: str, rows: np.ndarray, all_labels: np.ndarray, table: str) -> np.ndarray:
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
@@ -159,5 +164,7 @@ class LabelParty:
     def evaluate(self, part: str, reps: dict[str, np.ndarray]) -> dict[str, float]:
         """Metric of f_c on 'val' or 'test' representations: {'<part>_<metric>': value}."""
         probs = predict_proba(self.state["classifier"], self.concat(reps, part))
+        if part == "test":
+            self.test_probs = probs
         name, value = score(probs, self.part_labels(part).numpy(), self.num_classes)
         return {f"{part}_{name}": value}

@@ -8,6 +8,8 @@ from vflflare.algorithms.registry import get_algorithm
 from vflflare.config import JobConfig
 from vflflare.data.types import LabelTables
 from vflflare.protocol.checkpoint import CheckpointedTransport, Journal
+from vflflare.protocol.label_party import LabelParty
+from vflflare.protocol.model_store import save_label_party
 from vflflare.protocol.setup import setup_parties
 from vflflare.protocol.silo_setup import setup_silo_space
 from vflflare.protocol.transport import Transport
@@ -16,11 +18,12 @@ from vflflare.tracking import Tracker
 
 def run_algorithm(
     net: Transport, cfg: JobConfig, load_server_labels: Callable[[], LabelTables], tracker: Tracker,
-    he_context: Any = None, runs_root: str | None = None, run_id: str | None = None,
+    he_context: Any = None, runs_root: str | None = None, run_id: str | None = None, job_id: str | None = None,
 ) -> dict:
     """he_context: the coordinator's public CKKS context when cfg.he (it can add, never decrypt).
     runs_root, run_id: where the coordinator journals a run with cfg.checkpoint, and its id (default:
-    a fresh one); cfg.resume names the run to go on with."""
+    a fresh one); cfg.resume names the run to go on with.
+    job_id: with runs_root, a label party at the coordinator saves its head there at the end (model_store.py)."""
     if len(net.sites) < 2:
         raise ValueError(f"vertical FL needs at least 2 sites, got {net.sites}")
     resumable = None
@@ -38,12 +41,21 @@ def run_algorithm(
     else:
         label, rows, alignment = None, {}, {}
     flow = plugin(cfg, tracker, he_context)
+    flow.runs_root, flow.job_id = runs_root, job_id
     if resumable is not None:
         resumable.start()
     metrics = flow.run(net, label, rows)
     resume = {"run_id": run_id, "replayed_exchanges": resumable.replayed} if resumable is not None else {}
+    saved = {}
+    if job_id is not None:
+        saved["job_id"] = job_id
+        if runs_root is not None and isinstance(label, LabelParty):
+            head = save_label_party(runs_root, job_id, label)
+            if head is not None:
+                saved["label_model"] = str(head)
     return {
         **resume,
+        **saved,
         "algorithm": cfg.algorithm,
         "seed": cfg.seed,
         "sites": list(net.sites),

@@ -27,6 +27,8 @@ from vflflare.protocol.alignment import (
     read_psi_file,
 )
 from vflflare.protocol.checkpoint import MARK, RESTORE_TASK, SAVE_TASK, SiteCheckpoints
+from vflflare.protocol.model_store import save_feature_party, save_label_party
+from vflflare.protocol.scoring import SiteScorer
 from vflflare.protocol.alignment_report import describe_unmatched, id_variants, partial_test, summarize, unlabeled_test
 from vflflare.algorithms.registry import ALGORITHMS, get_algorithm, make_config
 from vflflare.config import JobConfig
@@ -57,6 +59,7 @@ class SiteRuntime:
         self.data_root = data_root
         self.psi_source = psi_source or self._psi_from_file
         self.checkpoints = SiteCheckpoints(runs_root, site)
+        self.runs_root = runs_root
         self._psi: PSIView | None = None
         self._cfg: JobConfig | None = None
         self._plugin = None
@@ -73,6 +76,10 @@ class SiteRuntime:
             RESTORE_TASK: self._restore,
             SAVE_TASK: lambda payload: {},  # its MARK makes `handle` save
         }
+        # a scoring job (vertical_inference) needs no setup: it reads a saved model and new rows
+        self._scorer = SiteScorer(site, data_root, runs_root)
+        self._tasks.update(self._scorer.tasks)
+        self._without_setup = {"setup", *self._scorer.tasks}
 
     def handle(self, task: str, payload: Payload) -> Payload:
         with self._lock:
@@ -81,6 +88,18 @@ class SiteRuntime:
             if mark is not None:  # a checkpointed run's phase exchange: save the state it left (checkpoint.py)
                 reply = {**reply, MARK: self.checkpoints.save(mark, *self._states())}
             return reply
+
+    def save_model(self, job_id: str) -> list[str]:
+        """At the job's end: this site's f_k and preprocessing, and the head of the label party it hosts, for
+        scoring new rows (model_store.py). A silo space's silos keep no vertical model. Returns the manifests."""
+        if self.runs_root is None or self.party is None or self._plugin.silo_space:
+            return []
+        saved = [save_feature_party(self.runs_root, job_id, self.party)]
+        if self.label is not None:
+            saved.append(save_label_party(self.runs_root, job_id, self.label))
+        paths = [str(p) for p in saved if p is not None]
+        self.tracker.info(f"site '{self.site}': model saved for scoring: {', '.join(paths)}")
+        return paths
 
     def _states(self) -> tuple:
         return (self.party.state if self.party is not None else None,
@@ -93,7 +112,7 @@ class SiteRuntime:
 
     def _handle(self, task: str, payload: Payload) -> Payload:
         if task in self._tasks:
-            if task != "setup" and self.party is None:
+            if task not in self._without_setup and self.party is None:
                 raise RuntimeError(f"site '{self.site}': task '{task}' before setup")
             return self._tasks[task](payload)
         if task.startswith(LABEL_PREFIX):

@@ -1,0 +1,122 @@
+"""`vertical_inference`: score new rows with the model a finished training job saved (issue 14).
+
+1. every site loads its saved f_k and preprocessing, reads its file of new rows and sends salted
+   digests of their IDs (phase `score_alignment`);
+2. the coordinator matches the digests: the rows every site has are scored, in one shared order;
+3. every site sends f_k of its matched rows (phase `scoring`);
+4. the label party, where the training job had it, applies the saved head and writes predictions.csv
+   (ID, score or class probabilities).
+The result reports how many rows were scored and, per site, how many were unmatched and which categories
+training never saw.
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vflflare.algorithms.plugin import Algorithm
+from vflflare.config import SERVER, JobConfig
+from vflflare.protocol.model_store import LABEL_DIR, ModelStoreError, label_owner, models_dir
+from vflflare.protocol.scoring import APPLY, LATEST, LOAD, PREDICTIONS_DIR, REPRESENT, SCORE_FILE, apply_head
+from vflflare.protocol.transport import Transport
+
+
+@dataclass
+class VerticalInferenceConfig(JobConfig):
+    # the training job whose saved model scores (its NVFlare job id); "latest": each party's newest, which
+    # must be one job at every party
+    model_job: str = LATEST
+    score_file: str = SCORE_FILE  # each site's file of new rows, in its data root's <site>/ folder
+
+    def validate(self) -> None:
+        super().validate()
+        self.check(bool(self.model_job), "model_job", "must name the training job whose model scores the rows, "
+                                                      "or be 'latest'")
+
+
+def matched_order(digests: dict[str, list[str]]) -> tuple[list[str], dict[str, list[int]]]:
+    """The digests every site has, sorted (one order for all), and each site's row positions in it."""
+    common = sorted(set.intersection(*(set(d) for d in digests.values())))
+    positions = {}
+    for site, ids in digests.items():
+        where = {d: i for i, d in enumerate(ids)}
+        positions[site] = [where[d] for d in common]
+    return common, positions
+
+
+class VerticalInference(Algorithm):
+    name = "vertical_inference"
+    Config = VerticalInferenceConfig
+    job_name = "vertical_inference"
+    phases = ("score_alignment", "scoring")
+    needs_data = False  # no training tables: each site reads only its file of new rows
+
+    @classmethod
+    def site_tasks(cls) -> list[str]:
+        return [LOAD, REPRESENT, APPLY]
+
+    def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
+        sites = list(net.sites)
+        request = {"model_job": self.cfg.model_job, "score_file": self.cfg.score_file, "salt": secrets.token_hex(16)}
+        with net.ledger.phase("score_alignment"):
+            loaded = net.exchange(LOAD, {s: request for s in sites})
+        model_job = self._check_one_model(loaded)
+        owner = self._label_owner(loaded, model_job)
+        common, positions = matched_order({s: list(r["ids"]) for s, r in loaded.items()})
+        if not common:
+            counts = ", ".join(f"{s}: {r['rows']} rows" for s, r in loaded.items())
+            raise ValueError(f"no row ID is in every site's {self.cfg.score_file}: nothing to score ({counts})")
+        with net.ledger.phase("scoring"):
+            wants_ids = {s: owner == SERVER and s == sites[0] for s in sites}
+            replies = net.exchange(REPRESENT, {s: {"positions": positions[s], "ids": wants_ids[s]} for s in sites})
+            reps = {s: np.asarray(r["reps"]) for s, r in replies.items()}
+            if owner == SERVER:
+                out = Path(self.runs_root or ".") / PREDICTIONS_DIR / (self.job_id or "inprocess") / "predictions.csv"
+                folder = models_dir(self.runs_root or ".", model_job) / LABEL_DIR
+                scored = apply_head(folder, reps, list(replies[sites[0]]["ids"]), out)
+            else:
+                scored = net.exchange(APPLY, {owner: {"reps": reps, "positions": positions[owner],
+                                                      "job_id": self.job_id or "inprocess"}})[owner]
+        self.info.update(
+            model_job=model_job, algorithm=loaded[sites[0]]["algorithm"], label_owner=owner,
+            predictions=scored["predictions"],
+            per_site={s: {"file": r["file"], "rows": r["rows"], "unmatched": r["rows"] - len(common),
+                          "unseen_categories": r["unseen"]} for s, r in loaded.items()},
+        )
+        for site, report in self.info["per_site"].items():
+            self.tracker.info(f"{site}: {report['rows']} rows in {report['file']}, {report['unmatched']} not at "
+                              f"every site (not scored)" + "".join(
+                                  f"; column {c!r}: {u['rows']} rows with a category training never saw (first: "
+                                  f"line {u['first_line']}, {u['first_value']!r}), scored as unknown"
+                                  for c, u in report["unseen_categories"].items()))
+        self.tracker.info(f"scored {len(common)} rows with the model of job {model_job}; predictions at "
+                          f"{owner}: {scored['predictions']}")
+        return {"scored_rows": float(len(common))}
+
+    def _check_one_model(self, loaded: dict[str, dict]) -> str:
+        """The one training job every site's saved model comes from."""
+        jobs = {s: r["job_id"] for s, r in loaded.items()}
+        hashes = {s: r["config_hash"] for s, r in loaded.items()}
+        if len(set(jobs.values())) > 1 or len(set(hashes.values())) > 1:
+            raise ModelStoreError(f"the sites' saved models come from different training jobs ({jobs}, config "
+                                  f"hashes {hashes}); set model_job to the job id every site has a model of")
+        return next(iter(jobs.values()))
+
+    def _label_owner(self, loaded: dict[str, dict], model_job: str) -> str:
+        holders = [s for s, r in loaded.items() if r["label_model"]]
+        if label_owner(models_dir(self.runs_root or ".", model_job) / LABEL_DIR) == SERVER:
+            holders.append(SERVER)
+        if len(holders) != 1:
+            raise ModelStoreError(f"job {model_job}: {'no party' if not holders else holders} holds its label model "
+                                  f"(the head); a training job that ended before its classifier saves none")
+        return holders[0]
+
+    def expected_communications(self, sites: list[str], rows: dict[str, int]) -> dict[str, dict[str, int]]:
+        """One upload per site (its representations; ID digests and row positions are control), and
+        one download of every site's representations to a label-owning site."""
+        owner = self.info.get("label_owner", SERVER)
+        return {s: {"uploads": 1, "downloads": int(s == owner)} for s in sites}

@@ -1,0 +1,158 @@
+"""Scoring new rows with a saved vertical model (issue 14), the parties' side.
+
+A site reads its file of new rows (ID + the columns it trained on), checks it against the training
+schema its saved model keeps, preprocesses it with the training statistics, and sends salted digests of
+the IDs. After the coordinator has matched the digests, the site sends f_k of the matched rows, in the
+coordinator's order. The label party (at the coordinator, or at the site that owned the labels) applies
+its saved head to the representations side by side and writes predictions.csv where it runs.
+Raw features never leave a site, as in training.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from vflflare.algorithms.blocks.classifier import predict_proba
+from vflflare.data.errors import DataError, site_owner
+from vflflare.data.ids import normalize_table_ids
+from vflflare.data.preprocess import SiteInput
+from vflflare.data.schema import TableSchema
+from vflflare.data.table import FeatureTable, parse_features, read_csv
+from vflflare.data.types import FeatureBlock
+from vflflare.protocol.alignment import hash_ids
+from vflflare.protocol.model_store import (
+    LABEL_DIR, ModelStoreError, label_owner, latest_job, load_label_model, load_site_model, models_dir,
+    write_predictions,
+)
+from vflflare.protocol.payload import Payload
+from vflflare.ssl.augment import TabularBatch
+
+SCORE_FILE = "score.csv"
+PREDICTIONS_DIR = "vflflare_predictions"
+LOAD, REPRESENT, APPLY = "score.load", "score.represent", "score.apply"
+LATEST = "latest"
+
+
+def unseen_categories(table: FeatureTable, site_input: SiteInput) -> dict[str, dict[str, Any]]:
+    """Per categorical column, the rows whose category training never saw (scored as unknown: all-zero
+    one-hot, or the embedding's unknown slot): how many, and the first one's line and value."""
+    known = {**site_input.preprocessor.one_hot, **site_input.preprocessor.embedded}
+    out = {}
+    for name in table.categorical:
+        values = table.columns[name]
+        unseen = np.flatnonzero(~np.isin(values, np.asarray(known[name], dtype=object)))
+        if len(unseen):
+            first = int(unseen[0])
+            out[name] = {"rows": int(len(unseen)), "first_line": table.csv.lines[first], "first_value": str(values[first])}
+    return out
+
+
+def read_new_rows(site: str, path: Path, site_input: SiteInput) -> tuple[list[str], FeatureBlock, dict]:
+    """IDs, the preprocessed block and the unseen categories of the new rows in `path`. A column the model
+    was trained on that the file lacks, or one it was not trained on, is an error naming both."""
+    owner = site_owner(site)
+    table = read_csv(owner, path, site_input.id_column)
+    trained = list(site_input.preprocessor.columns)
+    given = [name for name in table.header if name != site_input.id_column]
+    missing = [name for name in trained if name not in given]
+    if missing:
+        raise DataError.at(owner, path, f"no column {missing[0]!r} ({len(missing)} of the {len(trained)} training "
+                           f"columns missing: {missing}); the model was trained on {trained}", column=missing[0])
+    extra = [name for name in given if name not in trained]
+    if extra:
+        raise DataError.at(owner, path, f"column {extra[0]!r} was not a training column ({len(extra)} such: {extra}); "
+                           f"the model was trained on {trained}: remove the others", column=extra[0])
+    normalize_table_ids(table, site_input.id_column, site_input.id_normalize)
+    features = parse_features(table, TableSchema(site_input.id_column, tuple(site_input.categorical_columns)))
+    unseen = unseen_categories(features, site_input)
+    return features.ids, site_input.preprocessor.transform(features), unseen
+
+
+@dataclass
+class SiteScorer:
+    """One site's side of a scoring job; `tasks` are its entries for SiteRuntime."""
+
+    site: str
+    data_root: str | None
+    runs_root: str | None
+    _loaded: dict[str, Any] | None = None
+
+    @property
+    def tasks(self) -> dict[str, Any]:
+        return {LOAD: self.load, REPRESENT: self.represent, APPLY: self.apply}
+
+    def load(self, payload: Payload) -> Payload:
+        """payload: model_job (a job id, or "latest": this site's newest saved model), score_file, salt.
+        Reply: the ID digests, the model's job id and config hash, row count, unseen categories, and
+        whether this site holds the job's label model."""
+        if self.runs_root is None:
+            raise ModelStoreError(f"site '{self.site}': no workspace to find saved models in")
+        job = payload["model_job"]
+        job = latest_job(self.runs_root, self.site) if job == LATEST else job
+        folder = models_dir(self.runs_root, job)
+        encoder, site_input, manifest = load_site_model(folder / self.site, self.site)
+        if self.data_root is None:
+            raise DataError(f"{site_owner(self.site)}: scoring reads the new rows from the site's data root "
+                            f"(<data root>/{self.site}/{payload['score_file']}); this site has none set")
+        path = Path(self.data_root) / self.site / payload["score_file"]
+        ids, block, unseen = read_new_rows(self.site, path, site_input)
+        batch = TabularBatch.from_block(block)
+        try:
+            with torch.no_grad():
+                encoder(*batch.take(torch.arange(min(1, len(ids)))))
+        except RuntimeError as error:
+            raise ModelStoreError(f"site '{self.site}': the model saved at {folder / self.site} does not match its "
+                                  f"preprocessing ({block.numeric.shape[1]} numeric inputs, "
+                                  f"{block.categorical.shape[1]} categorical): {error}") from error
+        self._loaded = {"ids": ids, "batch": batch, "encoder": encoder, "folder": folder, "path": str(path)}
+        return {"ids": hash_ids(ids, payload["salt"]), "job_id": job, "config_hash": manifest["config_hash"],
+                "algorithm": manifest["algorithm"], "rows": len(ids), "unseen": unseen, "file": str(path),
+                "label_model": label_owner(folder / LABEL_DIR) == self.site}
+
+    def represent(self, payload: Payload) -> Payload:
+        """f_k of the rows at payload["positions"] (in the coordinator's order); with payload["ids"], their
+        IDs too, for a label party at the coordinator to write its predictions by."""
+        loaded = self._require()
+        positions = torch.as_tensor(np.asarray(payload["positions"], dtype=np.int64))
+        with torch.no_grad():
+            reps = loaded["encoder"](*loaded["batch"].take(positions)).numpy().astype(np.float32)
+        reply: Payload = {"reps": reps}
+        if payload.get("ids"):
+            reply["ids"] = [loaded["ids"][i] for i in positions.tolist()]
+        return reply
+
+    def apply(self, payload: Payload) -> Payload:
+        """The label party at this site: the head over payload["reps"] (site -> array), predictions.csv by
+        this site's own IDs of payload["positions"]."""
+        loaded = self._require()
+        ids = [loaded["ids"][i] for i in np.asarray(payload["positions"], dtype=np.int64).tolist()]
+        path = Path(self.runs_root or ".") / PREDICTIONS_DIR / payload["job_id"] / "predictions.csv"
+        return apply_head(loaded["folder"] / LABEL_DIR, payload["reps"], ids, path)
+
+    def _require(self) -> dict[str, Any]:
+        if self._loaded is None:
+            raise RuntimeError(f"site '{self.site}': scoring step before {LOAD}")
+        return self._loaded
+
+
+def apply_head(folder: Path, reps: dict[str, np.ndarray], ids: list[str], out: Path) -> Payload:
+    """The label party's step: class probabilities of the head saved in `folder` over the sites'
+    representations (in the order it was trained with), written to `out` as predictions.csv."""
+    head, manifest = load_label_model(folder)
+    missing = [s for s in manifest["sites"] if s not in reps]
+    if missing:
+        raise ModelStoreError(f"label party: the head at {folder} was trained on the representations of "
+                              f"{manifest['sites']}; none came from {missing}")
+    joint = torch.as_tensor(np.concatenate([np.asarray(reps[s], dtype=np.float32) for s in manifest["sites"]], axis=1))
+    try:
+        probs = predict_proba(head, joint)
+    except RuntimeError as error:
+        raise ModelStoreError(f"label party: the head at {folder} does not take these representations "
+                              f"({joint.shape[1]} wide): {error}") from error
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_predictions(out, ids, probs)
+    return {"predictions": str(out), "rows": len(ids)}
