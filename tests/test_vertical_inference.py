@@ -1,0 +1,160 @@
+"""Issue 14 items 1-2: a training job leaves each site's f_k and preprocessing and the label party's head
+with manifests; the vertical_inference job scores new rows with them and writes predictions.csv at the
+label owner. Scoring a split's test rows gives exactly the training job's test predictions."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from simulator_helpers import run_job
+from vflflare import cli
+from vflflare.algorithms.registry import make_config
+from vflflare.data.errors import DataError
+from vflflare.data.preprocess import Preprocessor, SiteInput
+from vflflare.protocol.inprocess import run_inprocess
+from vflflare.protocol.model_store import LABEL_DIR, ModelStoreError, config_hash, models_dir, read_predictions
+from vflflare.protocol.scoring import read_new_rows
+
+SITES = ["site-1", "site-2"]
+
+
+def _split(root: Path, **options: str) -> Path:
+    """A breast-cancer split whose sites each get their test rows as score.csv (new rows to score)."""
+    extra = [arg for key, value in options.items() for arg in (f"--{key.replace('_', '-')}", value)]
+    assert cli.main(["split", "--dataset", "breast_cancer", "--overlap", "200", "--out", str(root), *extra]) == 0
+    for site in SITES:
+        shutil.copy(root / site / "test.csv", root / site / "score.csv")
+    return root
+
+
+def _rewrite(path: Path, edit) -> None:
+    """Apply `edit` to the CSV's rows (header first) and write them back."""
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(edit(rows))
+
+
+def _train_and_score(tmp_path: Path, algorithm: str, data: Path, **settings) -> tuple[dict, dict]:
+    runs = tmp_path / "runs"
+    trained = run_inprocess(make_config(algorithm=algorithm, **settings), SITES, str(data), runs_root=str(runs))
+    scored = run_inprocess(make_config(algorithm="vertical_inference", model_job=trained["job_id"]), SITES,
+                           str(data), runs_root=str(runs))
+    return trained, scored
+
+
+@pytest.fixture(scope="module")
+def oneshot_scored(tmp_path_factory) -> tuple[Path, dict, dict]:
+    tmp = tmp_path_factory.mktemp("oneshot")
+    trained, scored = _train_and_score(tmp, "oneshot", _split(tmp / "data"))
+    return tmp, trained, scored
+
+
+def test_training_saves_models_with_manifests_and_no_raw_rows(oneshot_scored):
+    tmp, trained, _ = oneshot_scored
+    job, runs = trained["job_id"], tmp / "runs"
+    expected_hash = config_hash(trained["config"])
+    for site in SITES:
+        folder = models_dir(runs / site, job) / site
+        manifest = json.loads((folder / "manifest.json").read_text())
+        header = (tmp / "data" / site / "train.csv").read_text().splitlines()[0].split(",")
+        assert manifest["algorithm"] == "oneshot" and manifest["config_hash"] == expected_hash
+        assert manifest["input_schema"]["columns"] == header[1:] and manifest["input_schema"]["id_column"] == "id"
+        assert sorted(manifest["files"]) == ["encoder.pt", "preprocessing.json"] and manifest["created_at"]
+        # the preprocessing keeps column statistics, not rows: no ID of the site's table is in it
+        text = (folder / "preprocessing.json").read_text()
+        assert not any(row.split(",")[0] in text for row in (tmp / "data" / site / "train.csv").read_text().splitlines()[1:])
+    label = json.loads((models_dir(runs / "server", job) / LABEL_DIR / "manifest.json").read_text())
+    assert label["sites"] == SITES and label["config_hash"] == expected_hash and label["label_owner"] == "server"
+    assert label["metrics"]["test_auc"] == pytest.approx(trained["metrics"]["test_auc"], abs=1e-12)
+    assert trained["label_model"].endswith("manifest.json")
+
+
+def test_scoring_the_test_rows_gives_the_training_jobs_test_predictions(oneshot_scored):
+    tmp, trained, scored = oneshot_scored
+    expected = read_predictions(models_dir(tmp / "runs" / "server", trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
+    got = read_predictions(Path(scored["training"]["predictions"]))
+    assert len(got) == len(expected) == trained["rows"]["test"] and got == expected
+    assert scored["metrics"]["scored_rows"] == len(expected)
+    assert all(report["unmatched"] == 0 for report in scored["training"]["per_site"].values())
+    # each site uploads its representations once; ID digests and positions are control messages
+    counts = {s: {"uploads": c["uploads"], "downloads": c["downloads"]} for s, c in scored["communication"]["per_site"].items()}
+    assert counts == scored["expected_communication"] == {s: {"uploads": 1, "downloads": 0} for s in SITES}
+
+
+def test_a_label_owning_site_scores_split_nn_and_unmatched_rows_are_counted(tmp_path):
+    data = _split(tmp_path / "data", label_owner="site-1")
+    _rewrite(data / "site-2" / "score.csv", lambda rows: rows[:-5])  # 5 rows site-2 does not have
+    trained, scored = _train_and_score(tmp_path, "vanilla", data, label_owner="site-1", split_epochs=5)
+    expected = read_predictions(models_dir(tmp_path / "runs" / "site-1", trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
+    got = read_predictions(Path(scored["training"]["predictions"]))
+    assert str(tmp_path / "runs" / "site-1") in scored["training"]["predictions"]  # written at the label owner
+    assert len(got) == len(expected) - 5 and all(got[i] == expected[i] for i in got)
+    assert scored["training"]["per_site"]["site-1"]["unmatched"] == 5
+    assert scored["training"]["per_site"]["site-2"]["unmatched"] == 0
+    assert scored["expected_communication"]["site-1"] == {"uploads": 1, "downloads": 1}
+    assert {s: {"uploads": c["uploads"], "downloads": c["downloads"]}
+            for s, c in scored["communication"]["per_site"].items()} == scored["expected_communication"]
+
+
+def _score_error(tmp_path: Path, oneshot_scored, edit_site2) -> str:
+    """Score a copy of the trained split after `edit_site2` changed site-2's score.csv; the error text."""
+    tmp, trained, _ = oneshot_scored
+    data = tmp_path / "data"
+    shutil.copytree(tmp / "data", data)
+    edit_site2(data / "site-2" / "score.csv")
+    with pytest.raises((DataError, ModelStoreError)) as caught:
+        run_inprocess(make_config(algorithm="vertical_inference", model_job=trained["job_id"]), SITES, str(data),
+                      runs_root=str(tmp / "runs"))
+    return str(caught.value)
+
+
+def test_a_missing_column_is_an_error_naming_site_file_and_column(tmp_path, oneshot_scored):
+    message = _score_error(tmp_path, oneshot_scored, lambda p: _rewrite(p, lambda rows: [r[:-1] for r in rows]))
+    assert "site 'site-2'" in message and "score.csv" in message and "no column" in message
+
+
+def test_an_extra_column_is_an_error_naming_it(tmp_path, oneshot_scored):
+    message = _score_error(tmp_path, oneshot_scored, lambda p: _rewrite(
+        p, lambda rows: [rows[0] + ["postcode"]] + [r + ["1"] for r in rows[1:]]))
+    assert "site 'site-2'" in message and "column 'postcode' was not a training column" in message
+
+
+def test_a_changed_model_file_is_refused(tmp_path, oneshot_scored):
+    tmp, trained, _ = oneshot_scored
+    runs = tmp_path / "runs"
+    shutil.copytree(tmp / "runs", runs)
+    encoder = models_dir(runs / "site-1", trained["job_id"]) / "site-1" / "encoder.pt"
+    encoder.write_bytes(encoder.read_bytes() + b"\0")
+    with pytest.raises(ModelStoreError, match="site 'site-1'.*encoder.pt changed since it was saved"):
+        run_inprocess(make_config(algorithm="vertical_inference"), SITES, str(tmp / "data"), runs_root=str(runs))
+
+
+def test_unseen_categories_are_scored_as_unknown_and_counted(tmp_path):
+    path = tmp_path / "score.csv"
+    path.write_text("id,colour,size\na,red,1.0\nb,mauve,2.0\nc,teal,3.0\nd,blue,4.0\n")
+    site_input = SiteInput("id", ["colour"], [], Preprocessor(("colour", "size"), {"size": (2.0, 1.0)},
+                                                             {"colour": ["blue", "red"]}, {}))
+    ids, block, unseen = read_new_rows("site-1", path, site_input)
+    assert ids == ["a", "b", "c", "d"]
+    assert unseen == {"colour": {"rows": 2, "first_line": 3, "first_value": "mauve"}}
+    assert block.numeric.tolist() == [[0, 1, -1], [0, 0, 0], [0, 0, 1], [1, 0, 2]]  # one-hot blue, red; size
+
+
+@pytest.mark.simulator
+def test_the_simulator_trains_then_scores_with_the_shipped_job(tmp_path, monkeypatch):
+    """Train one-shot in the NVFlare simulator, then run jobs/vertical_inference (model_job: latest)."""
+    data = _split(tmp_path / "data")
+    monkeypatch.setenv("VFLFLARE_RUNS_ROOT", str(tmp_path / "runs"))  # the simulator wipes its workspace
+    trained = run_job(tmp_path / "train", "oneshot", data_root=data)
+    assert "error" not in trained, trained.get("error")
+    scored = cli.simulate(str(Path(__file__).resolve().parents[1] / "jobs" / "vertical_inference"),
+                          str(tmp_path / "score_ws"), 2, 2, str(data))
+    assert "error" not in scored, scored.get("error")
+    expected = read_predictions(models_dir(tmp_path / "runs", trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
+    assert read_predictions(Path(scored["training"]["predictions"])) == expected
+    assert scored["metrics"]["scored_rows"] == trained["rows"]["test"]
