@@ -150,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     inproc.add_argument("--json", help="also write the result record here")
     inproc.set_defaults(func=_cmd_inprocess)
 
+    from vflflare.bench.command import configure_bench_parser, run_bench
+
+    bench = sub.add_parser("bench", help="every algorithm and baseline on a grid of splits; the leaderboard")
+    configure_bench_parser(bench)
+    bench.set_defaults(func=run_bench)
+
     keys = sub.add_parser(
         "he-keys",
         help="write CKKS contexts for a simulator run into WORKSPACE/startup/ (as NVFlare's HEBuilder makes them)",

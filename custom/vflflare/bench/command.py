@@ -1,0 +1,50 @@
+"""The `vflflare bench` command: run the grid, then write the leaderboard (Markdown, CSV, plots)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vflflare.bench.grid import METHODS, BenchSpec, read_records, run_grid
+
+
+def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
+    spec = BenchSpec()
+    parser.add_argument("--datasets", nargs="+", default=spec.datasets, help="tables `vflflare split` knows")
+    parser.add_argument("--overlaps", nargs="+", type=int, default=spec.overlaps, help="aligned labeled rows N_o")
+    parser.add_argument("--seeds", nargs="+", type=int, default=spec.seeds)
+    parser.add_argument("--methods", nargs="+", default=spec.methods, metavar="METHOD",
+                        help=f"default: all of {list(METHODS)}")
+    parser.add_argument("--sites", type=int, default=spec.sites)
+    parser.add_argument("--sim", action="store_true", help="run the VFL methods as NVFlare simulator jobs")
+    parser.add_argument("--workers", type=int, default=spec.workers, help="splits run side by side in processes")
+    parser.add_argument("--data-dir", help="folder holding the dataset folders (default: vflflare split's)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a job setting for every VFL method that has it (e.g. split_epochs=5 for a quick run)")
+    parser.add_argument("--out", default="bench_out", help="results.jsonl, leaderboard.md/.csv and plots go here")
+    parser.add_argument("--leaderboard", help="also write the Markdown table to this file")
+    parser.add_argument("--table", action="store_true", help="only rebuild the leaderboard from --out's results")
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from vflflare.bench.report import markdown, plots, write_csv
+    from vflflare.cli import parse_overrides
+
+    out = Path(args.out)
+    results = out / "results.jsonl"
+    if not args.table:
+        spec = BenchSpec(args.datasets, args.overlaps, args.seeds, args.methods, args.sites, args.sim, args.data_dir,
+                         args.workers, parse_overrides(args.set))
+        run_grid(spec, out)
+    records = read_records(results)
+    if not records:
+        raise SystemExit(f"no results in {results}")
+    table = markdown(records)
+    (out / "leaderboard.md").write_text(table)
+    if args.leaderboard:
+        Path(args.leaderboard).write_text(table)
+    write_csv(records, out / "leaderboard.csv")
+    pngs = plots(records, out)
+    print(table)
+    print(f"records: {results}; table: {out / 'leaderboard.md'}; CSV: {out / 'leaderboard.csv'}; plots: "
+          + ", ".join(map(str, pngs)))
+    return 0

@@ -1,0 +1,181 @@
+"""`vflflare bench`: every tabular algorithm and baseline on one grid of splits (datasets x overlaps x
+seeds), one record per (method, split) in a JSON-lines file; report.py turns them into the leaderboard.
+
+Every split is `vflflare split --dataset D --overlap N --seed s --label-owner <first site>
+--active-site-labels`: the labels at a site (NVFlare's vertical XGBoost needs that; VFLHLP's active
+party holds the labels of its own rows as well). The VFL methods run at their package defaults with
+`seed = s`, in process or (`sim`) as NVFlare simulator jobs, which give the same numbers.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import platform
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable
+
+from vflflare import cli
+from vflflare.algorithms.registry import get_algorithm, make_config
+from vflflare.bench.baselines import AlignedSplit, central, fit_logreg, fit_xgboost, label_local
+from vflflare.bench.vertical_xgb import run_on_split
+from vflflare.data.split import parse_sites
+from vflflare.protocol.inprocess import run_inprocess
+
+# method -> the job's settings (package defaults otherwise)
+VFL_METHODS: dict[str, dict[str, Any]] = {
+    "vanilla": {"algorithm": "vanilla"},
+    "FedBCD": {"algorithm": "fedbcd"},
+    "one-shot": {"algorithm": "oneshot"},
+    "few-shot": {"algorithm": "fewshot"},
+    "few-shot + finetune": {"algorithm": "fewshot", "finetune_epochs": 100},  # stops early on validation
+    "SS-VFL-I": {"algorithm": "ssvfl_i"},
+    "SS-VFL-C": {"algorithm": "ssvfl_c"},
+    "FedHSSL": {"algorithm": "fedhssl", "global_iterations": 10},  # as in FEDHSSL_REPORT (40 is 4x the CPU)
+    "VFLHLP": {"algorithm": "vflhlp"},
+}
+BASELINES = ("vertical XGBoost (NVFlare)", "central XGBoost", "central LR", "label party alone (XGBoost)")
+METHODS = (*VFL_METHODS, *BASELINES)
+
+
+@dataclass
+class BenchSpec:
+    datasets: list[str] = field(default_factory=lambda: ["credit_default"])
+    overlaps: list[int] = field(default_factory=lambda: [500, 1000, 2000])
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    methods: list[str] = field(default_factory=lambda: list(METHODS))
+    sites: int = 2
+    sim: bool = False
+    data_dir: str | None = None
+    workers: int = 1  # splits run side by side, each in its own process
+    # extra job settings, for every VFL method whose config has the key (a key none has is an error)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def settings_for(self, method: str) -> dict[str, Any]:
+        known = {f.name for f in fields(get_algorithm(VFL_METHODS[method]["algorithm"]).Config)}
+        return {k: v for k, v in self.settings.items() if k in known}
+
+    def check(self) -> None:
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown:
+            raise ValueError(f"unknown methods {unknown}; known: {list(METHODS)}")
+        vfl = [m for m in self.methods if m in VFL_METHODS]
+        unused = set(self.settings) - {k for m in vfl for k in self.settings_for(m)}
+        if unused:
+            raise ValueError(f"no method of this bench has the settings {sorted(unused)}")
+
+
+def split_for(spec: BenchSpec, out: Path, dataset: str, overlap: int, seed: int) -> Path:
+    sites = parse_sites(str(spec.sites))
+    root = out / "splits" / f"{dataset}_k{spec.sites}_n{overlap}_s{seed}"
+    if not (root / "manifest.json").exists():
+        shutil.rmtree(root, ignore_errors=True)
+        args = ["split", "--dataset", dataset, "--sites", str(spec.sites), "--overlap", str(overlap), "--seed",
+                str(seed), "--out", str(root), "--label-owner", sites[0], "--active-site-labels"]
+        if cli.main(args + (["--data-dir", spec.data_dir] if spec.data_dir else [])) != 0:
+            raise RuntimeError(f"vflflare split failed: {' '.join(args)}")
+    return root
+
+
+def run_vfl(spec: BenchSpec, method: str, root: Path, seed: int, work: Path) -> dict:
+    sites = parse_sites(str(spec.sites))
+    settings = {**VFL_METHODS[method], **spec.settings_for(method), "seed": seed, "label_owner": sites[0]}
+    if spec.sim:
+        from vflflare.jobs import write_job
+
+        job = write_job(work / "jobs", "bench", settings, min_sites=len(sites))
+        result = cli.simulate(str(job), str(work / "ws"), len(sites), len(sites), str(root))
+    else:
+        result = run_inprocess(make_config(settings), sites, str(root))
+    if "error" in result:
+        raise RuntimeError(f"{method} on {root.name}: {result['error']}")
+    comm = result["communication"]["per_site"]
+    return {"metrics": result["metrics"],
+            "mb_per_site": max(c["payload_bytes"] for c in comm.values()) / 1e6,
+            "comms_per_site": max(c["uploads"] + c["downloads"] for c in comm.values())}
+
+
+def run_baseline(method: str, split: AlignedSplit, seed: int, work: Path) -> dict:
+    if method == "central XGBoost":
+        out = central(split, fit_xgboost, seed)
+    elif method == "central LR":
+        out = central(split, fit_logreg, seed)
+    elif method == "label party alone (XGBoost)":
+        out = label_local(split, seed)
+    else:  # NVFlare's vertical XGBoost, at the depth and rounds the central XGBoost chose on validation
+        chosen = central(split, fit_xgboost, seed)
+        out = run_on_split(split, chosen["depth"], chosen["rounds"], work)
+    metrics = {k: out.pop(k) for k in ("val_auc", "test_auc") if k in out}
+    return {"metrics": metrics, "mb_per_site": None, "comms_per_site": None, "training": out}
+
+
+def environment() -> dict[str, str]:
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "machine": platform.machine()}
+
+
+def run_split(spec: BenchSpec, out: Path, dataset: str, overlap: int, seed: int, methods: list[str]) -> list[dict]:
+    """Every method of `methods` on one split; a record each."""
+    torch_threads(1)
+    root = split_for(spec, out, dataset, overlap, seed)
+    split = None
+    records = []
+    for method in methods:
+        work = out / "work" / f"{dataset}_{overlap}_{seed}_{method.replace(' ', '_')}"
+        start = time.perf_counter()
+        if method in VFL_METHODS:
+            record = run_vfl(spec, method, root, seed, work)
+        else:
+            if split is None:
+                sites = parse_sites(str(spec.sites))
+                val_fraction = spec.settings.get("val_fraction", make_config().val_fraction)
+                split = AlignedSplit.load(root, sites, sites[0], seed, val_fraction)
+            record = run_baseline(method, split, seed, work)
+        shutil.rmtree(work, ignore_errors=True)
+        records.append({"dataset": dataset, "overlap": overlap, "seed": seed, "method": method, **record,
+                        "wall_s": round(time.perf_counter() - start, 1), "sim": spec.sim, "env": environment()})
+    return records
+
+
+def torch_threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(n)
+
+
+def run_grid(spec: BenchSpec, out: Path, progress: Callable[[str], None] = print) -> Path:
+    """Run every (dataset, overlap, seed, method) not yet in out/results.jsonl; returns that file. With
+    `spec.workers` > 1, splits run in that many processes at once."""
+    spec.check()
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "results.jsonl"
+    done = {(r["dataset"], r["overlap"], r["seed"], r["method"]) for r in read_records(results)}
+    todo = [(d, n, s, [m for m in spec.methods if (d, n, s, m) not in done])
+            for d in spec.datasets for n in spec.overlaps for s in spec.seeds]
+    todo = [cell for cell in todo if cell[3]]
+
+    def keep(records: list[dict]) -> None:
+        with results.open("a") as f:
+            for record in records:
+                f.write(json.dumps(record) + "\n")
+                progress(f"{record['dataset']} N_o={record['overlap']} seed {record['seed']} {record['method']}: "
+                         f"test {record['metrics'].get('test_auc', float('nan')):.4f} ({record['wall_s']} s)")
+
+    if spec.workers <= 1:
+        for cell in todo:
+            keep(run_split(spec, out, *cell))
+    else:
+        context = multiprocessing.get_context("spawn")  # torch and NVFlare's simulator in fresh processes
+        with ProcessPoolExecutor(spec.workers, mp_context=context) as pool:
+            for future in as_completed([pool.submit(run_split, spec, out, *cell) for cell in todo]):
+                keep(future.result())
+    (out / "spec.json").write_text(json.dumps(asdict(spec), indent=2))
+    return results
+
+
+def read_records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []

@@ -1,0 +1,97 @@
+"""The leaderboard from `vflflare bench` records: a Markdown table (median test AUC over seeds per method
+and overlap, with the per-seed values; traffic per site), a CSV of every record, and three plots
+(matplotlib, PNG): test AUC against communication MB and against the number of communications per site
+(the one-shot paper's Fig. 6-7), and test AUC against the overlap N_o."""
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from vflflare.bench.grid import METHODS
+
+
+def _median(values: list[float]) -> float:
+    return float(np.median(values)) if values else float("nan")
+
+
+def cells(records: list[dict]) -> dict[tuple[str, str, int], list[dict]]:
+    """(dataset, method, overlap) -> its records, seeds ascending."""
+    out: dict[tuple[str, str, int], list[dict]] = defaultdict(list)
+    for r in sorted(records, key=lambda r: r["seed"]):
+        out[(r["dataset"], r["method"], r["overlap"])].append(r)
+    return out
+
+
+def markdown(records: list[dict]) -> str:
+    by = cells(records)
+    lines = []
+    for dataset in sorted({r["dataset"] for r in records}):
+        overlaps = sorted({r["overlap"] for r in records if r["dataset"] == dataset})
+        methods = [m for m in METHODS if any(k[0] == dataset and k[1] == m for k in by)]
+        seeds = sorted({r["seed"] for r in records if r["dataset"] == dataset})
+        lines += [f"### {dataset}: test AUC, median over seeds {', '.join(map(str, seeds))} (per seed)", "",
+                  "| method | " + " | ".join(f"N_o = {n}" for n in overlaps) + " | MB per site | communications per site |",
+                  "|---|" + "---|" * (len(overlaps) + 2)]
+        for method in methods:
+            row = []
+            for n in overlaps:
+                aucs = [r["metrics"]["test_auc"] for r in by.get((dataset, method, n), [])]
+                row.append(f"{_median(aucs):.3f} ({', '.join(f'{a:.3f}' for a in aucs)})" if aucs else "")
+            traffic = [r for n in overlaps for r in by.get((dataset, method, n), []) if r["mb_per_site"] is not None]
+            mb = f"{min(r['mb_per_site'] for r in traffic):.2f}-{max(r['mb_per_site'] for r in traffic):.2f}" if traffic else "-"
+            comms = f"{min(r['comms_per_site'] for r in traffic)}-{max(r['comms_per_site'] for r in traffic)}" if traffic else "-"
+            lines.append(f"| {method} | " + " | ".join(row) + f" | {mb} | {comms} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_csv(records: list[dict], path: Path) -> Path:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["dataset", "overlap", "seed", "method", "test_auc", "val_auc", "mb_per_site",
+                         "comms_per_site", "wall_s"])
+        for r in records:
+            writer.writerow([r["dataset"], r["overlap"], r["seed"], r["method"], r["metrics"].get("test_auc"),
+                             r["metrics"].get("val_auc"), r["mb_per_site"], r["comms_per_site"], r["wall_s"]])
+    return path
+
+
+def plots(records: list[dict], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by = cells(records)
+    written = []
+    for dataset in sorted({r["dataset"] for r in records}):
+        overlaps = sorted({r["overlap"] for r in records if r["dataset"] == dataset})
+        methods = [m for m in METHODS if any(k[0] == dataset and k[1] == m for k in by)]
+        fig, axes = plt.subplots(1, 3, figsize=(17, 5))
+        for method in methods:
+            style = {"marker": "o", "label": method, "color": plt.cm.tab20(METHODS.index(method) % 20)}
+            points = [(n, by[(dataset, method, n)]) for n in overlaps if (dataset, method, n) in by]
+            auc = [_median([r["metrics"]["test_auc"] for r in rs]) for _, rs in points]
+            axes[2].plot([n for n, _ in points], auc, **style)
+            if points and points[0][1][0]["mb_per_site"] is not None:  # baselines: no vflflare traffic
+                mb = [_median([r["mb_per_site"] for r in rs]) for _, rs in points]
+                comms = [_median([r["comms_per_site"] for r in rs]) for _, rs in points]
+                axes[0].plot(mb, auc, **style)
+                axes[1].plot(comms, auc, **style)
+        for ax, xlabel in zip(axes, ("payload MB per site", "communications per site", "aligned rows N_o")):
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("test AUC (median over seeds)")
+            ax.grid(alpha=0.3)
+        axes[0].set_xscale("symlog", linthresh=1)
+        axes[1].set_xscale("symlog", linthresh=10)
+        axes[2].legend(fontsize=8)
+        fig.suptitle(f"{dataset}: each point is one overlap N_o ({', '.join(map(str, overlaps))})")
+        fig.tight_layout()
+        path = out / f"leaderboard_{dataset}.png"
+        fig.savefig(path, dpi=80)
+        plt.close(fig)
+        written.append(path)
+    return written

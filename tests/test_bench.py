@@ -1,0 +1,72 @@
+"""Issue 14 item 3: `vflflare bench` runs algorithms and baselines on a grid and writes the leaderboard
+(Markdown, CSV, plots); a tiny configuration, as CI runs it. NVFlare's vertical XGBoost (its own recipe,
+simulator) grows the trees central XGBoost grows at the same settings; the simulator mode gives the
+in-process numbers."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from vflflare import cli
+
+QUICK = ["--set", "split_epochs=3", "--set", "ssl_epochs=3"]
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    methods = ["vanilla", "one-shot", "vertical XGBoost (NVFlare)", "central XGBoost", "central LR",
+               "label party alone (XGBoost)"]
+    leaderboard = out / "LEADERBOARD.md"
+    code = cli.main(["bench", "--datasets", "breast_cancer", "--overlaps", "150", "--seeds", "0", "--methods", *methods,
+                     *QUICK, "--out", str(out / "run"), "--leaderboard", str(leaderboard)])
+    assert code == 0
+    records = [json.loads(line) for line in (out / "run" / "results.jsonl").read_text().splitlines()]
+    return out, {r["method"]: r for r in records}, leaderboard.read_text()
+
+
+def test_the_leaderboard_has_every_method_and_its_files(bench):
+    out, records, table = bench
+    assert len(records) == 6
+    for method in records:
+        assert f"| {method} | " in table
+    with (out / "run" / "leaderboard.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == 6
+    png = out / "run" / "leaderboard_breast_cancer.png"
+    assert png.stat().st_size > 10_000
+    # one-shot: 2 up + 1 down per site; the label-owning site-1 also relays site-2's (3 up + 3 down)
+    assert records["one-shot"]["comms_per_site"] == 6
+    assert records["central XGBoost"]["mb_per_site"] is None  # not federated: no traffic column
+
+
+def test_every_method_scores_well_on_the_easy_table(bench):
+    _, records, _ = bench
+    for method, record in records.items():
+        assert record["metrics"]["test_auc"] >= 0.9, (method, record["metrics"])
+
+
+def test_vertical_xgboost_grows_the_central_trees(bench):
+    """Without encryption, vertical XGBoost is lossless: same depth and rounds, same test AUC."""
+    _, records, _ = bench
+    vertical, central = records["vertical XGBoost (NVFlare)"], records["central XGBoost"]
+    assert vertical["training"]["depth"] == central["training"]["depth"]
+    assert vertical["training"]["rounds"] == central["training"]["rounds"]
+    assert vertical["metrics"]["test_auc"] == pytest.approx(central["metrics"]["test_auc"], abs=1e-4)
+
+
+@pytest.mark.simulator
+def test_the_simulator_mode_gives_the_in_process_numbers(bench, tmp_path):
+    _, records, _ = bench
+    assert cli.main(["bench", "--datasets", "breast_cancer", "--overlaps", "150", "--seeds", "0", "--methods",
+                     "vanilla", "--set", "split_epochs=3", "--sim", "--out", str(tmp_path)]) == 0
+    sim = json.loads((tmp_path / "results.jsonl").read_text().splitlines()[0])
+    assert sim["sim"] and sim["metrics"] == pytest.approx(records["vanilla"]["metrics"], abs=1e-6)
+    assert sim["comms_per_site"] == records["vanilla"]["comms_per_site"]
+
+
+def test_a_setting_no_method_has_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match=r"no method of this bench has the settings \['ssl_epochs'\]"):
+        cli.main(["bench", "--datasets", "breast_cancer", "--methods", "vanilla", "--set", "ssl_epochs=3",
+                  "--out", str(tmp_path)])
