@@ -158,3 +158,25 @@ def test_the_simulator_trains_then_scores_with_the_shipped_job(tmp_path, monkeyp
     expected = read_predictions(models_dir(tmp_path / "runs", trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
     assert read_predictions(Path(scored["training"]["predictions"])) == expected
     assert scored["metrics"]["scored_rows"] == trained["rows"]["test"]
+
+
+@pytest.mark.simulator
+def test_a_poc_trains_then_scores(tmp_path):
+    """poc/run.sh twice (real server, site and admin processes): one-shot, then jobs/vertical_inference;
+    the predictions equal the training job's test predictions."""
+    from deployment_helpers import POC_RUN, REPO, env_with, free_port, results_path_from, run_bounded
+
+    data = _split(tmp_path / "data")
+    env = env_with(VFLFLARE_DATA_ROOT=None, VFLFLARE_RUNS_ROOT=str(tmp_path / "runs"))
+    results = {}
+    for job in ("oneshot_vfl", "vertical_inference"):
+        ws = tmp_path / f"poc_{job}"
+        run = run_bounded(["bash", str(POC_RUN), str(REPO / "jobs" / job), "--data-root", str(data), "--workspace",
+                           str(ws), "--port", str(free_port()), "--timeout", "240", "--start-timeout", "90"],
+                          420, ws / "poc", tmp_path / f"{job}.log", env)
+        assert run.returncode == 0, run.output[-4000:]
+        results[job] = json.loads(results_path_from(run.output).read_text())
+    trained, scored = results["oneshot_vfl"], results["vertical_inference"]
+    assert scored["training"]["model_job"] == trained["job_id"]  # "latest": the POC training job
+    expected = read_predictions(models_dir(tmp_path / "runs", trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
+    assert read_predictions(Path(scored["training"]["predictions"])) == expected
