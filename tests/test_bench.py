@@ -18,7 +18,7 @@ QUICK = ["--set", "split_epochs=3", "--set", "ssl_epochs=3"]
 def bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     methods = ["vanilla", "one-shot", "vertical XGBoost (NVFlare)", "central XGBoost", "central LR",
-               "label party alone (XGBoost)"]
+               "label party alone (XGBoost, aligned rows)", "label party alone (XGBoost, all its labels)"]
     leaderboard = out / "LEADERBOARD.md"
     code = cli.main(["bench", "--datasets", "breast_cancer", "--overlaps", "150", "--seeds", "0", "--methods", *methods,
                      *QUICK, "--out", str(out / "run"), "--leaderboard", str(leaderboard)])
@@ -29,11 +29,11 @@ def bench(tmp_path_factory):
 
 def test_the_leaderboard_has_every_method_and_its_files(bench):
     out, records, table = bench
-    assert len(records) == 6
+    assert len(records) == 7
     for method in records:
         assert f"| {method} | " in table
     with (out / "run" / "leaderboard.csv").open() as f:
-        assert len(list(csv.DictReader(f))) == 6
+        assert len(list(csv.DictReader(f))) == 7
     png = out / "run" / "leaderboard_breast_cancer.png"
     assert png.stat().st_size > 10_000
     # one-shot: 2 up + 1 down per site; the label-owning site-1 also relays site-2's (3 up + 3 down)
@@ -45,6 +45,8 @@ def test_every_method_scores_well_on_the_easy_table(bench):
     _, records, _ = bench
     for method, record in records.items():
         assert record["metrics"]["test_auc"] >= 0.9, (method, record["metrics"])
+    alone = records["label party alone (XGBoost, all its labels)"]["training"]["train_rows"]
+    assert alone > records["label party alone (XGBoost, aligned rows)"]["training"]["train_rows"] == 120
 
 
 def test_vertical_xgboost_grows_the_central_trees(bench):

@@ -4,8 +4,9 @@ seed trains, selects and scores on:
 - `central_xgboost` / `central_logreg`: XGBoost and logistic regression trained centrally on the aligned
   labeled rows with every site's columns joined. No party could do this; it is the upper reference for
   what the aligned rows alone give.
-- `label_local_xgboost`: the label owner alone, on its own columns and every row it has a label for
-  (with `split --active-site-labels`, its unaligned rows too): the floor federation must beat.
+- `label_local`: the label owner alone, on its own columns, either of the aligned labeled rows or of
+  every row it has a label for (with `split --active-site-labels`, its unaligned rows too): the floor
+  federation must beat.
 - NVFlare's vertical XGBoost (`vertical_xgb.py`), with the depth and rounds the central XGBoost chose.
 
 Columns are the sites' preprocessed blocks (standardised numbers, one-hot categories, codes of
@@ -120,9 +121,11 @@ def central(split: AlignedSplit, fit, seed: int) -> dict:
                (split.x(split.test_ids, "test"), split.y(split.test_ids, "test")), seed)
 
 
-def label_local(split: AlignedSplit, seed: int) -> dict:
+def label_local(split: AlignedSplit, seed: int, all_labels: bool) -> dict:
+    """XGBoost on the label owner's own columns: of the aligned training rows, or of every row it holds a
+    label for (minus validation rows)."""
     own = [split.owner]
-    ids = split.label_local_train_ids()
+    ids = split.label_local_train_ids() if all_labels else split.train_ids
     result = fit_xgboost((split.x(ids, sites=own), split.y(ids)), (split.x(split.val_ids, sites=own), split.y(split.val_ids)),
                          (split.x(split.test_ids, "test", own), split.y(split.test_ids, "test")), seed)
     return {**result, "train_rows": len(ids)}

@@ -29,7 +29,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from vflflare.bench.report import markdown, plots, write_csv
     from vflflare.cli import parse_overrides
 
-    out = Path(args.out)
+    out = Path(args.out).resolve()  # the simulator runs of the baselines work in other folders
     results = out / "results.jsonl"
     if not args.table:
         spec = BenchSpec(args.datasets, args.overlaps, args.seeds, args.methods, args.sites, args.sim, args.data_dir,

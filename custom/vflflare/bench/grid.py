@@ -37,7 +37,8 @@ VFL_METHODS: dict[str, dict[str, Any]] = {
     "FedHSSL": {"algorithm": "fedhssl", "global_iterations": 10},  # as in FEDHSSL_REPORT (40 is 4x the CPU)
     "VFLHLP": {"algorithm": "vflhlp"},
 }
-BASELINES = ("vertical XGBoost (NVFlare)", "central XGBoost", "central LR", "label party alone (XGBoost)")
+LABEL_ALONE_ALIGNED, LABEL_ALONE_ALL = "label party alone (XGBoost, aligned rows)", "label party alone (XGBoost, all its labels)"
+BASELINES = ("vertical XGBoost (NVFlare)", "central XGBoost", "central LR", LABEL_ALONE_ALIGNED, LABEL_ALONE_ALL)
 METHODS = (*VFL_METHODS, *BASELINES)
 
 
@@ -103,8 +104,8 @@ def run_baseline(method: str, split: AlignedSplit, seed: int, work: Path) -> dic
         out = central(split, fit_xgboost, seed)
     elif method == "central LR":
         out = central(split, fit_logreg, seed)
-    elif method == "label party alone (XGBoost)":
-        out = label_local(split, seed)
+    elif method in (LABEL_ALONE_ALIGNED, LABEL_ALONE_ALL):
+        out = label_local(split, seed, all_labels=method == LABEL_ALONE_ALL)
     else:  # NVFlare's vertical XGBoost, at the depth and rounds the central XGBoost chose on validation
         chosen = central(split, fit_xgboost, seed)
         out = run_on_split(split, chosen["depth"], chosen["rounds"], work)
@@ -171,8 +172,14 @@ def run_grid(spec: BenchSpec, out: Path, progress: Callable[[str], None] = print
     else:
         context = multiprocessing.get_context("spawn")  # torch and NVFlare's simulator in fresh processes
         with ProcessPoolExecutor(spec.workers, mp_context=context) as pool:
-            for future in as_completed([pool.submit(run_split, spec, out, *cell) for cell in todo]):
-                keep(future.result())
+            futures = [pool.submit(run_split, spec, out, *cell) for cell in todo]
+            try:
+                for future in as_completed(futures):
+                    keep(future.result())
+            except BaseException:  # the first failure ends the bench: the splits not started are not run
+                for future in futures:
+                    future.cancel()
+                raise
     (out / "spec.json").write_text(json.dumps(asdict(spec), indent=2))
     return results
 

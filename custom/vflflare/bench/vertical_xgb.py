@@ -52,7 +52,7 @@ def run_vertical_xgboost(folder: Path, sites: list[str], label_owner: str, depth
               "tree_method": "hist", "nthread": 1}
     recipe = XGBVerticalRecipe(name="vertical_xgb", min_clients=len(sites), num_rounds=rounds,
                                label_owner=label_owner, early_stopping_rounds=0, xgb_params=params)
-    set_per_site_config(recipe, {s: {"data_loader": CSVDataLoader(folder=str(folder))} for s in sites})
+    set_per_site_config(recipe, {s: {"data_loader": CSVDataLoader(folder=str(folder.resolve()))} for s in sites})
     recipe.execute(SimEnv(clients=sites, workspace_root=str(workspace)))
     return {"test_auc": last_eval_auc(workspace, label_owner), "depth": depth, "rounds": rounds}
 
