@@ -1,4 +1,4 @@
-"""Per-site numeric transform before standardisation: standard | signed_log | auto (data/preprocess.py),
+"""Per-site numeric transform before standardisation: standard | signed_log | auto | quantile (data/preprocess.py),
 chosen by the site's schema.json or, when that does not say, by the job's VFLConfig."""
 from __future__ import annotations
 
@@ -103,3 +103,23 @@ def test_config_field_validated_and_honoured_by_the_site_setup():
     default = SiteRuntime("site-1", None)
     default.handle("setup", {"config": make_config().to_dict(), "sites": ["site-1", "site-2"], "salt": "s"})
     assert default.party.view.tables.numeric_transform == "standard" and default.party.view.tables.log_columns == []
+
+
+def test_quantile_transform_gives_normal_scores_from_training_knots_only(tmp_path, write_csv):
+    """`quantile`: training values become roughly N(0, 1) whatever their shape, in the same order; test
+    values are placed among the training knots, and one beyond them is clipped, not infinite."""
+    from scipy.stats import skew
+
+    amount, normal = _write_site(tmp_path, write_csv)
+    tables = load_site_tables("site-1", [], str(tmp_path), 0, numeric_transform="quantile")
+    scores = tables.train.numeric[:, 0]
+    assert abs(skew(scores)) < 0.1 and abs(scores.mean()) < 1e-6 and abs(scores.std() - 1) < 1e-5
+    assert (np.argsort(scores, kind="stable") == np.argsort(amount, kind="stable")).all()  # order kept
+    high, low = tables.test.numeric[:, 0]  # 1e7 beyond the largest training amount, -3 below the smallest
+    assert np.isfinite([high, low]).all() and high == pytest.approx(scores.max(), abs=0.1)
+    assert low == pytest.approx(scores.min(), abs=0.1)  # the extremes of training sit at the clipped ranks too
+    # a saved model's preprocessing gives the same block (model_store.py)
+    from vflflare.data.preprocess import SiteInput
+
+    site_input = tables.site_input
+    assert SiteInput.from_dict(json.loads(json.dumps(site_input.to_dict()))).preprocessor == site_input.preprocessor

@@ -25,7 +25,7 @@ MODALITIES = ("table", "image")
 # Per-column transform of numeric columns before standardisation (see preprocess.py):
 # standard = standardise only; signed_log = sign(x) * log1p(|x|), then standardise;
 # auto = signed_log for the columns whose training values look heavy-tailed, standard for the rest.
-NUMERIC_TRANSFORMS = ("standard", "signed_log", "auto")
+NUMERIC_TRANSFORMS = ("standard", "signed_log", "auto", "quantile")
 
 
 @dataclass(frozen=True)
