@@ -237,6 +237,6 @@ class SiteInput:
         p = values["preprocessor"]
         preprocessor = Preprocessor(tuple(p["columns"]), {k: tuple(v) for k, v in p["scales"].items()},
                                     p["one_hot"], p["embedded"], tuple(p["log_columns"]),
-                                    {k: tuple(v) for k, v in p["quantiles"].items()})
+                                    {k: tuple(v) for k, v in p.get("quantiles", {}).items()})  # absent before quantile
         return cls(values["id_column"], list(values["categorical_columns"]), list(values["id_normalize"]),
                    preprocessor)
