@@ -72,3 +72,14 @@ def test_a_setting_no_method_has_is_an_error(tmp_path):
     with pytest.raises(ValueError, match=r"no method of this bench has the settings \['ssl_epochs'\]"):
         cli.main(["bench", "--datasets", "breast_cancer", "--methods", "vanilla", "--set", "ssl_epochs=3",
                   "--out", str(tmp_path)])
+
+
+def test_difference_pairs_runs_seed_by_seed():
+    from vflflare.bench.report import difference
+
+    def record(seed: int, auc: float) -> dict:
+        return {"dataset": "d", "overlap": 500, "seed": seed, "method": "vanilla", "metrics": {"test_auc": auc}}
+
+    base = [record(0, 0.70), record(1, 0.72), record(2, 0.74)]
+    changed = [record(0, 0.71), record(1, 0.70), record(2, 0.78)]
+    assert "| vanilla | +0.010 (2/3) |" in difference(changed, base)

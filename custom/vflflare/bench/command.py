@@ -23,10 +23,12 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="bench_out", help="results.jsonl, leaderboard.md/.csv and plots go here")
     parser.add_argument("--leaderboard", help="also write the Markdown table to this file")
     parser.add_argument("--table", action="store_true", help="only rebuild the leaderboard from --out's results")
+    parser.add_argument("--against", help="another bench's --out: also print the change in test AUC against it "
+                                           "(seed by seed on the same splits), e.g. a setting against the default run")
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from vflflare.bench.report import markdown, plots, write_csv
+    from vflflare.bench.report import difference, markdown, plots, write_csv
     from vflflare.cli import parse_overrides
 
     out = Path(args.out).resolve()  # the simulator runs of the baselines work in other folders
@@ -45,6 +47,10 @@ def run_bench(args: argparse.Namespace) -> int:
     write_csv(records, out / "leaderboard.csv")
     pngs = plots(records, out)
     print(table)
+    if args.against:
+        change = difference(records, read_records(Path(args.against) / "results.jsonl"))
+        (out / "against.md").write_text(change)
+        print(change)
     print(f"records: {results}; table: {out / 'leaderboard.md'}; CSV: {out / 'leaderboard.csv'}; plots: "
           + ", ".join(map(str, pngs)))
     return 0

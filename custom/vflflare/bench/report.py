@@ -95,3 +95,25 @@ def plots(records: list[dict], out: Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
     return written
+
+
+def difference(records: list[dict], baseline: list[dict]) -> str:
+    """Per dataset, method and overlap: the median over seeds of (test AUC here - test AUC in `baseline`),
+    seed by seed on the same splits, and on how many seeds it is positive. For one change (a setting)
+    against the default run."""
+    here, there = cells(records), cells(baseline)
+    lines = []
+    for dataset in sorted({r["dataset"] for r in records}):
+        overlaps = sorted({r["overlap"] for r in records if r["dataset"] == dataset})
+        lines += [f"### {dataset}: change in test AUC, median over seeds (seeds better)", "",
+                  "| method | " + " | ".join(f"N_o = {n}" for n in overlaps) + " |", "|---|" + "---|" * len(overlaps)]
+        for method in [m for m in METHODS if any(k[0] == dataset and k[1] == m for k in here)]:
+            row = []
+            for n in overlaps:
+                old = {r["seed"]: r["metrics"]["test_auc"] for r in there.get((dataset, method, n), [])}
+                deltas = [r["metrics"]["test_auc"] - old[r["seed"]] for r in here.get((dataset, method, n), [])
+                          if r["seed"] in old]
+                row.append(f"{_median(deltas):+.3f} ({sum(d > 0 for d in deltas)}/{len(deltas)})" if deltas else "")
+            lines.append(f"| {method} | " + " | ".join(row) + " |")
+        lines.append("")
+    return "\n".join(lines)
