@@ -45,8 +45,9 @@ class AlignedSplit:
     test_ids: list[str]
 
     @classmethod
-    def load(cls, root: Path, sites: list[str], owner: str, seed: int, val_fraction: float) -> "AlignedSplit":
-        tables = {s: load_site_tables(s, sites, str(root), seed) for s in sites}
+    def load(cls, root: Path, sites: list[str], owner: str, seed: int, val_fraction: float,
+             numeric_transform: str = "standard") -> "AlignedSplit":
+        tables = {s: load_site_tables(s, sites, str(root), seed, numeric_transform) for s in sites}
         labels = load_label_tables(owner, sites, str(root), seed, active_site_labels=True)
         salt = alignment_salt(seed)
         label_key = f"label:{owner}"

@@ -134,7 +134,8 @@ def run_split(spec: BenchSpec, out: Path, dataset: str, overlap: int, seed: int,
             if split is None:
                 sites = parse_sites(str(spec.sites))
                 val_fraction = spec.settings.get("val_fraction", make_config().val_fraction)
-                split = AlignedSplit.load(root, sites, sites[0], seed, val_fraction)
+                transform = spec.settings.get("numeric_transform", make_config().numeric_transform)
+                split = AlignedSplit.load(root, sites, sites[0], seed, val_fraction, transform)
             record = run_baseline(method, split, seed, work)
         shutil.rmtree(work, ignore_errors=True)
         records.append({"dataset": dataset, "overlap": overlap, "seed": seed, "method": method, **record,
