@@ -39,6 +39,7 @@ VFL_METHODS: dict[str, dict[str, Any]] = {
 }
 LABEL_ALONE_ALIGNED, LABEL_ALONE_ALL = "label party alone (XGBoost, aligned rows)", "label party alone (XGBoost, all its labels)"
 BASELINES = ("vertical XGBoost (NVFlare)", "central XGBoost", "central LR", LABEL_ALONE_ALIGNED, LABEL_ALONE_ALL)
+BASELINE_SETTINGS = ("numeric_transform", "val_fraction")  # the job settings the baselines follow too
 METHODS = (*VFL_METHODS, *BASELINES)
 
 
@@ -64,7 +65,10 @@ class BenchSpec:
         if unknown:
             raise ValueError(f"unknown methods {unknown}; known: {list(METHODS)}")
         vfl = [m for m in self.methods if m in VFL_METHODS]
-        unused = set(self.settings) - {k for m in vfl for k in self.settings_for(m)}
+        used = {k for m in vfl for k in self.settings_for(m)}
+        if any(m in BASELINES for m in self.methods):
+            used |= set(BASELINE_SETTINGS)
+        unused = set(self.settings) - used
         if unused:
             raise ValueError(f"no method of this bench has the settings {sorted(unused)}")
 
