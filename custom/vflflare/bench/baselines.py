@@ -1,7 +1,7 @@
 """The leaderboard's non-neural baselines on a vflflare split, on exactly the rows a VFL job of the same
 seed trains, selects and scores on:
 
-- `central_xgboost` / `central_logreg`: XGBoost and logistic regression trained centrally on the aligned
+- `central` with `fit_xgboost` / `fit_logreg`: XGBoost and logistic regression trained centrally on the aligned
   labeled rows with every site's columns joined. No party could do this; it is the upper reference for
   what the aligned rows alone give.
 - `label_local`: the label owner alone, on its own columns, either of the aligned labeled rows or of
@@ -15,7 +15,7 @@ rows' AUC, rounds by early stopping on their log-loss; the test rows are only sc
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,7 @@ class AlignedSplit:
     train_ids: list[str]
     val_ids: list[str]
     test_ids: list[str]
+    fitted: dict = field(default_factory=dict)  # baselines fitted on this split, by name
 
     @classmethod
     def load(cls, root: Path, sites: list[str], owner: str, seed: int, val_fraction: float,

@@ -103,15 +103,22 @@ def run_vfl(spec: BenchSpec, method: str, root: Path, seed: int, work: Path) -> 
             "comms_per_site": max(c["uploads"] + c["downloads"] for c in comm.values())}
 
 
+def central_xgboost(split: AlignedSplit, seed: int) -> dict:
+    """Fitted once per split: the central baseline and vertical XGBoost's depth and rounds both need it."""
+    if "xgboost" not in split.fitted:
+        split.fitted["xgboost"] = central(split, fit_xgboost, seed)
+    return dict(split.fitted["xgboost"])
+
+
 def run_baseline(method: str, split: AlignedSplit, seed: int, work: Path) -> dict:
     if method == "central XGBoost":
-        out = central(split, fit_xgboost, seed)
+        out = central_xgboost(split, seed)
     elif method == "central LR":
         out = central(split, fit_logreg, seed)
     elif method in (LABEL_ALONE_ALIGNED, LABEL_ALONE_ALL):
         out = label_local(split, seed, all_labels=method == LABEL_ALONE_ALL)
     else:  # NVFlare's vertical XGBoost, at the depth and rounds the central XGBoost chose on validation
-        chosen = central(split, fit_xgboost, seed)
+        chosen = central_xgboost(split, seed)
         out = run_on_split(split, chosen["depth"], chosen["rounds"], work)
     metrics = {k: out.pop(k) for k in ("val_auc", "test_auc") if k in out}
     return {"metrics": metrics, "mb_per_site": None, "comms_per_site": None, "training": out}

@@ -25,12 +25,17 @@ def cells(records: list[dict]) -> dict[tuple[str, str, int], list[dict]]:
     return out
 
 
+def _methods(by: dict, dataset: str) -> list[str]:
+    """The methods with records on `dataset`, in leaderboard order."""
+    return [m for m in METHODS if any(k[0] == dataset and k[1] == m for k in by)]
+
+
 def markdown(records: list[dict]) -> str:
     by = cells(records)
     lines = []
     for dataset in sorted({r["dataset"] for r in records}):
         overlaps = sorted({r["overlap"] for r in records if r["dataset"] == dataset})
-        methods = [m for m in METHODS if any(k[0] == dataset and k[1] == m for k in by)]
+        methods = _methods(by, dataset)
         seeds = sorted({r["seed"] for r in records if r["dataset"] == dataset})
         lines += [f"### {dataset}: test AUC, median over seeds {', '.join(map(str, seeds))} (per seed)", "",
                   "| method | " + " | ".join(f"N_o = {n}" for n in overlaps) + " | MB per site | communications per site |",
@@ -69,7 +74,7 @@ def plots(records: list[dict], out: Path) -> list[Path]:
     written = []
     for dataset in sorted({r["dataset"] for r in records}):
         overlaps = sorted({r["overlap"] for r in records if r["dataset"] == dataset})
-        methods = [m for m in METHODS if any(k[0] == dataset and k[1] == m for k in by)]
+        methods = _methods(by, dataset)
         fig, axes = plt.subplots(1, 3, figsize=(17, 5))
         for method in methods:
             style = {"marker": "o", "label": method, "color": plt.cm.tab20(METHODS.index(method) % 20)}
@@ -107,7 +112,7 @@ def difference(records: list[dict], baseline: list[dict]) -> str:
         overlaps = sorted({r["overlap"] for r in records if r["dataset"] == dataset})
         lines += [f"### {dataset}: change in test AUC, median over seeds (seeds better)", "",
                   "| method | " + " | ".join(f"N_o = {n}" for n in overlaps) + " |", "|---|" + "---|" * len(overlaps)]
-        for method in [m for m in METHODS if any(k[0] == dataset and k[1] == m for k in here)]:
+        for method in _methods(here, dataset):
             row = []
             for n in overlaps:
                 old = {r["seed"]: r["metrics"]["test_auc"] for r in there.get((dataset, method, n), [])}
