@@ -15,6 +15,8 @@ from vflflare import cli
 from vflflare.algorithms.registry import make_config
 from vflflare.data.errors import DataError
 from vflflare.data.preprocess import Preprocessor, SiteInput
+from vflflare.jobs import write_job
+from vflflare.protocol.alignment import AlignmentError
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.model_store import LABEL_DIR, ModelStoreError, config_hash, models_dir, read_predictions
 from vflflare.protocol.scoring import read_new_rows
@@ -158,6 +160,23 @@ def test_the_simulator_trains_then_scores_with_the_shipped_job(tmp_path, monkeyp
     expected = read_predictions(models_dir(tmp_path / "runs", trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
     assert read_predictions(Path(scored["training"]["predictions"])) == expected
     assert scored["metrics"]["scored_rows"] == trained["rows"]["test"]
+
+    # the same model, rows aligned by NVFlare's DH-PSI over the score files, run first in the job
+    _rewrite(data / "site-2" / "score.csv", lambda rows: rows[:-7])  # 7 rows site-2 does not have
+    job = write_job(tmp_path / "jobs", "score_with_psi", {"algorithm": "vertical_inference"}, psi=True)
+    scored = cli.simulate(str(job), str(tmp_path / "psi_ws"), 2, 2, str(data))
+    assert "error" not in scored, scored.get("error")
+    got = read_predictions(Path(scored["training"]["predictions"]))
+    assert len(got) == len(expected) - 7 and all(got[i] == expected[i] for i in got)
+    assert {s: r["unmatched"] for s, r in scored["training"]["per_site"].items()} == {"site-1": 7, "site-2": 0}
+    assert not any(data.rglob("psi_intersection.csv"))  # kept in the job, no training intersection written
+
+
+def test_psi_scoring_without_a_psi_phase_says_how_to_run_it(tmp_path, oneshot_scored):
+    tmp, trained, _ = oneshot_scored
+    with pytest.raises(AlignmentError, match="site 'site-1'.*DH-PSI over the score files.*psi=True"):
+        run_inprocess(make_config(algorithm="vertical_inference", alignment="psi", model_job=trained["job_id"]),
+                      SITES, str(tmp / "data"), runs_root=str(tmp / "runs"))
 
 
 @pytest.mark.simulator

@@ -42,6 +42,9 @@ class Algorithm:
     # True: the sites form a silo space (CFL): each holds its own rows and labels, setup is the union of
     # their rows (protocol/silo_setup.py), and there is no label party
     silo_space: ClassVar[bool] = False
+    # what a PSI phase run first in the job (VFLRecipe(psi=True)) intersects: "tables", the sites' train and
+    # test IDs, or "score_file", the IDs of each site's file of new rows (config keys model_job, score_file)
+    psi_items: ClassVar[str] = "tables"
     # site steps that need no setup: task name -> fn(site name, payload) -> reply
     stateless_steps: ClassVar[dict[str, Callable[[str, Payload], Payload]]] = {}
 

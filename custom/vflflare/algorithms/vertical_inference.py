@@ -1,8 +1,10 @@
 """`vertical_inference`: score new rows with the model a finished training job saved (issue 14).
 
 1. every site loads its saved f_k and preprocessing, reads its file of new rows and sends salted
-   digests of their IDs (phase `score_alignment`);
-2. the coordinator matches the digests: the rows every site has are scored, in one shared order;
+   digests of their IDs (phase `score_alignment`); with alignment "psi", NVFlare's DH-PSI over the score
+   files' IDs has run first in the job, and each site sends only a fingerprint of the intersection;
+2. the coordinator matches the digests (or checks that the fingerprints agree): the rows every site has
+   are scored, in one shared order;
 3. every site sends f_k of its matched rows (phase `scoring`);
 4. the label party, where the training job had it, applies the saved head and writes predictions.csv
    (ID, score or class probabilities).
@@ -54,6 +56,7 @@ class VerticalInference(Algorithm):
     job_name = "vertical_inference"
     phases = ("score_alignment", "scoring")
     needs_data = False  # no training tables: each site reads only its file of new rows
+    psi_items = "score_file"
 
     @classmethod
     def site_tasks(cls) -> list[str]:
@@ -61,13 +64,20 @@ class VerticalInference(Algorithm):
 
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
         sites = list(net.sites)
-        request = {"model_job": self.cfg.model_job, "score_file": self.cfg.score_file, "salt": secrets.token_hex(16)}
+        request = {"model_job": self.cfg.model_job, "score_file": self.cfg.score_file}
+        psi = self.cfg.alignment == "psi"
+        request.update({"seed": self.cfg.seed} if psi else {"salt": secrets.token_hex(16)})
         with net.ledger.phase("score_alignment"):
             loaded = net.exchange(LOAD, {s: request for s in sites})
         model_job = self._check_one_model(loaded)
         owner = self._label_owner(loaded, model_job)
-        common, positions = matched_order({s: list(r["ids"]) for s, r in loaded.items()})
-        if not common:
+        if psi:  # every site holds the same intersection in its own canonical order
+            matched = self._check_one_intersection(loaded)
+            positions: dict[str, list[int] | None] = {s: None for s in sites}
+        else:
+            common, positions = matched_order({s: list(r["ids"]) for s, r in loaded.items()})
+            matched = len(common)
+        if not matched:
             counts = ", ".join(f"{s}: {r['rows']} rows" for s, r in loaded.items())
             raise ValueError(f"no row ID is in every site's {self.cfg.score_file}: nothing to score ({counts})")
         with net.ledger.phase("scoring"):
@@ -84,7 +94,7 @@ class VerticalInference(Algorithm):
         self.info.update(
             model_job=model_job, algorithm=loaded[sites[0]]["algorithm"], label_owner=owner,
             predictions=scored["predictions"],
-            per_site={s: {"file": r["file"], "rows": r["rows"], "unmatched": r["rows"] - len(common),
+            per_site={s: {"file": r["file"], "rows": r["rows"], "unmatched": r["rows"] - matched,
                           "unseen_categories": r["unseen"]} for s, r in loaded.items()},
         )
         for site, report in self.info["per_site"].items():
@@ -93,9 +103,9 @@ class VerticalInference(Algorithm):
                                   f"; column {c!r}: {u['rows']} rows with a category training never saw (first: "
                                   f"line {u['first_line']}, {u['first_value']!r}), scored as unknown"
                                   for c, u in report["unseen_categories"].items()))
-        self.tracker.info(f"scored {len(common)} rows with the model of job {model_job}; predictions at "
+        self.tracker.info(f"scored {matched} rows with the model of job {model_job}; predictions at "
                           f"{owner}: {scored['predictions']}")
-        return {"scored_rows": float(len(common))}
+        return {"scored_rows": float(matched)}
 
     def _check_one_model(self, loaded: dict[str, dict]) -> str:
         """The one training job every site's saved model comes from."""
@@ -105,6 +115,16 @@ class VerticalInference(Algorithm):
             raise ModelStoreError(f"the sites' saved models come from different training jobs ({jobs}, config "
                                   f"hashes {hashes}); set model_job to the job id every site has a model of")
         return next(iter(jobs.values()))
+
+    @staticmethod
+    def _check_one_intersection(loaded: dict[str, dict]) -> int:
+        """The size of the PSI intersection every site scores; sites that hold different ones are an error."""
+        found = {s: (r["matched"], r["fingerprint"]) for s, r in loaded.items()}
+        if len(set(found.values())) > 1:
+            sizes = {s: n for s, (n, _) in found.items()}
+            raise ValueError(f"the sites hold different PSI intersections of their score files (sizes {sizes}); "
+                             f"rerun the job so that DH-PSI runs over the files being scored")
+        return next(iter(found.values()))[0]
 
     def _label_owner(self, loaded: dict[str, dict], model_job: str) -> str:
         holders = [s for s, r in loaded.items() if r["label_model"]]

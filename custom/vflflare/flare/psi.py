@@ -12,6 +12,9 @@ executor `PSIExecutor` and the task handler `DhPSITaskHandler`. vflflare adds:
   local/vflflare.json, else VFLFLARE_PSI_ROOT, else the site's data root, i.e. next to its
   train.csv; with none of these, the embedded default, it goes to the site's job folder and only a
   VFL phase in the same job can use it). Later jobs with ``alignment: psi`` read it from there.
+- `ScoreFilePSI` and `InJobPSIWriter`, the same for a scoring job (vertical_inference): the items are
+  the IDs of the site's file of new rows, tagged ``score:<id>``, and the intersection stays in the job
+  (a training job's stored intersection is left as it was).
 - `VFLPSIController` / `CheckedDhPSIWorkflow`: NVFlare's DH-PSI workflow with the checks a VFL job
   needs. Every site must answer (a site that fails reports its own error message, via
   `VFLPSIExecutor`); an empty intersection stops the job with an error naming the sites and their
@@ -49,6 +52,8 @@ from nvflare.app_common.psi.psi_writer_spec import PSIWriter
 from nvflare.app_common.workflows.broadcast_operator import BroadcastAndWait
 
 from vflflare.protocol.alignment import PSI_FILE, psi_file, psi_root, read_psi_file, tag_items, write_psi_file
+from vflflare.protocol.checkpoint import runs_root
+from vflflare.protocol.scoring import LATEST, SCORE_FILE, SiteScorer, score_items
 from vflflare.data.errors import site_owner
 from vflflare.data.loading import load_site_view
 from vflflare.flare.messages import ERROR_HEADER
@@ -140,6 +145,31 @@ class VFLSitePSI(PSI):
             self.psi_writer.clear(self.fl_ctx)
         self.intersection = None
         return tag_items(tables.train_ids, tables.test_ids)
+
+
+class ScoreFilePSI(PSI):
+    """A scoring job's PSI items: the IDs of the site's file of new rows, tagged score:<id>, read with the
+    saved model's ID column and normalisation exactly as the scoring step reads them."""
+
+    def __init__(self, psi_writer_id: str = PSI_WRITER_ID, model_job: str = LATEST, score_file: str = SCORE_FILE,
+                 data_root: str | None = None) -> None:
+        super().__init__(psi_writer_id)
+        self.model_job, self.score_file, self.data_root = model_job, score_file, data_root
+
+    def load_items(self) -> List[str]:
+        site = self.fl_ctx.get_identity_name()
+        data_root = resolve_party_data_root(self.data_root, self.fl_ctx, site)
+        workspace = self.fl_ctx.get_engine().get_workspace().get_root_dir()
+        scorer = SiteScorer(site, data_root, runs_root(workspace))
+        self.intersection = None
+        return score_items(scorer.new_rows(self.model_job, self.score_file)["ids"])
+
+
+class InJobPSIWriter(PSIWriter):
+    """Keeps no file: a scoring job's intersection is used by its own scoring phase only."""
+
+    def save(self, intersection: List[str], overwrite_existing: bool, fl_ctx: FLContext) -> None:
+        self.log_info(fl_ctx, f"PSI intersection of {len(intersection)} score rows kept for this job")
 
 
 class VFLPSIExecutor(PSIExecutor):
@@ -318,7 +348,7 @@ class VFLPSIController(DhPSIController):
             "phases": [{"name": "psi", "wall_s": wall}], "wall_s": wall,
         }
         self._write(run_dir, record)
-        summary = (f"vflflare PSI: {workflow.final_size} shared items (train + test IDs) among {', '.join(sites)}; "
+        summary = (f"vflflare PSI: {workflow.final_size} shared items (tagged IDs) among {', '.join(sites)}; "
                    f"items per site {workflow.items_per_site}; {wall:.1f} s")
         self.log_info(fl_ctx, summary)
         print(summary, flush=True)

@@ -5,13 +5,15 @@ schema its saved model keeps, preprocesses it with the training statistics, and 
 the IDs. After the coordinator has matched the digests, the site sends f_k of the matched rows, in the
 coordinator's order. The label party (at the coordinator, or at the site that owned the labels) applies
 its saved head to the representations side by side and writes predictions.csv where it runs.
-Raw features never leave a site, as in training.
+With alignment "psi", the rows every site has come from NVFlare's DH-PSI over the score files' IDs, run
+first in the same job (flare/psi.py `ScoreFilePSI`); every site orders them locally (`canonical_order`)
+and the coordinator sees only a fingerprint of that order. Raw features never leave a site, as in training.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -23,7 +25,9 @@ from vflflare.data.preprocess import SiteInput
 from vflflare.data.schema import TableSchema
 from vflflare.data.table import FeatureTable, parse_features, read_csv
 from vflflare.data.types import FeatureBlock
-from vflflare.protocol.alignment import hash_ids
+from vflflare.protocol.alignment import (
+    AlignmentError, canonical_order, hash_ids, intersection_fingerprint, positions_in,
+)
 from vflflare.protocol.model_store import (
     LABEL_DIR, ModelStoreError, label_owner, latest_job, load_label_model, load_site_model, models_dir,
     write_predictions,
@@ -35,6 +39,22 @@ SCORE_FILE = "score.csv"
 PREDICTIONS_DIR = "vflflare_predictions"
 LOAD, REPRESENT, APPLY = "score.load", "score.represent", "score.apply"
 LATEST = "latest"
+SCORE_PART = "score"  # the PSI tag of a score file's IDs
+
+
+def score_items(ids: list[str]) -> list[str]:
+    """PSI items of a score file: its IDs tagged score:<id> (a training PSI tags train: and test:)."""
+    return [f"{SCORE_PART}:{i}" for i in ids]
+
+
+def score_ids_of(items: list[str], owner: str) -> list[str]:
+    """The score-file IDs of a PSI intersection; none means this job ran no PSI over the score files."""
+    ids = [value for part, _, value in (str(item).partition(":") for item in items) if part == SCORE_PART]
+    if not ids:
+        raise AlignmentError(f"{owner}: scoring with alignment 'psi' needs NVFlare's DH-PSI over the score files "
+                             f"in the same job (VFLRecipe(algorithm='vertical_inference', psi=True), or `vflflare "
+                             f"jobs --algorithm vertical_inference --psi`); the PSI result here has no score rows")
+    return ids
 
 
 def unseen_categories(table: FeatureTable, site_input: SiteInput) -> dict[str, dict[str, Any]]:
@@ -79,45 +99,63 @@ class SiteScorer:
     site: str
     data_root: str | None
     runs_root: str | None
+    psi_source: Callable[[], list[str]] | None = None  # this job's PSI intersection, for alignment "psi"
     _loaded: dict[str, Any] | None = None
 
     @property
     def tasks(self) -> dict[str, Any]:
         return {LOAD: self.load, REPRESENT: self.represent, APPLY: self.apply}
 
-    def load(self, payload: Payload) -> Payload:
-        """payload: model_job (a job id, or "latest": this site's newest saved model), score_file, salt.
-        Reply: the ID digests, the model's job id and config hash, row count, unseen categories, and
-        whether this site holds the job's label model."""
+    def new_rows(self, model_job: str, score_file: str) -> dict[str, Any]:
+        """The saved model of `model_job` ("latest": this site's newest) and the new rows of `score_file`,
+        read and checked against the model's training schema."""
         if self.runs_root is None:
             raise ModelStoreError(f"site '{self.site}': no workspace to find saved models in")
-        job = payload["model_job"]
-        job = latest_job(self.runs_root, self.site) if job == LATEST else job
+        job = latest_job(self.runs_root, self.site) if model_job == LATEST else model_job
         folder = models_dir(self.runs_root, job)
         encoder, site_input, manifest = load_site_model(folder / self.site, self.site)
         if self.data_root is None:
             raise DataError(f"{site_owner(self.site)}: scoring reads the new rows from the site's data root "
-                            f"(<data root>/{self.site}/{payload['score_file']}); this site has none set")
-        path = Path(self.data_root) / self.site / payload["score_file"]
+                            f"(<data root>/{self.site}/{score_file}); this site has none set")
+        path = Path(self.data_root) / self.site / score_file
         ids, block, unseen = read_new_rows(self.site, path, site_input)
-        batch = TabularBatch.from_block(block)
+        return {"job": job, "folder": folder, "encoder": encoder, "manifest": manifest, "path": path, "ids": ids,
+                "block": block, "unseen": unseen}
+
+    def load(self, payload: Payload) -> Payload:
+        """payload: model_job (a job id, or "latest": this site's newest saved model), score_file, and salt
+        (alignment "hash") or seed (alignment "psi"). Reply: the ID digests (hash) or the size and
+        fingerprint of the PSI intersection in canonical order (psi), the model's job id and config hash,
+        row count, unseen categories, and whether this site holds the job's label model."""
+        rows = self.new_rows(payload["model_job"], payload["score_file"])
+        ids, folder, path = rows["ids"], rows["folder"], rows["path"]
+        batch = TabularBatch.from_block(rows["block"])
         try:
             with torch.no_grad():
-                encoder(*batch.take(torch.arange(min(1, len(ids)))))
+                rows["encoder"](*batch.take(torch.arange(min(1, len(ids)))))
         except RuntimeError as error:
             raise ModelStoreError(f"site '{self.site}': the model saved at {folder / self.site} does not match its "
-                                  f"preprocessing ({block.numeric.shape[1]} numeric inputs, "
-                                  f"{block.categorical.shape[1]} categorical): {error}") from error
-        self._loaded = {"ids": ids, "batch": batch, "encoder": encoder, "folder": folder, "path": str(path)}
-        return {"ids": hash_ids(ids, payload["salt"]), "job_id": job, "config_hash": manifest["config_hash"],
-                "algorithm": manifest["algorithm"], "rows": len(ids), "unseen": unseen, "file": str(path),
-                "label_model": label_owner(folder / LABEL_DIR) == self.site}
+                                  f"preprocessing ({rows['block'].numeric.shape[1]} numeric inputs, "
+                                  f"{rows['block'].categorical.shape[1]} categorical): {error}") from error
+        self._loaded = {"ids": ids, "batch": batch, "encoder": rows["encoder"], "folder": folder, "path": str(path)}
+        reply = {"job_id": rows["job"], "config_hash": rows["manifest"]["config_hash"],
+                 "algorithm": rows["manifest"]["algorithm"], "rows": len(ids), "unseen": rows["unseen"],
+                 "file": str(path), "label_model": label_owner(folder / LABEL_DIR) == self.site}
+        if "salt" in payload:
+            return {**reply, "ids": hash_ids(ids, payload["salt"])}
+        try:  # a PSI output file, if any, is a training job's: train and test IDs only
+            items = self.psi_source() if self.psi_source is not None else []
+        except AlignmentError:
+            items = []
+        order = canonical_order(score_ids_of(items, f"site '{self.site}'"), payload["seed"], SCORE_PART)
+        self._loaded["positions"] = positions_in(ids, order, f"site '{self.site}'", payload["score_file"]).tolist()
+        return {**reply, "matched": len(order), "fingerprint": intersection_fingerprint(payload["seed"], [], order)}
 
     def represent(self, payload: Payload) -> Payload:
-        """f_k of the rows at payload["positions"] (in the coordinator's order); with payload["ids"], their
-        IDs too, for a label party at the coordinator to write its predictions by."""
+        """f_k of the rows at payload["positions"] (in the coordinator's order; None: this site's PSI order);
+        with payload["ids"], their IDs too, for a label party at the coordinator to write its predictions by."""
         loaded = self._require()
-        positions = torch.as_tensor(np.asarray(payload["positions"], dtype=np.int64))
+        positions = torch.as_tensor(np.asarray(self._positions(payload), dtype=np.int64))
         with torch.no_grad():
             reps = loaded["encoder"](*loaded["batch"].take(positions)).numpy().astype(np.float32)
         reply: Payload = {"reps": reps}
@@ -129,9 +167,13 @@ class SiteScorer:
         """The label party at this site: the head over payload["reps"] (site -> array), predictions.csv by
         this site's own IDs of payload["positions"]."""
         loaded = self._require()
-        ids = [loaded["ids"][i] for i in np.asarray(payload["positions"], dtype=np.int64).tolist()]
+        ids = [loaded["ids"][i] for i in self._positions(payload)]
         path = Path(self.runs_root or ".") / PREDICTIONS_DIR / payload["job_id"] / "predictions.csv"
         return apply_head(loaded["folder"] / LABEL_DIR, payload["reps"], ids, path)
+
+    def _positions(self, payload: Payload) -> list[int]:
+        given = payload.get("positions")
+        return self._require()["positions"] if given is None else np.asarray(given, dtype=np.int64).tolist()
 
     def _require(self) -> dict[str, Any]:
         if self._loaded is None:

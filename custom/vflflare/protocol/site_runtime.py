@@ -77,7 +77,7 @@ class SiteRuntime:
             SAVE_TASK: lambda payload: {},  # its MARK makes `handle` save
         }
         # a scoring job (vertical_inference) needs no setup: it reads a saved model and new rows
-        self._scorer = SiteScorer(site, data_root, runs_root)
+        self._scorer = SiteScorer(site, data_root, runs_root, self.psi_source)
         self._tasks.update(self._scorer.tasks)
         self._without_setup = {"setup", *self._scorer.tasks}
 

@@ -47,19 +47,25 @@ def _new_job(name: str, min_clients: int, bundle_code: bool) -> FedJob:
     return job
 
 
-def _add_psi(job: FedJob, min_clients: int, seed: int, id_normalize: list[str] | None) -> None:
+def _add_psi(job: FedJob, min_clients: int, seed: int, id_normalize: list[str] | None, score: Any = None) -> None:
     """NVFlare's DH-PSI workflow over the sites' IDs, each site storing its intersection for the VFL
-    phases (or later jobs) to align on."""
+    phases (or later jobs) to align on. With `score` (a scoring job's config), over the IDs of each site's
+    file of new rows instead, kept in the job."""
     from nvflare.app_opt.psi.dh_psi.dh_psi_task_handler import DhPSITaskHandler
 
     from vflflare.flare.psi import LOCAL_PSI_ID, PSI_ALGO_ID, PSI_TASK, PSI_WRITER_ID, VFLPSIController, VFLPSIExecutor
-    from vflflare.flare.psi import VFLPSIWriter, VFLSitePSI
+    from vflflare.flare.psi import InJobPSIWriter, ScoreFilePSI, VFLPSIWriter, VFLSitePSI
 
     job.to_server(VFLPSIController(min_sites=min_clients), id="psi_controller")
     job.to_clients(VFLPSIExecutor(psi_algo_id=PSI_ALGO_ID), id="psi_executor", tasks=[PSI_TASK])
     job.to_clients(DhPSITaskHandler(local_psi_id=LOCAL_PSI_ID), id=PSI_ALGO_ID)
-    job.to_clients(VFLSitePSI(psi_writer_id=PSI_WRITER_ID, seed=seed, id_normalize=id_normalize), id=LOCAL_PSI_ID)
-    job.to_clients(VFLPSIWriter(), id=PSI_WRITER_ID)
+    if score is None:
+        job.to_clients(VFLSitePSI(psi_writer_id=PSI_WRITER_ID, seed=seed, id_normalize=id_normalize), id=LOCAL_PSI_ID)
+        job.to_clients(VFLPSIWriter(), id=PSI_WRITER_ID)
+    else:
+        job.to_clients(ScoreFilePSI(psi_writer_id=PSI_WRITER_ID, model_job=score.model_job,
+                                    score_file=score.score_file), id=LOCAL_PSI_ID)
+        job.to_clients(InJobPSIWriter(), id=PSI_WRITER_ID)
 
 
 class _VFLJobRecipe(Recipe):
@@ -121,7 +127,8 @@ class VFLRecipe(_VFLJobRecipe):
         self.config, self.min_clients = settings, min_clients
         job = _new_job(name or f"{algorithm}_vfl", min_clients, bundle_code)
         if psi:
-            _add_psi(job, min_clients, cfg.seed, cfg.id_normalize or None)
+            _add_psi(job, min_clients, cfg.seed, cfg.id_normalize or None,
+                     score=cfg if plugin.psi_items == "score_file" else None)
         job.to_server(VFLController(config=settings, min_sites=min_clients), id="vfl_controller")
         job.to_server(TBAnalyticsReceiver(events=TRACKING_EVENTS), id="tb_receiver")
         tasks = plugin.site_tasks()
