@@ -123,3 +123,26 @@ def test_quantile_transform_gives_normal_scores_from_training_knots_only(tmp_pat
 
     site_input = tables.site_input
     assert SiteInput.from_dict(json.loads(json.dumps(site_input.to_dict()))).preprocessor == site_input.preprocessor
+
+
+def test_piecewise_linear_encoding_by_hand():
+    """`ple` (Gorishniy et al. 2022, Eq. 1): edges 0, 1, 3 -> bin 1 (x - 0) / 1, bin 2 (x - 1) / 2; inner
+    bins saturate at 0 and 1, the first goes on below its edge and the last above its edge."""
+    from vflflare.data.preprocess import piecewise_linear, ple_edges
+
+    encoded = piecewise_linear(np.array([-1.0, 0.5, 1.0, 2.0, 5.0]), (0.0, 1.0, 3.0))
+    np.testing.assert_allclose(encoded, [[-1.0, 0.0], [0.5, 0.0], [1.0, 0.0], [1.0, 0.5], [1.0, 2.0]])
+    assert ple_edges(np.array([2.0, 2.0, 2.0])) == (2.0, 3.0)  # one value: one bin, all 0
+    assert ple_edges(np.array([0.0] * 99 + [1.0])) == (0.0, 1.0)  # 16 repeated quantiles merged
+
+
+def test_ple_widens_each_numeric_column_into_its_bins_and_is_saved(tmp_path, write_csv):
+    from vflflare.data.preprocess import PLE_BINS, SiteInput
+
+    amount, normal = _write_site(tmp_path, write_csv)
+    tables = load_site_tables("site-1", [], str(tmp_path), 0, numeric_transform="ple")
+    assert tables.train.numeric.shape[1] == 2 * PLE_BINS  # two continuous columns, 16 bins each
+    bins = tables.train.numeric[:, :PLE_BINS]
+    assert np.all(np.diff(bins.sum(axis=1)[np.argsort(amount)]) >= -1e-6)  # monotone in the amount
+    site_input = tables.site_input
+    assert SiteInput.from_dict(json.loads(json.dumps(site_input.to_dict()))).preprocessor == site_input.preprocessor

@@ -18,7 +18,13 @@ Numeric columns are standardised, optionally after a per-column signed log (`num
 - "quantile": each value's rank among the training values (interpolated between QUANTILE_LEVELS knots,
   tied values get the middle of their ranks), mapped through the normal quantile
   function, then standardised: any monotone shape of a column becomes roughly N(0, 1), the numeric
-  encoding the tabular deep-learning literature recommends for MLPs. The knots are the site's own.
+  encoding the tabular deep-learning literature recommends for MLPs. The knots are the site's own;
+- "ple": piecewise-linear encoding (Gorishniy, Rubachev & Babenko, "On Embeddings for Numerical Features
+  in Tabular Deep Learning", NeurIPS 2022, Eq. 1): the column's training quantiles at PLE_BINS + 1 levels
+  (repeated edges merged) cut it into bins, and x becomes one value per bin: 1 for bins wholly below x, 0
+  above, its relative position in its own bin; below the first or above the last edge the end bins go on
+  linearly. A column with T bins becomes T inputs; not standardised (the values are in [0, 1] inside the
+  range).
 
 The choice is fitted once, on the training table, and applied unchanged to the test table.
 """
@@ -35,8 +41,9 @@ from vflflare.data.table import FeatureTable
 from vflflare.data.types import FeatureBlock
 
 MAX_ONE_HOT = 16
-STANDARD, SIGNED_LOG, AUTO, QUANTILE = NUMERIC_TRANSFORMS
+STANDARD, SIGNED_LOG, AUTO, QUANTILE, PLE = NUMERIC_TRANSFORMS
 QUANTILE_LEVELS = 1000
+PLE_BINS = 16  # at most; the paper tunes 2-256 bins, 16 keeps 13 amount columns at about 200 inputs
 QUANTILE_CLIP = 1e-7  # ranks 0 and 1 map to about +-5.2 standard deviations, not infinity
 # "auto": a column is heavy-tailed above either threshold (West, Finch & Curran 1995)
 HEAVY_TAIL_SKEWNESS = 2.0
@@ -65,6 +72,23 @@ def to_normal_scores(values: np.ndarray, knots: tuple[float, ...]) -> np.ndarray
     return ndtri(np.clip(rank, QUANTILE_CLIP, 1.0 - QUANTILE_CLIP))
 
 
+def ple_edges(values: np.ndarray) -> tuple[float, ...]:
+    """Bin edges of a column: its quantiles at PLE_BINS + 1 levels, repeated values merged (a column
+    with one value gets one bin, encoded 0)."""
+    edges = np.unique(np.quantile(values, np.linspace(0.0, 1.0, PLE_BINS + 1)))
+    return tuple(float(v) for v in (edges if len(edges) > 1 else [edges[0], edges[0] + 1.0]))
+
+
+def piecewise_linear(values: np.ndarray, edges: tuple[float, ...]) -> np.ndarray:
+    """(rows, bins) PLE of `values`: bin t is (x - b_t) / (b_{t+1} - b_t), clipped to [0, 1] except below
+    for the first bin and above for the last."""
+    b = np.asarray(edges, dtype=np.float64)
+    encoded = (values[:, None] - b[None, :-1]) / np.diff(b)[None, :]
+    lower = np.where(np.arange(len(b) - 1) == 0, -np.inf, 0.0)
+    upper = np.where(np.arange(len(b) - 1) == len(b) - 2, np.inf, 1.0)
+    return np.clip(encoded, lower, upper)
+
+
 def tail_statistics(values: np.ndarray) -> tuple[float, float]:
     """(skewness, excess kurtosis) from the population moments; (0, 0) for a constant column."""
     peak = float(np.abs(values).max(initial=0.0))
@@ -90,7 +114,8 @@ class Preprocessor:
     scales: numeric column -> (mean, divisor), of the signed log for the columns in log_columns;
     one_hot / embedded: categorical column -> the training categories in sorted order (one-hot
     position, or embedding index - 1); log_columns: numeric columns signed-logged before scaling;
-    quantiles: numeric column -> its training quantile knots, for columns turned into normal scores.
+    quantiles: numeric column -> its training quantile knots, for columns turned into normal scores;
+    ple: numeric column -> its bin edges, for columns piecewise-linearly encoded (not in scales).
     """
 
     columns: tuple[str, ...]
@@ -99,6 +124,7 @@ class Preprocessor:
     embedded: dict[str, list[str]]
     log_columns: tuple[str, ...] = ()
     quantiles: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)  # "quantile": knots
+    ple: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)  # "ple": bin edges
 
     @classmethod
     def fit(
@@ -111,10 +137,13 @@ class Preprocessor:
         one_hot: dict[str, list[str]] = {}
         embedded: dict[str, list[str]] = {}
         quantiles: dict[str, tuple[float, ...]] = {}
+        ple: dict[str, tuple[float, ...]] = {}
         for name, values in train.columns.items():
             if name in train.categorical:
                 categories = sorted(set(values.tolist()))
                 (one_hot if len(categories) <= max_one_hot else embedded)[name] = categories
+            elif numeric_transform == PLE:
+                ple[name] = ple_edges(values)
             else:
                 if numeric_transform == SIGNED_LOG or (numeric_transform == AUTO and is_heavy_tailed(values)):
                     log_columns.append(name)
@@ -131,7 +160,7 @@ class Preprocessor:
                         f"overflows float64); rescale the column or set numeric_transform: signed_log",
                         row=row, column=name)
                 scales[name] = (mean, std if std > 0 else 1.0)
-        return cls(tuple(train.columns), scales, one_hot, embedded, tuple(log_columns), quantiles)
+        return cls(tuple(train.columns), scales, one_hot, embedded, tuple(log_columns), quantiles, ple)
 
     @property
     def numeric_names(self) -> list[str]:
@@ -139,6 +168,8 @@ class Preprocessor:
         for name in self.columns:
             if name in self.scales:
                 names.append(name)
+            elif name in self.ple:
+                names.extend(f"{name}#bin{t}" for t in range(len(self.ple[name]) - 1))
             elif name in self.one_hot:
                 names.extend(f"{name}={category}" for category in self.one_hot[name])
         return names
@@ -167,8 +198,9 @@ class Preprocessor:
             if name in self.scales:
                 numeric[:, start] = self._scaled(table, name)  # float64 -> float32, as astype would round
                 start += 1
-            elif name in self.one_hot:
-                block = self._one_hot(table.columns[name], self.one_hot[name])
+            elif name in self.one_hot or name in self.ple:
+                block = (piecewise_linear(table.columns[name], self.ple[name]) if name in self.ple
+                         else self._one_hot(table.columns[name], self.one_hot[name]))
                 numeric[:, start : start + block.shape[1]] = block
                 start += block.shape[1]
             if release and name not in self.embedded:
@@ -237,6 +269,7 @@ class SiteInput:
         p = values["preprocessor"]
         preprocessor = Preprocessor(tuple(p["columns"]), {k: tuple(v) for k, v in p["scales"].items()},
                                     p["one_hot"], p["embedded"], tuple(p["log_columns"]),
-                                    {k: tuple(v) for k, v in p.get("quantiles", {}).items()})  # absent before quantile
+                                    {k: tuple(v) for k, v in p.get("quantiles", {}).items()},  # absent before quantile
+                                    {k: tuple(v) for k, v in p.get("ple", {}).items()})
         return cls(values["id_column"], list(values["categorical_columns"]), list(values["id_normalize"]),
                    preprocessor)

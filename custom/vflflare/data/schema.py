@@ -24,8 +24,9 @@ DEFAULT_PATH_COLUMN = "path"
 MODALITIES = ("table", "image")
 # Per-column transform of numeric columns before standardisation (see preprocess.py):
 # standard = standardise only; signed_log = sign(x) * log1p(|x|), then standardise;
-# auto = signed_log for the columns whose training values look heavy-tailed, standard for the rest.
-NUMERIC_TRANSFORMS = ("standard", "signed_log", "auto", "quantile")
+# auto = signed_log for the columns whose training values look heavy-tailed, standard for the rest;
+# quantile = normal scores of the ranks; ple = piecewise-linear encoding over quantile bins.
+NUMERIC_TRANSFORMS = ("standard", "signed_log", "auto", "quantile", "ple")
 
 
 @dataclass(frozen=True)
