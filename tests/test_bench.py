@@ -83,3 +83,24 @@ def test_difference_pairs_runs_seed_by_seed():
     base = [record(0, 0.70), record(1, 0.72), record(2, 0.74)]
     changed = [record(0, 0.71), record(1, 0.70), record(2, 0.78)]
     assert "| vanilla | +0.010 (2/3) |" in difference(changed, base)
+
+
+def test_an_ensemble_averages_its_members_scores():
+    from vflflare.bench.grid import ensemble_metric
+
+    truth = {"a": 0, "b": 1, "c": 1}
+    sure, wrong = {"a": [0.2], "b": [0.8]}, {"a": [0.9], "b": [0.1], "c": [0.9]}  # AUC 1 and 0 on a, b
+    assert ensemble_metric([sure, wrong], truth, 2) == ("auc", 0.0)  # means 0.55 vs 0.45: the wrong one wins
+    assert ensemble_metric([sure, sure], truth, 2) == ("auc", 1.0)  # c, unscored by one member, is left out
+    three = [{"a": [0.5, 0.3, 0.2]}, {"a": [0.1, 0.1, 0.8]}]  # mean (0.3, 0.2, 0.5): class 2, wrong for a
+    assert ensemble_metric(three, {"a": 0}, 3) == ("accuracy", 0.0)
+
+
+def test_bench_ensemble_runs_members_and_sums_their_traffic(tmp_path):
+    code = cli.main(["bench", "--datasets", "breast_cancer", "--overlaps", "150", "--seeds", "0", "--methods",
+                     "one-shot", "--ensemble", "2", "--set", "ssl_epochs=3", "--out", str(tmp_path / "run")])
+    assert code == 0
+    record = json.loads((tmp_path / "run" / "results.jsonl").read_text())
+    assert len(record["members"]) == 2 and record["members"][0] != record["members"][1]  # two job seeds
+    assert record["comms_per_site"] == 12  # twice one-shot's 6
+    assert record["metrics"]["test_auc"] >= 0.9

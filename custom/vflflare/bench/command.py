@@ -20,6 +20,8 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="folder holding the dataset folders (default: vflflare split's)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a job setting for every VFL method that has it (e.g. split_epochs=5 for a quick run)")
+    parser.add_argument("--ensemble", type=int, default=spec.ensemble,
+                        help="average each VFL method's test scores over this many job seeds (s, s + 1000, ...)")
     parser.add_argument("--out", default="bench_out", help="results.jsonl, leaderboard.md/.csv and plots go here")
     parser.add_argument("--leaderboard", help="also write the Markdown table to this file")
     parser.add_argument("--table", action="store_true", help="only rebuild the leaderboard from --out's results")
@@ -35,7 +37,7 @@ def run_bench(args: argparse.Namespace) -> int:
     results = out / "results.jsonl"
     if not args.table:
         spec = BenchSpec(args.datasets, args.overlaps, args.seeds, args.methods, args.sites, args.sim, args.data_dir,
-                         args.workers, parse_overrides(args.set))
+                         args.workers, parse_overrides(args.set), args.ensemble)
         run_grid(spec, out)
     records = read_records(results)
     if not records:

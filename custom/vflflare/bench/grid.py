@@ -18,12 +18,16 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 from vflflare import cli
 from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare.bench.baselines import AlignedSplit, central, fit_logreg, fit_xgboost, label_local
 from vflflare.bench.vertical_xgb import run_on_split
+from vflflare.data.loading import load_label_tables
 from vflflare.data.split import parse_sites
+from vflflare.metrics import score
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.protocol.model_store import LABEL_DIR, models_dir, read_predictions
 
 # method -> the job's settings (package defaults otherwise)
 VFL_METHODS: dict[str, dict[str, Any]] = {
@@ -55,12 +59,17 @@ class BenchSpec:
     workers: int = 1  # splits run side by side, each in its own process
     # extra job settings, for every VFL method whose config has the key (a key none has is an error)
     settings: dict[str, Any] = field(default_factory=dict)
+    # each VFL method's test scores averaged over this many runs, with job seeds s, s + ENSEMBLE_SEED_STEP,
+    # ... on the same split (in process only); traffic is the members' sum
+    ensemble: int = 1
 
     def settings_for(self, method: str) -> dict[str, Any]:
         known = {f.name for f in fields(get_algorithm(VFL_METHODS[method]["algorithm"]).Config)}
         return {k: v for k, v in self.settings.items() if k in known}
 
     def check(self) -> None:
+        if self.ensemble < 1 or (self.ensemble > 1 and self.sim):
+            raise ValueError(f"ensemble must be >= 1, and 1 with --sim (members run in process); got {self.ensemble}")
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown:
             raise ValueError(f"unknown methods {unknown}; known: {list(METHODS)}")
@@ -85,7 +94,10 @@ def split_for(spec: BenchSpec, out: Path, dataset: str, overlap: int, seed: int)
     return root
 
 
-def run_vfl(spec: BenchSpec, method: str, root: Path, seed: int, work: Path) -> dict:
+def run_vfl(spec: BenchSpec, method: str, root: Path, seed: int, work: Path, runs: Path | None = None) -> dict:
+    """One run of `method` on the split at `root`; runs: where the parties save their models (in process)."""
+    if spec.ensemble > 1:
+        return run_ensemble(spec, method, root, seed, work)
     sites = parse_sites(str(spec.sites))
     settings = {**VFL_METHODS[method], **spec.settings_for(method), "seed": seed, "label_owner": sites[0]}
     if spec.sim:
@@ -94,13 +106,48 @@ def run_vfl(spec: BenchSpec, method: str, root: Path, seed: int, work: Path) -> 
         job = write_job(work / "jobs", "bench", settings, min_sites=len(sites))
         result = cli.simulate(str(job), str(work / "ws"), len(sites), len(sites), str(root))
     else:
-        result = run_inprocess(make_config(settings), sites, str(root))
+        result = run_inprocess(make_config(settings), sites, str(root), runs_root=str(runs) if runs else None)
     if "error" in result:
         raise RuntimeError(f"{method} on {root.name}: {result['error']}")
     comm = result["communication"]["per_site"]
-    return {"metrics": result["metrics"],
+    return {"metrics": result["metrics"], **({"job_id": result["job_id"]} if runs else {}),
             "mb_per_site": max(c["payload_bytes"] for c in comm.values()) / 1e6,
             "comms_per_site": max(c["uploads"] + c["downloads"] for c in comm.values())}
+
+
+ENSEMBLE_SEED_STEP = 1000
+
+
+def run_ensemble(spec: BenchSpec, method: str, root: Path, seed: int, work: Path) -> dict:
+    """`spec.ensemble` runs of `method` whose test scores (each run's saved test_predictions.csv) are
+    averaged; each member selects its own model on its own validation rows, so the test rows choose
+    nothing. Reports the ensemble's test metric and the members' median validation metric."""
+    single = BenchSpec(**{**asdict(spec), "ensemble": 1})
+    owner = parse_sites(str(spec.sites))[0]
+    members, scores = [], []
+    for j in range(spec.ensemble):
+        runs = work / f"member{j}"
+        member = run_vfl(single, method, root, seed + ENSEMBLE_SEED_STEP * j, runs, runs)
+        folder = models_dir(runs / owner, member.pop("job_id")) / LABEL_DIR
+        members.append(member)
+        scores.append(read_predictions(folder / "test_predictions.csv"))
+    labels = load_label_tables(owner, parse_sites(str(spec.sites)), str(root), seed, active_site_labels=True)
+    truth = dict(zip(labels.test_ids, labels.test_labels.tolist()))
+    name, value = ensemble_metric(scores, truth, labels.num_classes)
+    val = [m["metrics"][f"val_{name}"] for m in members]
+    return {"metrics": {f"test_{name}": value, f"val_{name}": float(np.median(val))},
+            "members": [m["metrics"] for m in members],
+            "mb_per_site": sum(m["mb_per_site"] for m in members),
+            "comms_per_site": sum(m["comms_per_site"] for m in members)}
+
+
+def ensemble_metric(scores: list[dict[str, list[float]]], truth: dict[str, int], num_classes: int) -> tuple[str, float]:
+    """The metric of the members' averaged class scores (predictions.csv rows: the positive class's score
+    for two classes, else every class's) on the rows every member scored."""
+    ids = sorted(set.intersection(*(set(s) for s in scores)))
+    mean = np.mean([[s[i] for i in ids] for s in scores], axis=0)
+    probs = np.column_stack([1.0 - mean[:, 0], mean[:, 0]]) if num_classes == 2 else mean
+    return score(probs, np.asarray([truth[i] for i in ids]), num_classes)
 
 
 def central_xgboost(split: AlignedSplit, seed: int) -> dict:
