@@ -146,3 +146,10 @@ def test_ple_widens_each_numeric_column_into_its_bins_and_is_saved(tmp_path, wri
     assert np.all(np.diff(bins.sum(axis=1)[np.argsort(amount)]) >= -1e-6)  # monotone in the amount
     site_input = tables.site_input
     assert SiteInput.from_dict(json.loads(json.dumps(site_input.to_dict()))).preprocessor == site_input.preprocessor
+
+
+def test_ple_refuses_a_value_beyond_float32_naming_its_row(tmp_path, write_csv):
+    write_csv(tmp_path / "site-1" / "train.csv", ["id", "x"], [[i, float(i)] for i in range(20)])
+    write_csv(tmp_path / "site-1" / "test.csv", ["id", "x"], [[100, 1.0], [101, 1e300]])
+    with pytest.raises(DataError, match=r"test.csv.*1e\+300 is too far beyond the training range"):
+        load_site_tables("site-1", [], str(tmp_path), 0, numeric_transform="ple")

@@ -199,7 +199,7 @@ class Preprocessor:
                 numeric[:, start] = self._scaled(table, name)  # float64 -> float32, as astype would round
                 start += 1
             elif name in self.one_hot or name in self.ple:
-                block = (piecewise_linear(table.columns[name], self.ple[name]) if name in self.ple
+                block = (self._piecewise(table, name) if name in self.ple
                          else self._one_hot(table.columns[name], self.one_hot[name]))
                 numeric[:, start : start + block.shape[1]] = block
                 start += block.shape[1]
@@ -238,6 +238,18 @@ class Preprocessor:
                 f"training mean, beyond float32; check the value or set numeric_transform: signed_log",
                 row=row, column=name)
         return scaled
+
+    def _piecewise(self, table: FeatureTable, name: str) -> np.ndarray:
+        """PLE of a numeric column; a value whose end bin float32 cannot hold is an error naming its row."""
+        with np.errstate(over="ignore"):
+            block = piecewise_linear(table.columns[name], self.ple[name])
+        beyond = np.flatnonzero(np.abs(block).max(axis=1) > FLOAT32_MAX)
+        if len(beyond):
+            row = int(beyond[0])
+            raise table.csv.error(f"value {table.columns[name][row]:g} is too far beyond the training range "
+                                  f"for float32; check the value or set numeric_transform: signed_log",
+                                  row=row, column=name)
+        return block
 
     @staticmethod
     def _one_hot(values: np.ndarray, categories: list[str]) -> np.ndarray:
