@@ -72,6 +72,8 @@ class JobConfig(Settings):
     # optimisation (paper: B 32, lr 0.01)
     batch_size: int = 32
     lr: float = 0.01
+    # L2 penalty of every optimizer (Adam's weight_decay), bottoms and heads alike; the papers use none
+    weight_decay: float = 0.0
     val_fraction: float = 0.2  # share of aligned labeled rows held out for model selection
     # share of the remaining aligned labeled training rows the label party trains on: the first
     # ceil(labeled_fraction * n) in canonical order (validation rows unchanged); the rest count as
@@ -110,6 +112,7 @@ class JobConfig(Settings):
         super().validate()
         self.check(0.0 < self.labeled_fraction <= 1.0, "labeled_fraction", "must be in (0, 1]")
         self.check(0.0 <= self.val_fraction < 1.0, "val_fraction", "must be in [0, 1)")
+        self.check(self.weight_decay >= 0.0, "weight_decay", "must be >= 0")
         self.check(self.stall_timeout > 0, "stall_timeout", "must be > 0 seconds")
         self.check(self.numeric_transform in NUMERIC_TRANSFORMS, "numeric_transform",
                    f"must be one of {list(NUMERIC_TRANSFORMS)}")

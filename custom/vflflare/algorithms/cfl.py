@@ -113,7 +113,8 @@ class CFLSite(PartialAggregationSite, FeatureParty):
         width = int(self.table("train").shape[1])
         with seeded_init(derive_seed(self.cfg.seed, "cfl_autoencoder")):
             self.state["autoencoder"] = self.on_device(AutoEncoder(width, self.cfg.cfl_hidden))
-        self.state["optimizer"] = torch.optim.Adam(self.state["autoencoder"].parameters(), lr=self.cfg.cfl_lr)
+        self.state["optimizer"] = torch.optim.Adam(self.state["autoencoder"].parameters(), lr=self.cfg.cfl_lr,
+                                                    weight_decay=self.cfg.weight_decay)
         self.state["noise_generator"] = torch.Generator().manual_seed(derive_seed(self.seed, "cfl_noise"))
         return {"width": width}
 

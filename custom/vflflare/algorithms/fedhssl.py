@@ -163,9 +163,11 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
         if method.target_momentum is not None:
             self.state["local_target"] = target_copy(self._local_online())
         self.state["cross_optimizer"] = torch.optim.Adam(
-            [*self.encoder.cross.parameters(), *self.state["cross_head"].parameters()], lr=cfg.pretrain_lr)
+            [*self.encoder.cross.parameters(), *self.state["cross_head"].parameters()], lr=cfg.pretrain_lr,
+            weight_decay=cfg.weight_decay)
         self.state["local_optimizer"] = torch.optim.Adam(
-            [*self.encoder.local.parameters(), *self.state["local_head"].parameters()], lr=cfg.pretrain_lr)
+            [*self.encoder.local.parameters(), *self.state["local_head"].parameters()], lr=cfg.pretrain_lr,
+            weight_decay=cfg.weight_decay)
 
     def _pair_loss(self, tower: str) -> Any:
         cfg = self.cfg
@@ -284,7 +286,8 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
     def reset_to_pretrained(self, payload: Payload) -> Payload:
         """Start a finetuning run at learning rate payload["lr"] from the pretrained towers."""
         self.encoder.load_state_dict(self.state["pretrained"])
-        self.state["split_optimizer"] = torch.optim.Adam(self.encoder.parameters(), lr=float(payload["lr"]))
+        self.state["split_optimizer"] = torch.optim.Adam(self.encoder.parameters(), lr=float(payload["lr"]),
+                                                            weight_decay=self.cfg.weight_decay)
         return {}
 
     # ------------------------------------------------------------------ step 3: PMA

@@ -125,7 +125,8 @@ class VFLHLPSite(SplitNNSite, ContrastivePretrainSite, FeatureParty):
         encoder = copy.deepcopy(self.encoder)
         with seeded_init(derive_seed(self.seed, "local_predictor")):
             head = self.on_device(MLPHead(cfg.representation_width, label.num_classes, cfg.classifier_hidden))
-        optimizer = torch.optim.Adam([*encoder.parameters(), *head.parameters()], lr=cfg.pretrain_lr)
+        optimizer = torch.optim.Adam([*encoder.parameters(), *head.parameters()], lr=cfg.pretrain_lr,
+                                     weight_decay=cfg.weight_decay)
         generator = torch.Generator().manual_seed(derive_seed(self.seed, "supervised"))
         best, since_best, epochs, best_state = -math.inf, 0, 0, None
         while epochs < cfg.active_epochs and since_best < cfg.split_patience:

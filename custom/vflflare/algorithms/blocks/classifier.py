@@ -45,7 +45,7 @@ def fit_head(
     weights in `head`. Improvement = higher metric, or the same metric with lower validation loss:
     on small validation sets the AUC saturates early and would otherwise freeze an early model.
     """
-    optimizer = torch.optim.Adam(head.parameters(), lr=cfg.lr)
+    optimizer = torch.optim.Adam(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     n = len(labels)
     best_key: tuple[float, float] | None = None
     best_state, best_epoch, best_metric, waited = None, 0, None, 0

@@ -73,7 +73,8 @@ class ContrastivePretrainSite:
             raise ValueError(f"{self.site}: contrastive pretraining needs at least 2 training rows, got {n}")
         generator = torch.Generator().manual_seed(derive_seed(self.seed, "contrastive"))
         views, loss_fn, projection = self.pretext(rows, generator)
-        optimizer = torch.optim.Adam([*self.encoder.parameters(), *projection.parameters()], lr=cfg.pretrain_lr)
+        optimizer = torch.optim.Adam([*self.encoder.parameters(), *projection.parameters()], lr=cfg.pretrain_lr,
+                                     weight_decay=cfg.weight_decay)
         batch = min(cfg.pretrain_batch_size, n)
         steps_per_epoch = n // batch  # full batches only: a trailing batch of 1 row has no negatives
         self.encoder.train()

@@ -49,7 +49,8 @@ class FixMatchSite:
         with seeded_init(derive_seed(self.seed, "ssl_head")):
             self.state["ssl_head"] = self.on_device(MLPHead(self.cfg.rep_dim, num_classes))
         self.state["ssl_optimizer"] = torch.optim.Adam(
-            [*self.encoder.parameters(), *self.state["ssl_head"].parameters()], lr=self.cfg.lr
+            [*self.encoder.parameters(), *self.state["ssl_head"].parameters()], lr=self.cfg.lr,
+            weight_decay=self.cfg.weight_decay,
         )
 
     def local_predictions(self, rows: torch.Tensor) -> torch.Tensor:

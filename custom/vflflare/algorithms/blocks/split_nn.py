@@ -85,7 +85,8 @@ class SplitNNSite:
         """Training-mode forward of positions `rows` within `part`; keeps the graph for split_backward."""
         batch = self.part(part, torch.as_tensor(np.asarray(rows, dtype=np.int64)))
         if "split_optimizer" not in self.state:
-            self.state["split_optimizer"] = torch.optim.Adam(self.encoder.parameters(), lr=self.cfg.lr)
+            self.state["split_optimizer"] = torch.optim.Adam(self.encoder.parameters(), lr=self.cfg.lr,
+                                                                weight_decay=self.cfg.weight_decay)
         self.encoder.train()
         out = self.encode(batch)
         self._pending = (batch, out)
@@ -132,7 +133,8 @@ class SplitNNLabel:
         if not keep_classifier:
             # every site's encoder outputs cfg.representation_width, so the input width is known before any batch
             self.state["classifier"] = self.new_head(self.cfg.representation_width * len(self.sites), "split_classifier")
-        self.state["split_optimizer"] = torch.optim.Adam(self.state["classifier"].parameters(), lr=self.cfg.lr)
+        self.state["split_optimizer"] = torch.optim.Adam(self.state["classifier"].parameters(), lr=self.cfg.lr,
+                                                            weight_decay=self.cfg.weight_decay)
         self.state.pop("candidate")
         self.state.pop("best")
 
