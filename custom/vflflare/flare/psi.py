@@ -15,6 +15,10 @@ executor `PSIExecutor` and the task handler `DhPSITaskHandler`. vflflare adds:
 - `ScoreFilePSI` and `InJobPSIWriter`, the same for a scoring job (vertical_inference): the items are
   the IDs of the site's file of new rows, tagged ``score:<id>``, and the intersection stays in the job
   (a training job's stored intersection is left as it was).
+- `ExactDhPSITaskHandler`: NVFlare's task handler with OpenMined's exact RAW setup in place of its
+  Bloom filter, which gave a wrong intersection in about 1 % of runs at fpr 1e-11 (3 of 300 trials of
+  417 x 416 IDs with one shared; NVFlare's own docstring cites OpenMined/PSI#143). RAW sends the
+  encrypted server items themselves: more bytes, no false positives.
 - `VFLPSIController` / `CheckedDhPSIWorkflow`: NVFlare's DH-PSI workflow with the checks a VFL job
   needs. Every site must answer (a site that fails reports its own error message, via
   `VFLPSIExecutor`); an empty intersection stops the job with an error naming the sites and their
@@ -50,6 +54,8 @@ from nvflare.app_common.psi.psi_spec import PSI
 from nvflare.app_common.psi.psi_workflow_spec import PSIWorkflow
 from nvflare.app_common.psi.psi_writer_spec import PSIWriter
 from nvflare.app_common.workflows.broadcast_operator import BroadcastAndWait
+from nvflare.app_opt.psi.dh_psi.dh_psi_server import PSIServer
+from nvflare.app_opt.psi.dh_psi.dh_psi_task_handler import DhPSITaskHandler
 
 from vflflare.protocol.alignment import PSI_FILE, psi_file, psi_root, read_psi_file, tag_items, write_psi_file
 from vflflare.protocol.checkpoint import runs_root
@@ -170,6 +176,28 @@ class InJobPSIWriter(PSIWriter):
 
     def save(self, intersection: List[str], overwrite_existing: bool, fl_ctx: FLContext) -> None:
         self.log_info(fl_ctx, f"PSI intersection of {len(intersection)} score rows kept for this job")
+
+
+class ExactPSIServer(PSIServer):
+    """NVFlare's DH-PSI server whose setup message holds the encrypted items (RAW), not a Bloom filter."""
+
+    def setup(self, client_items_size: int) -> bytes:
+        import private_set_intersection.python as psi  # noqa: PLC0415 - NVFlare's optional native dependency
+
+        return self.psi_server.CreateSetupMessage(self.fpr, client_items_size, self.items,
+                                                  psi.DataStructure.RAW).SerializeToString()
+
+
+class ExactDhPSITaskHandler(DhPSITaskHandler):
+    """NVFlare's DhPSITaskHandler; every PSI server it makes is an ExactPSIServer over the same items."""
+
+    @property
+    def psi_server(self) -> PSIServer | None:
+        return self._exact_server
+
+    @psi_server.setter
+    def psi_server(self, server: PSIServer | None) -> None:
+        self._exact_server = None if server is None else ExactPSIServer(server.items, server.fpr)
 
 
 class VFLPSIExecutor(PSIExecutor):

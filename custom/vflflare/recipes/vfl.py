@@ -51,14 +51,12 @@ def _add_psi(job: FedJob, min_clients: int, seed: int, id_normalize: list[str] |
     """NVFlare's DH-PSI workflow over the sites' IDs, each site storing its intersection for the VFL
     phases (or later jobs) to align on. With `score` (a scoring job's config), over the IDs of each site's
     file of new rows instead, kept in the job."""
-    from nvflare.app_opt.psi.dh_psi.dh_psi_task_handler import DhPSITaskHandler
-
     from vflflare.flare.psi import LOCAL_PSI_ID, PSI_ALGO_ID, PSI_TASK, PSI_WRITER_ID, VFLPSIController, VFLPSIExecutor
-    from vflflare.flare.psi import InJobPSIWriter, ScoreFilePSI, VFLPSIWriter, VFLSitePSI
+    from vflflare.flare.psi import ExactDhPSITaskHandler, InJobPSIWriter, ScoreFilePSI, VFLPSIWriter, VFLSitePSI
 
     job.to_server(VFLPSIController(min_sites=min_clients), id="psi_controller")
     job.to_clients(VFLPSIExecutor(psi_algo_id=PSI_ALGO_ID), id="psi_executor", tasks=[PSI_TASK])
-    job.to_clients(DhPSITaskHandler(local_psi_id=LOCAL_PSI_ID), id=PSI_ALGO_ID)
+    job.to_clients(ExactDhPSITaskHandler(local_psi_id=LOCAL_PSI_ID), id=PSI_ALGO_ID)
     if score is None:
         job.to_clients(VFLSitePSI(psi_writer_id=PSI_WRITER_ID, seed=seed, id_normalize=id_normalize), id=LOCAL_PSI_ID)
         job.to_clients(VFLPSIWriter(), id=PSI_WRITER_ID)
