@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from vflflare.data.errors import DataError
+from vflflare.data.errors import VALUE, DataError
 from vflflare.data.ids import normalize_table_ids
 from vflflare.data.schema import TableSchema
 from vflflare.data.split import TEST_FILE, TRAIN_FILE
@@ -111,15 +111,16 @@ class _ImageLoader:
             raise index.error("empty image path", row=row, column=column)
         path = base / relative
         if not path.is_file():
-            raise index.error(f"image file not found: {path}", row=row, column=column)
+            raise index.error(f"image file not found: {VALUE}", row=row, column=column, value=path)
         try:
             loader = self.load_2d if path.suffix.lower() in PIL_SUFFIXES else self.load_any
             image = torch.as_tensor(loader(str(path)))
         except Exception as exc:  # the readers raise many types; the file is what the user must fix
-            raise index.error(f"cannot read image {path}: {type(exc).__name__}: {exc}", row=row, column=column) from exc
+            raise index.error(f"cannot read image {VALUE}", row=row, column=column,
+                              value=f"{path}: {type(exc).__name__}: {exc}") from exc
         if image.ndim != 3:
-            raise index.error(f"image {path} has shape {tuple(image.shape)} (channels first); expected a 2D image "
-                              "with channels", row=row, column=column)
+            raise index.error(f"image {VALUE} has shape {tuple(image.shape)} (channels first); expected a 2D image "
+                              "with channels", row=row, column=column, value=path)
         top = 0.0
         if image.dtype.is_floating_point:
             image = torch.as_tensor(ScaleIntensity(minv=0.0, maxv=1.0)(image))
@@ -132,8 +133,8 @@ class _ImageLoader:
             self.shape, self.first = tuple(image.shape), str(path)
         elif tuple(image.shape) != self.shape:
             hint = "" if self.resize is not None else '; set "image_size": [height, width] in schema.json to resize'
-            raise index.error(f"image {path} is {_describe(image.shape)}, but {self.first} is "
-                              f"{_describe(self.shape)}{hint}", row=row, column=column)
+            raise index.error(f"image {VALUE} is {_describe(self.shape)}{hint}", row=row, column=column,
+                              value=f"{path} is {_describe(image.shape)}, but {self.first}")
         return image, top
 
 

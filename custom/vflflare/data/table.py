@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vflflare.data.errors import DataError
+from vflflare.data.errors import VALUE, DataError
 from vflflare.data.schema import LABELS_FILE, SCHEMA_FILE, LabelSpec, TableSchema
 
 _CATEGORICAL_HINT = " (if the column is categorical, list it in schema.json 'categorical_columns')"
@@ -87,15 +87,16 @@ class CsvTable:
     def num_rows(self) -> int:
         return len(self.lines)
 
-    def error(self, problem: str, *, row: int | None = None, column: str | None = None) -> DataError:
-        """A DataError pointing at a row (index into the table) and/or column of this file."""
+    def error(self, problem: str, *, row: int | None = None, column: str | None = None, value: object = None) -> DataError:
+        """A DataError pointing at a row (index into the table) and/or column of this file; `value` fills
+        the problem's `{value}` (DataError.at)."""
         line = self.lines[row] if row is not None else None
         row_id = self.ids[row] if row is not None and self.ids is not None else None
-        return DataError.at(self.owner, self.source, problem, line=line, row_id=row_id, column=column)
+        return DataError.at(self.owner, self.source, problem, line=line, row_id=row_id, column=column, value=value)
 
     def _stored(self, name: str) -> Sequence[str] | NumberColumn:
         if name not in self.header:
-            raise self.error(f"missing column {name!r}; the header has {self.header}")
+            raise self.error(f"missing column {name!r}; the header has {VALUE}", value=self.header)
         if self._columns is None:  # read without a plan: transpose the rows once
             transposed = list(zip(*self.rows)) if self.rows else [() for _ in self.header]
             self._columns = dict(zip(self.header, transposed))
@@ -118,7 +119,7 @@ class CsvTable:
     def check_ids(self, id_column: str) -> None:
         """Fill `ids` from `id_column`, which must exist, be non-empty and unique (rows are joined by it)."""
         if id_column not in self.header:
-            raise self.error(f"missing ID column {id_column!r}; the header has {self.header}")
+            raise self.error(f"missing ID column {id_column!r}; the header has {VALUE}", value=self.header)
         values = self.column(id_column)
         seen: set[str] = set()  # not a dict to the first row: less memory on large tables; found again on error
         for row, value in enumerate(values):
@@ -129,10 +130,11 @@ class CsvTable:
                 raise DataError.at(
                     self.owner,
                     self.source,
-                    f"duplicate ID {value!r}, first seen on line {self.lines[first]}",
+                    f"duplicate ID {VALUE}, first seen on line {self.lines[first]}",
                     line=self.lines[row],
                     row_id=value,
                     column=id_column,
+                    value=repr(value),
                 )
             seen.add(value)
         self.ids = values if isinstance(values, list) else list(values)
@@ -156,7 +158,7 @@ class CsvTable:
         column = stored if isinstance(stored, NumberColumn) else parse_numbers(stored)
         if column.bad is not None:
             row, text = column.bad
-            raise self.error(_number_problem(text, hint), row=row, column=name)
+            raise self.error(_number_problem(text, hint), row=row, column=name, value=repr(text))
         return column.values
 
     def integers(self, name: str, what: str = "value") -> np.ndarray:
@@ -167,7 +169,7 @@ class CsvTable:
             try:
                 parsed[row] = int(text)
             except (ValueError, OverflowError):
-                raise self.error(f"non-integer {what} {text!r}", row=row, column=name) from None
+                raise self.error(f"non-integer {what} {VALUE}", row=row, column=name, value=repr(text)) from None
         return parsed
 
 
@@ -204,10 +206,10 @@ def _number_problem(text: str, hint: str) -> str:
     try:
         number = float(text)
     except ValueError:
-        return f"non-numeric value {text!r}{hint}"
+        return f"non-numeric value {VALUE}{hint}"
     if math.isnan(number):
-        return f"NaN value {text!r}; missing values are not allowed"
-    return f"infinite value {text!r}"
+        return f"NaN value {VALUE}; missing values are not allowed"
+    return f"infinite value {VALUE}"
 
 
 class _Numbers:
@@ -382,7 +384,7 @@ def parse_features(table: CsvTable, schema: TableSchema) -> FeatureTable:
     if table.ids is None:
         table.check_ids(schema.id_column)
     if schema.label_column is not None and schema.label_column not in table.header:
-        raise table.error(f"declared the label column in schema.json but not in the header {table.header}",
+        raise table.error(f"declared the label column in schema.json but not in the header {VALUE}", value=table.header,
                           column=schema.label_column)  # fmt: skip
     # The label column is never a feature, whichever site declares it (see TableSchema).
     names = [name for name in table.header if name not in (schema.id_column, schema.label_column)]
@@ -395,7 +397,8 @@ def parse_features(table: CsvTable, schema: TableSchema) -> FeatureTable:
         raise table.error("no data rows")
     for name in schema.categorical_columns:
         if name not in names:
-            raise table.error(f"declared categorical in schema.json but not in the header {table.header}", column=name)
+            raise table.error(f"declared categorical in schema.json but not in the header {VALUE}", column=name,
+                              value=table.header)
     columns: dict[str, np.ndarray] = {}
     for name in names:
         if name in schema.categorical_columns:
@@ -467,13 +470,21 @@ def _label_values(table: CsvTable, spec: LabelSpec, declared_in: str) -> np.ndar
     return labels
 
 
+def class_counts(labels: np.ndarray) -> dict[int, int]:
+    """Rows per label value, in label order: what a message about the classes shows."""
+    values, counts = np.unique(labels, return_counts=True)
+    return dict(zip(values.tolist(), counts.tolist()))
+
+
 def check_label_range(table: CsvTable, labels: np.ndarray, num_classes: int, column: str, why: str) -> None:
-    """Labels index the classifier's outputs, so each must lie in 0..C-1."""
+    """Labels index the classifier's outputs, so each must lie in 0..C-1. The message gives the file's rows
+    per class, so that the user sees how many classes the labels imply."""
     bad = np.flatnonzero((labels < 0) | (labels >= num_classes))
     if bad.size:
         row = int(bad[0])
         raise table.error(
-            f"label {int(labels[row])} outside 0..{num_classes - 1} (C = {num_classes} {why})", row=row, column=column
+            f"label {int(labels[row])} outside 0..{num_classes - 1} (C = {num_classes} {why}); rows per class in this "
+            f"file: {class_counts(labels)}", row=row, column=column
         )
 
 

@@ -16,6 +16,7 @@ from nvflare.fuel.f3.message import Message
 from vflflare import wire
 from vflflare.protocol.payload import Payload, encode, tensor_kinds
 from vflflare.protocol.checkpoint import runs_root
+from vflflare.protocol.error_disclosure import public_message
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.flare.he_filters import workspace_context
 from vflflare.flare.psi import psi_source
@@ -92,10 +93,9 @@ class VFLExecutor(Executor):
             if step and self.he:
                 reply = ckks.encrypt_payload(reply, workspace_context(fl_ctx, "client"))
             return to_shareable(wire.dumps(reply))
-        except Exception as error:
-            message = f"{type(error).__name__}: {error}"
-            self.log_error(fl_ctx, f"task '{task}' failed: {message}\n{traceback.format_exc()}")
-            return error_reply(message)
+        except Exception as error:  # the full message stays here; the coordinator gets its public form
+            self.log_error(fl_ctx, f"task '{task}' failed: {type(error).__name__}: {error}\n{traceback.format_exc()}")
+            return error_reply(public_message(error, f"site '{fl_ctx.get_identity_name()}'"))
 
     def execute(self, task_name: str, shareable: Shareable, fl_ctx: FLContext, abort_signal: Signal) -> Shareable:
         problem = shareable.get_header(ERROR_HEADER)  # a task data filter (HE decryption) failed: say why
