@@ -171,7 +171,8 @@ def test_labels_must_be_0_to_c_minus_1_without_labels_json(split_root):
     first = next(n for n, line in enumerate(path.read_text().splitlines(), 1) if line.endswith(",2"))
     message = label_error(split_root)
     assert message.startswith(f"label party 'server': {path} line {first} (id ")
-    assert "label 2 outside 0..1 (C = 2 distinct labels; number the classes 0..C-1 with every class present" in message
+    assert ("label 2 outside 0..1 (C = 2 by default, as labels.json declares no num_classes; number the classes 0..C-1 "
+            "with every class present); rows per class in this file: {0: ") in message
 
 
 def test_label_files_missing_or_misdeclared(split_root):
@@ -231,9 +232,8 @@ def test_label_column_and_label_files_conflict(tmp_path, write_csv):
 def test_bad_label_in_label_column(tmp_path, write_csv, name, line, value, problem):
     folder = label_column_site(tmp_path, write_csv, {"label_column": "y", "num_classes": 2})
     row_id = edit_cell(folder / name, line, "y", value)
-    assert column_label_error(tmp_path) == (
-        f"label party 'site-1': {folder / name} line {line} (id {row_id!r}), column 'y': {problem}"
-    )
+    message = column_label_error(tmp_path)
+    assert message.startswith(f"label party 'site-1': {folder / name} line {line} (id {row_id!r}), column 'y': {problem}")
 
 
 def test_label_column_misdeclared(tmp_path, write_csv):
@@ -272,14 +272,16 @@ def test_training_value_that_overflows_standardisation(split_root):
     assert "signed_log" in message
 
 
-def test_test_value_beyond_float32_after_standardisation(split_root):
-    """1e300 in a test row used to surface as 'Input contains NaN' when scoring, after training."""
+def test_test_value_beyond_float32_is_clipped_and_reported(split_root):
+    """1e300 in a test row used to surface as 'Input contains NaN' when scoring, after training, then as an
+    error at load time; now it is clipped to the column's training bound (data/checks.py) and reported."""
     path = split_root / "site-2" / "test.csv"
     column = path.read_text().splitlines()[0].split(",")[2]
-    row_id = edit_cell(path, 4, column, "1e300")
-    message = site_error(split_root, "site-2")
-    assert message.startswith(f"site 'site-2': {path} line 4 (id '{row_id}'), column '{column}': value 1e+300 is ")
-    assert "beyond float32" in message
+    edit_cell(path, 4, column, "1e300")
+    tables = load_site_tables("site-2", ["site-1", "site-2"], str(split_root), 0)
+    assert np.isfinite(tables.test.numeric).all() and np.abs(tables.test.numeric).max() < 100
+    found = tables.data_checks["out_of_range"][column]
+    assert found["clipped"] == 1 and (found["first_line"], found["first_value"]) == (4, 1e300)  # the clipped one
 
 
 def test_large_values_under_signed_log_are_fine(split_root):

@@ -181,10 +181,17 @@ def test_labels_from_the_owner_sites_label_column(tmp_path, write_csv):
     tables = load_site_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
     assert tables.feature_names == ["f", "g"] and tables.train.numeric.shape == (5, 2)  # label never a feature
     assert tables.train_ids == ["r1", "r2", "r3", "r4", "r5"]  # unlabeled rows keep their features
+    # three label values but no num_classes: the binary default refuses the third, never infers C = 3
+    with pytest.raises(DataError, match=r"train.csv line 5 \(id 'r4'\), column 'y': label 2 outside 0..1 \(C = 2 by "
+                                        r"default, as schema.json declares no num_classes; for a 3-class job declare "
+                                        r"\"num_classes\": 3 in schema.json\); rows per class in this file: "
+                                        r"\{0: 1, 1: 1, 2: 1\}"):
+        load_label_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
+    (folder / "schema.json").write_text(json.dumps({"label_column": "y", "num_classes": 3}))
     labels = load_label_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
     assert labels.train_ids == ["r1", "r3", "r4"] and labels.train_labels.tolist() == [1, 0, 2]
     assert labels.test_ids == ["t1", "t2"] and labels.test_labels.tolist() == [1, 0]
-    assert labels.num_classes == 3 and labels.train_labels.dtype == np.int64  # C inferred: distinct labels
+    assert labels.num_classes == 3 and labels.train_labels.dtype == np.int64
 
     (folder / "schema.json").write_text(json.dumps({"label_column": "y", "num_classes": 5}))
     with pytest.raises(DataError, match=r"schema.json: declares num_classes 5 but the train and test labels hold 3"):

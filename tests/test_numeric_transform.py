@@ -11,7 +11,8 @@ from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.algorithms.registry import make_config
 from vflflare.data.errors import DataError
 from vflflare.data.loading import load_site_tables
-from vflflare.data.preprocess import Preprocessor, is_heavy_tailed, signed_log, tail_statistics
+from vflflare.data.checks import CLIP_RANGES, clip
+from vflflare.data.preprocess import Preprocessor, is_heavy_tailed, piecewise_linear, signed_log, tail_statistics
 from vflflare.data.schema import TableSchema, read_table_schema
 
 
@@ -61,8 +62,11 @@ def test_transforms_use_training_statistics_only(tmp_path, write_csv, transform,
         fitted = f(train_values)
         np.testing.assert_allclose(tables.train.numeric[:, column], (fitted - fitted.mean()) / fitted.std(),
                                    rtol=1e-5, atol=1e-5)  # fmt: skip
-        np.testing.assert_allclose(tables.test.numeric[:, column], (f(test_values) - fitted.mean()) / fitted.std(),
+        # clipped to the training bound first (1e7 is far beyond this amount's training values)
+        fed = f(clip(np.asarray(test_values), train_values.min(), train_values.max()))
+        np.testing.assert_allclose(tables.test.numeric[:, column], (fed - fitted.mean()) / fitted.std(),
                                    rtol=1e-5, atol=1e-5)  # fmt: skip
+    assert tables.data_checks["out_of_range"]["amount"]["clipped"] == 1
 
 
 def test_schema_key_wins_over_the_job_setting(tmp_path, write_csv):
@@ -148,8 +152,12 @@ def test_ple_widens_each_numeric_column_into_its_bins_and_is_saved(tmp_path, wri
     assert SiteInput.from_dict(json.loads(json.dumps(site_input.to_dict()))).preprocessor == site_input.preprocessor
 
 
-def test_ple_refuses_a_value_beyond_float32_naming_its_row(tmp_path, write_csv):
+def test_ple_clips_a_value_far_beyond_the_training_range(tmp_path, write_csv):
+    """1e300 used to be an error (its end bin beyond float32); it is clipped to the training bound instead."""
     write_csv(tmp_path / "site-1" / "train.csv", ["id", "x"], [[i, float(i)] for i in range(20)])
     write_csv(tmp_path / "site-1" / "test.csv", ["id", "x"], [[100, 1.0], [101, 1e300]])
-    with pytest.raises(DataError, match=r"test.csv.*1e\+300 is too far beyond the training range"):
-        load_site_tables("site-1", [], str(tmp_path), 0, numeric_transform="ple")
+    tables = load_site_tables("site-1", [], str(tmp_path), 0, numeric_transform="ple")
+    bound = 19 + CLIP_RANGES * 19  # the training max, then 3 training ranges further
+    expected = piecewise_linear(np.array([bound]), tables.site_input.preprocessor.ple["x"])[0]
+    np.testing.assert_allclose(tables.test.numeric[1], expected, rtol=1e-6)
+    assert tables.data_checks["out_of_range"]["x"]["clipped"] == 1

@@ -141,9 +141,9 @@ def test_unseen_categories_are_scored_as_unknown_and_counted(tmp_path):
     path.write_text("id,colour,size\na,red,1.0\nb,mauve,2.0\nc,teal,3.0\nd,blue,4.0\n")
     site_input = SiteInput("id", ["colour"], [], Preprocessor(("colour", "size"), {"size": (2.0, 1.0)},
                                                              {"colour": ["blue", "red"]}, {}))
-    ids, block, unseen = read_new_rows("site-1", path, site_input)
+    ids, block, checks = read_new_rows("site-1", path, site_input)
     assert ids == ["a", "b", "c", "d"]
-    assert unseen == {"colour": {"rows": 2, "first_line": 3, "first_value": "mauve"}}
+    assert checks["unseen_categories"] == {"colour": {"rows": 2, "first_line": 3, "first_value": "mauve"}}
     assert block.numeric.tolist() == [[0, 1, -1], [0, 0, 0], [0, 0, 1], [1, 0, 2]]  # one-hot blue, red; size
 
 

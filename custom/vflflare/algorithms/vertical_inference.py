@@ -22,6 +22,7 @@ import numpy as np
 
 from vflflare.algorithms.plugin import Algorithm
 from vflflare.config import SERVER, JobConfig
+from vflflare.data.checks import describe_checks
 from vflflare.protocol.model_store import LABEL_DIR, ModelStoreError, label_owner, models_dir
 from vflflare.protocol.scoring import APPLY, LATEST, LOAD, PREDICTIONS_DIR, REPRESENT, SCORE_FILE, apply_head
 from vflflare.protocol.transport import Transport
@@ -95,14 +96,14 @@ class VerticalInference(Algorithm):
             model_job=model_job, algorithm=loaded[sites[0]]["algorithm"], label_owner=owner,
             predictions=scored["predictions"],
             per_site={s: {"file": r["file"], "rows": r["rows"], "unmatched": r["rows"] - matched,
-                          "unseen_categories": r["unseen"]} for s, r in loaded.items()},
+                          "unseen_categories": r["data_checks"]["unseen_categories"],  # as before data_checks
+                          "data_checks": r["data_checks"]} for s, r in loaded.items()},
         )
         for site, report in self.info["per_site"].items():
             self.tracker.info(f"{site}: {report['rows']} rows in {report['file']}, {report['unmatched']} not at "
-                              f"every site (not scored)" + "".join(
-                                  f"; column {c!r}: {u['rows']} rows with a category training never saw (first: "
-                                  f"line {u['first_line']}, {u['first_value']!r}), scored as unknown"
-                                  for c, u in report["unseen_categories"].items()))
+                              f"every site (not scored)")
+            for line in describe_checks(f"site {site!r}", report["data_checks"]):
+                self.tracker.info(line)
         self.tracker.info(f"scored {matched} rows with the model of job {model_job}; predictions at "
                           f"{owner}: {scored['predictions']}")
         return {"scored_rows": float(matched)}

@@ -39,6 +39,7 @@ from vflflare.data.table import (
     CsvTable,
     check_disjoint,
     check_label_range,
+    class_counts,
     check_same_columns,
     parse_csv,
     parse_features,
@@ -54,6 +55,7 @@ DATA_ROOT_ENV = "VFLFLARE_DATA_ROOT"
 EMBEDDED_DATASET = "breast_cancer"
 EMBEDDED_OVERLAP = 150
 EMBEDDED_TEST_FRACTION = 0.2
+DEFAULT_NUM_CLASSES = 2  # C without a declared num_classes: more classes are declared, never inferred
 
 
 def resolve_data_root() -> str | None:
@@ -93,6 +95,7 @@ def load_site_tables(
     check_same_columns(train_csv, test_csv)
     test = parse_features(test_csv, schema)
     check_disjoint(train_csv, test_csv)
+    checks = preprocessor.check(test)  # before `transform` releases the columns
     tables = SiteTables(
         site=site,
         train_ids=train.ids,
@@ -103,6 +106,7 @@ def load_site_tables(
         numeric_transform=transform,
         log_columns=list(preprocessor.log_columns),
         site_input=SiteInput(schema.id_column, list(schema.categorical_columns), list(id_normalize), preprocessor),
+        data_checks=checks,
     )
     del train_csv, test_csv, train, test  # the parsed columns and row lines: only messages needed them
     _return_free_memory()
@@ -232,13 +236,12 @@ def _label_tables(
     test_csv: CsvTable,
     test_labels: np.ndarray,
 ) -> LabelTables:
-    num_classes = spec.num_classes or _infer_num_classes(
+    num_classes = spec.num_classes or _default_num_classes(
         spec, declared_in, train_csv, train_labels, test_csv, test_labels
     )
-    seen = np.unique(np.concatenate([train_labels, test_labels]), return_counts=True)
-    if len(seen[0]) < num_classes:
+    per_class = class_counts(np.concatenate([train_labels, test_labels]))
+    if len(per_class) < num_classes:
         # a declared C above the classes present would silently change the metric (accuracy for AUC)
-        per_class = dict(zip(seen[0].tolist(), seen[1].tolist()))
         raise DataError.at(train_csv.owner, Path(train_csv.source).parent / declared_in,
                            f"declares num_classes {num_classes} but the train and test labels hold {len(per_class)} "
                            f"classes (rows per class: {per_class}); set num_classes to {len(per_class)}, or remove it "
@@ -255,7 +258,7 @@ def _label_tables(
     )
 
 
-def _infer_num_classes(
+def _default_num_classes(
     spec: LabelSpec,
     declared_in: str,
     train_csv: CsvTable,
@@ -263,15 +266,20 @@ def _infer_num_classes(
     test_csv: CsvTable,
     test_labels: np.ndarray,
 ) -> int:
-    """Without a declared num_classes, C is the number of distinct labels, which then must be exactly
-    0..C-1: a gap would silently shrink C below the true number of classes."""
-    num_classes = len(set(train_labels.tolist()) | set(test_labels.tolist()))
-    if num_classes < 2:
+    """Without a declared num_classes a job is binary (C = 2), and a label outside 0..1 is an error that
+    says how to declare more classes. (C used to be the number of distinct labels: one stray third value
+    turned a binary job into a 3-class one and its metric from AUC into accuracy, without a word.)"""
+    present = np.unique(np.concatenate([train_labels, test_labels])).tolist()
+    if len(present) < 2:
         raise train_csv.error(f"all labels are {int(train_labels[0])}; a classifier needs at least 2 classes")
-    why = "distinct labels; number the classes 0..C-1 with every class present in the data"
-    check_label_range(train_csv, train_labels, num_classes, spec.label_column, why)
-    check_label_range(test_csv, test_labels, num_classes, spec.label_column, why)
-    return num_classes
+    why = f"by default, as {declared_in} declares no num_classes"
+    if present == list(range(len(present))):  # classes 0..C-1, every one present: C is what is missing
+        why += f"; for a {len(present)}-class job declare \"num_classes\": {len(present)} in {declared_in}"
+    else:  # the labels need fixing first
+        why += "; number the classes 0..C-1 with every class present"
+    check_label_range(train_csv, train_labels, DEFAULT_NUM_CLASSES, spec.label_column, why)
+    check_label_range(test_csv, test_labels, DEFAULT_NUM_CLASSES, spec.label_column, why)
+    return DEFAULT_NUM_CLASSES
 
 
 def check_sites_match(owner: str, data_root: str, sites: list[str]) -> None:

@@ -27,6 +27,9 @@ Numeric columns are standardised, optionally after a per-column signed log (`num
   range).
 
 The choice is fitted once, on the training table, and applied unchanged to the test table.
+
+Before any transform, every numeric value is clipped to a bound derived from the column's training
+(min, max), and a column constant in training is a fixed 0 input (data/checks.py says why and how far).
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from vflflare.data.checks import check_rows, clip, constant_columns
 from vflflare.data.schema import NUMERIC_TRANSFORMS
 from vflflare.data.table import FeatureTable
 from vflflare.data.types import FeatureBlock
@@ -115,7 +119,9 @@ class Preprocessor:
     one_hot / embedded: categorical column -> the training categories in sorted order (one-hot
     position, or embedding index - 1); log_columns: numeric columns signed-logged before scaling;
     quantiles: numeric column -> its training quantile knots, for columns turned into normal scores;
-    ple: numeric column -> its bin edges, for columns piecewise-linearly encoded (not in scales).
+    ple: numeric column -> its bin edges, for columns piecewise-linearly encoded (not in scales);
+    ranges: numeric column -> its training (min, max), which bound the values fed (data/checks.py); absent
+    from preprocessing saved before it, which then clips nothing.
     """
 
     columns: tuple[str, ...]
@@ -125,6 +131,7 @@ class Preprocessor:
     log_columns: tuple[str, ...] = ()
     quantiles: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)  # "quantile": knots
     ple: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)  # "ple": bin edges
+    ranges: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)  # training (min, max)
 
     @classmethod
     def fit(
@@ -138,11 +145,14 @@ class Preprocessor:
         embedded: dict[str, list[str]] = {}
         quantiles: dict[str, tuple[float, ...]] = {}
         ple: dict[str, tuple[float, ...]] = {}
+        ranges: dict[str, tuple[float, float]] = {}
         for name, values in train.columns.items():
             if name in train.categorical:
                 categories = sorted(set(values.tolist()))
                 (one_hot if len(categories) <= max_one_hot else embedded)[name] = categories
-            elif numeric_transform == PLE:
+                continue
+            ranges[name] = (float(values.min()), float(values.max()))
+            if numeric_transform == PLE:  # a constant column gets one bin at its value: encoded 0
                 ple[name] = ple_edges(values)
             else:
                 if numeric_transform == SIGNED_LOG or (numeric_transform == AUTO and is_heavy_tailed(values)):
@@ -159,8 +169,27 @@ class Preprocessor:
                         f"value {train.columns[name][row]:g} is too large to standardise (the column's variance "
                         f"overflows float64); rescale the column or set numeric_transform: signed_log",
                         row=row, column=name)
+                if ranges[name][0] == ranges[name][1]:
+                    # constant: centred on its exact (transformed) value, as the rounded mean of many copies
+                    # of it may differ from it, and clipping makes every later value that one: a fixed 0
+                    mean, std = float(values[0]), 1.0
                 scales[name] = (mean, std if std > 0 else 1.0)
-        return cls(tuple(train.columns), scales, one_hot, embedded, tuple(log_columns), quantiles, ple)
+        return cls(tuple(train.columns), scales, one_hot, embedded, tuple(log_columns), quantiles, ple, ranges)
+
+    @property
+    def constant_columns(self) -> list[str]:
+        """Numeric columns with one value in every training row: fed as a fixed 0."""
+        return constant_columns(self.ranges)
+
+    def check(self, table: FeatureTable) -> dict[str, Any]:
+        """data/checks.py's report of `table`'s rows against the training rows; call before `transform`
+        with release, which drops the columns."""
+        return check_rows(table, self.ranges, {**self.one_hot, **self.embedded})
+
+    def values(self, table: FeatureTable, name: str) -> np.ndarray:
+        """A numeric column of `table` clipped to its training bound (data/checks.py), as it is transformed."""
+        values = table.columns[name]
+        return clip(values, *self.ranges[name]) if name in self.ranges else values
 
     @property
     def numeric_names(self) -> list[str]:
@@ -220,7 +249,7 @@ class Preprocessor:
     def _scaled(self, table: FeatureTable, name: str) -> np.ndarray:
         """float64 (x - mean) / divisor of a numeric column (signed-logged first if chosen); a value that
         float32 cannot hold is an error naming its row."""
-        values = table.columns[name]
+        values = self.values(table, name)
         mean, divisor = self.scales[name]
         if name in self.log_columns:
             values = signed_log(values)
@@ -242,7 +271,7 @@ class Preprocessor:
     def _piecewise(self, table: FeatureTable, name: str) -> np.ndarray:
         """PLE of a numeric column; a value whose end bin float32 cannot hold is an error naming its row."""
         with np.errstate(over="ignore"):
-            block = piecewise_linear(table.columns[name], self.ple[name])
+            block = piecewise_linear(self.values(table, name), self.ple[name])
         beyond = np.flatnonzero(np.abs(block).max(axis=1) > FLOAT32_MAX)
         if len(beyond):
             row = int(beyond[0])
@@ -282,6 +311,7 @@ class SiteInput:
         preprocessor = Preprocessor(tuple(p["columns"]), {k: tuple(v) for k, v in p["scales"].items()},
                                     p["one_hot"], p["embedded"], tuple(p["log_columns"]),
                                     {k: tuple(v) for k, v in p.get("quantiles", {}).items()},  # absent before quantile
-                                    {k: tuple(v) for k, v in p.get("ple", {}).items()})
+                                    {k: tuple(v) for k, v in p.get("ple", {}).items()},
+                                    {k: tuple(v) for k, v in p.get("ranges", {}).items()})  # absent before clipping
         return cls(values["id_column"], list(values["categorical_columns"]), list(values["id_normalize"]),
                    preprocessor)

@@ -43,6 +43,8 @@ class SiteTables:
     numeric_transform: str = "standard"
     log_columns: list[str] = field(default_factory=list)
     site_input: Any = None  # preprocess.SiteInput: how new rows become f_k's input (a saved model keeps it)
+    # data/checks.py `check_rows` of the test table against the training rows (with the site-only details)
+    data_checks: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -32,6 +32,7 @@ class SiteView(Protocol):
     modality: str
     train_ids: list[str]
     test_ids: list[str]
+    data_checks: dict[str, Any]  # data/checks.py's report of the test rows; empty for images
 
     def num_rows(self, table: str) -> int: ...
 
@@ -72,6 +73,7 @@ class TabularView(_RowsView):
         self.site = tables.site
         self.train_ids, self.test_ids = tables.train_ids, tables.test_ids
         self._batches = {"train": TabularBatch.from_block(tables.train), "test": TabularBatch.from_block(tables.test)}
+        self.data_checks = tables.data_checks
 
     def fixmatch_views(
         self, rows: torch.Tensor, mask_rate: float, noise_std: float, generator: torch.Generator
@@ -98,6 +100,7 @@ class ImageView(_RowsView):
         self.images = images
         self.site = images.site
         self.train_ids, self.test_ids = images.train_ids, images.test_ids
+        self.data_checks: dict[str, Any] = {}  # pixels are standardised per channel; no column to check
         self._batches = {"train": ImageBatch(images.train), "test": ImageBatch(images.test)}
         self.channels, self.size = int(images.train.shape[1]), (int(images.train.shape[2]), int(images.train.shape[3]))
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from vflflare.data.checks import describe_checks
 from vflflare.data.ids import ID_NORMALIZATIONS, changing_steps, normalizer
 from vflflare.protocol.alignment import AlignmentError, hash_ids, unmatched_positions
 
@@ -122,6 +123,8 @@ def format_report(report: Mapping) -> str:
                                           if k in report))
     if report.get("hint"):
         lines.append(f"  hint: {report['hint']}")
+    for site, checks in report.get("data_checks", {}).items():  # each site's test rows against its training rows
+        lines += [f"  {line}" for line in describe_checks(f"site {site!r}", checks)]
     return "\n".join(lines)
 
 

@@ -19,11 +19,12 @@ import numpy as np
 import torch
 
 from vflflare.algorithms.blocks.classifier import predict_proba
+from vflflare.data.checks import describe_checks, public_checks
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.ids import normalize_table_ids
 from vflflare.data.preprocess import SiteInput
 from vflflare.data.schema import TableSchema
-from vflflare.data.table import FeatureTable, parse_features, read_csv
+from vflflare.data.table import parse_features, read_csv
 from vflflare.data.types import FeatureBlock
 from vflflare.protocol.alignment import (
     AlignmentError, canonical_order, hash_ids, intersection_fingerprint, positions_in,
@@ -57,23 +58,10 @@ def score_ids_of(items: list[str], owner: str) -> list[str]:
     return ids
 
 
-def unseen_categories(table: FeatureTable, site_input: SiteInput) -> dict[str, dict[str, Any]]:
-    """Per categorical column, the rows whose category training never saw (scored as unknown: all-zero
-    one-hot, or the embedding's unknown slot): how many, and the first one's line and value."""
-    known = {**site_input.preprocessor.one_hot, **site_input.preprocessor.embedded}
-    out = {}
-    for name in table.categorical:
-        values = table.columns[name]
-        unseen = np.flatnonzero(~np.isin(values, np.asarray(known[name], dtype=object)))
-        if len(unseen):
-            first = int(unseen[0])
-            out[name] = {"rows": int(len(unseen)), "first_line": table.csv.lines[first], "first_value": str(values[first])}
-    return out
-
-
 def read_new_rows(site: str, path: Path, site_input: SiteInput) -> tuple[list[str], FeatureBlock, dict]:
-    """IDs, the preprocessed block and the unseen categories of the new rows in `path`. A column the model
-    was trained on that the file lacks, or one it was not trained on, is an error naming both."""
+    """IDs, the preprocessed block and the data checks (data/checks.py: unseen categories, values outside
+    the training range, clipped values) of the new rows in `path`. A column the model was trained on that
+    the file lacks, or one it was not trained on, is an error naming both."""
     owner = site_owner(site)
     table = read_csv(owner, path, site_input.id_column)
     trained = list(site_input.preprocessor.columns)
@@ -88,8 +76,8 @@ def read_new_rows(site: str, path: Path, site_input: SiteInput) -> tuple[list[st
                            f"the model was trained on {trained}: remove the others", column=extra[0])
     normalize_table_ids(table, site_input.id_column, site_input.id_normalize)
     features = parse_features(table, TableSchema(site_input.id_column, tuple(site_input.categorical_columns)))
-    unseen = unseen_categories(features, site_input)
-    return features.ids, site_input.preprocessor.transform(features), unseen
+    checks = site_input.preprocessor.check(features)
+    return features.ids, site_input.preprocessor.transform(features), checks
 
 
 @dataclass
@@ -100,6 +88,7 @@ class SiteScorer:
     data_root: str | None
     runs_root: str | None
     psi_source: Callable[[], list[str]] | None = None  # this job's PSI intersection, for alignment "psi"
+    log: Callable[[str], None] | None = None  # the site's own log (values may appear there, nowhere else)
     _loaded: dict[str, Any] | None = None
 
     @property
@@ -118,15 +107,18 @@ class SiteScorer:
             raise DataError(f"{site_owner(self.site)}: scoring reads the new rows from the site's data root "
                             f"(<data root>/{self.site}/{score_file}); this site has none set")
         path = Path(self.data_root) / self.site / score_file
-        ids, block, unseen = read_new_rows(self.site, path, site_input)
+        ids, block, checks = read_new_rows(self.site, path, site_input)
+        for line in describe_checks(site_owner(self.site), checks) if self.log is not None else []:
+            self.log(line)  # with the values: the site's own log
         return {"job": job, "folder": folder, "encoder": encoder, "manifest": manifest, "path": path, "ids": ids,
-                "block": block, "unseen": unseen}
+                "block": block, "checks": checks}
 
     def load(self, payload: Payload) -> Payload:
         """payload: model_job (a job id, or "latest": this site's newest saved model), score_file, and salt
         (alignment "hash") or seed (alignment "psi"). Reply: the ID digests (hash) or the size and
         fingerprint of the PSI intersection in canonical order (psi), the model's job id and config hash,
-        row count, unseen categories, and whether this site holds the job's label model."""
+        row count, data checks (counts by column, data/checks.py), and whether this site holds the job's label
+        model."""
         rows = self.new_rows(payload["model_job"], payload["score_file"])
         ids, folder, path = rows["ids"], rows["folder"], rows["path"]
         batch = TabularBatch.from_block(rows["block"])
@@ -139,7 +131,8 @@ class SiteScorer:
                                   f"{rows['block'].categorical.shape[1]} categorical): {error}") from error
         self._loaded = {"ids": ids, "batch": batch, "encoder": rows["encoder"], "folder": folder, "path": str(path)}
         reply = {"job_id": rows["job"], "config_hash": rows["manifest"]["config_hash"],
-                 "algorithm": rows["manifest"]["algorithm"], "rows": len(ids), "unseen": rows["unseen"],
+                 "algorithm": rows["manifest"]["algorithm"], "rows": len(ids),
+                 "data_checks": public_checks(rows["checks"]),
                  "file": str(path), "label_model": label_owner(folder / LABEL_DIR) == self.site}
         if "salt" in payload:
             return {**reply, "ids": hash_ids(ids, payload["salt"])}

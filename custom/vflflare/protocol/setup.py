@@ -44,6 +44,7 @@ from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.label_proxy import RemoteLabelParty
 from vflflare.protocol.transport import Transport
 from vflflare.config import SERVER, JobConfig
+from vflflare.data.checks import collect_checks
 from vflflare.data.types import LabelTables
 from vflflare.tracking import Tracker
 
@@ -85,6 +86,7 @@ def setup_parties(
             variants[label_key] = info.get("variants")
             label = RemoteLabelParty(net, cfg.label_owner, num_classes, plugin.Label.label_channels())
         report, common_train, common_test = hash_report(train, test, variants)
+        collect_checks(report, replies, net.sites)
         tracker.info("alignment:\n" + format_report(report))
         check_min_aligned(len(common_train), cfg.min_aligned, report, net.sites)
         order, test_order = aligned_order(train, test, cfg.seed)
@@ -148,6 +150,7 @@ def _setup_with_psi(
         report: dict = {"parties": {s: {"train": {"rows": int(views[s]["rows"]["train"]), "matched": n_train},
                                         "test": {"rows": int(views[s]["rows"]["test"]), "matched": n_test}}
                                     for s in net.sites}}
+        collect_checks(report, replies, net.sites)
         keep: dict = {"train_keys": None, "test_keys": None, "train_mask": None, "test_mask": None, "val_mask": None}
         if cfg.label_owner == SERVER:
             tables = load_server_labels()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from vflflare.config import JobConfig
+from vflflare.data.checks import collect_checks, describe_checks
 from vflflare.protocol.alignment import canonical_order
 from vflflare.protocol.setup import alignment_salt
 from vflflare.protocol.transport import Transport
@@ -29,6 +30,10 @@ def setup_silo_space(net: Transport, cfg: JobConfig, tracker: Tracker) -> tuple[
         net.exchange("align", {s: {"union": union_positions(train[s], union)} for s in net.sites})
     every = set.intersection(*map(set, train.values()))
     report = {"union": len(union), "in_every_silo": len(every), "per_site": {s: len(d) for s, d in train.items()}}
+    collect_checks(report, replies, net.sites)
     tracker.info(f"silo space: {len(union)} training rows in the union, {len(every)} in every silo; rows per silo "
                  + ", ".join(f"{s}: {n}" for s, n in report["per_site"].items()))
+    for site, checks in report.get("data_checks", {}).items():
+        for line in describe_checks(f"site {site!r}", checks):
+            tracker.info(line)
     return None, {"union": len(union), "in_every_silo": len(every)}, report

@@ -32,6 +32,7 @@ from vflflare.protocol.scoring import SiteScorer
 from vflflare.protocol.alignment_report import describe_unmatched, id_variants, partial_test, summarize, unlabeled_test
 from vflflare.algorithms.registry import ALGORITHMS, get_algorithm, make_config
 from vflflare.config import JobConfig
+from vflflare.data.checks import describe_checks, has_findings, public_checks
 from vflflare.data.loading import load_label_tables, load_site_view
 from vflflare.data.silo_split import check_silo_space
 from vflflare.data.split import TEST_FILE, TRAIN_FILE
@@ -77,7 +78,7 @@ class SiteRuntime:
             SAVE_TASK: lambda payload: {},  # its MARK makes `handle` save
         }
         # a scoring job (vertical_inference) needs no setup: it reads a saved model and new rows
-        self._scorer = SiteScorer(site, data_root, runs_root, self.psi_source)
+        self._scorer = SiteScorer(site, data_root, runs_root, self.psi_source, self.tracker.info)
         self._tasks.update(self._scorer.tasks)
         self._without_setup = {"setup", *self._scorer.tasks}
 
@@ -138,11 +139,15 @@ class SiteRuntime:
             check_silo_space(self.site, self.data_root, cfg.algorithm)
         tables = load_site_view(self.site, sites, self.data_root, cfg.seed, cfg.numeric_transform, cfg.id_normalize)
         self.tracker.info(f"site '{self.site}': {describe_view(tables)}")
+        for line in describe_checks(f"site '{self.site}'", tables.data_checks):  # with values: stays here
+            self.tracker.info(line)
         self.party = self._plugin.Site(self.site, tables, cfg, self.tracker)
         self._cfg = cfg
+        # column names and counts go into the job's alignment report (setup.py)
+        checks = {"data_checks": public_checks(tables.data_checks)} if has_findings(tables.data_checks) else {}
         if cfg.alignment == "psi":
-            return self._setup_psi(cfg, sites, tables)
-        reply = self._digests(tables.train_ids, tables.test_ids, salt, cfg.id_normalize)
+            return {**self._setup_psi(cfg, sites, tables), **checks}
+        reply = {**self._digests(tables.train_ids, tables.test_ids, salt, cfg.id_normalize), **checks}
         if self._plugin.silo_space:  # every silo holds the labels of its own rows
             self._host_label(cfg, sites)
         elif cfg.label_owner == self.site:
