@@ -59,15 +59,19 @@ def test_report_of_a_clean_run_is_recorded(split_root):
     assert report["hint"] is None
 
 
-def test_test_rows_without_partner_fail_naming_site_file_and_ids(split_root):
+def test_test_rows_without_partner_fail_naming_site_file_and_ids(split_root, caplog):
+    """The IDs stay in each party's own log: the problems that reach the coordinator hold counts."""
     _, test_changed = messy_site_2(split_root)
-    with pytest.raises(AlignmentError) as error:
+    with caplog.at_level(logging.INFO), pytest.raises(AlignmentError) as error:
         run(split_root)
     message = str(error.value)
-    assert message.startswith("site 'site-1': test.csv: 76 of 114 test rows have no partner")
+    assert message.startswith("site 'site-2': test.csv lacks 76 test rows that every other party has\n")
+    assert "\nsite 'site-1': test.csv: 76 of 114 test rows have no partner" in message
     assert "\nsite 'site-2': test.csv: 76 of 114 test rows have no partner" in message
-    assert "\nlabel party 'server': test labels: 76 of 114" in message
-    assert repr(test_changed[0]) in message and "allow_partial_test" in message
+    assert f"\nlabel party 'server': {split_root / 'server' / 'test_labels.csv'}: 76 of 114" in message
+    assert "(the IDs are in the log of site 'site-2')" in message and "allow_partial_test" in message
+    assert "hint: 100 more train and 76 more test rows would align with id_normalize" in message
+    assert repr(test_changed[0]) not in message and repr(test_changed[0]) in caplog.text
 
 
 def test_partial_test_when_allowed_is_reported_with_the_normalisation_hint(split_root, caplog):
@@ -126,9 +130,9 @@ def test_psi_alignment_reports_and_refuses_unshared_test_rows(tmp_path):
         run(root, alignment="psi")
     first = dropped[0].partition(":")[2]
     lines = str(error.value).splitlines()
-    assert lines[0].startswith("site 'site-1': test.csv: 3 of 114 test rows have no partner") and first in lines[0]
+    assert lines[0].startswith("site 'site-1': test.csv: 3 of 114 test rows have no partner") and first not in lines[0]
     assert lines[1].startswith("site 'site-2': test.csv: 3 of 114")
-    assert lines[2].startswith("label party 'server': test labels: 3 of 114")
+    assert lines[2].startswith(f"label party 'server': {root / 'server' / 'test_labels.csv'}: 3 of 114")
     results = run(root, alignment="psi", allow_partial_test=True)
     assert results["rows"]["test"] == 111
     assert results["alignment"]["parties"]["site-1"] == {"train": {"rows": 303, "matched": 150},

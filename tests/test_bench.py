@@ -70,7 +70,7 @@ def test_the_simulator_mode_gives_the_in_process_numbers(bench, tmp_path):
 
 def test_a_setting_no_method_has_is_an_error(tmp_path):
     with pytest.raises(ValueError, match=r"no method of this bench has the settings \['ssl_epochs'\]"):
-        cli.main(["bench", "--datasets", "breast_cancer", "--methods", "vanilla", "--set", "ssl_epochs=3",
+        cli.main(["--debug", "bench", "--datasets", "breast_cancer", "--methods", "vanilla", "--set", "ssl_epochs=3",
                   "--out", str(tmp_path)])
 
 

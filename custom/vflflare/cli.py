@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vflflare.config import JobConfig
+from vflflare.config import ConfigError, JobConfig
+from vflflare.data.errors import PartyError
 from vflflare.results import RESULTS_FILE, format_table
 
 
@@ -115,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     algorithms = sorted(ALGORITHMS)
 
     parser = argparse.ArgumentParser(prog="vflflare", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
 
     split = sub.add_parser("split", help="turn one table into per-site train/test files and label files")
@@ -165,7 +167,20 @@ def main(argv: list[str] | None = None) -> int:
     keys.set_defaults(func=_cmd_he_keys)
 
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except Exception as error:  # a user reads what to fix; the traceback is for a developer (--debug)
+        if args.debug:
+            raise
+        print(error_line(error), file=sys.stderr)
+        return 1
+
+
+def error_line(error: Exception) -> str:
+    """What `vflflare` prints for an error instead of a traceback: bad input or settings (PartyError,
+    ConfigError) in their own words; anything else, a likely bug, with the hint to look closer."""
+    expected = isinstance(error, (PartyError, ConfigError))
+    return f"error: {type(error).__name__}: {error}" + ("" if expected else " (--debug shows the traceback)")
 
 
 if __name__ == "__main__":

@@ -16,11 +16,15 @@ from typing import Callable
 from vflflare.data.table import CsvTable
 
 _LEADING_ZEROS = re.compile(r"^0+(?=.)")
+# an integer written as a float ("123.0", "-4.00"), as spreadsheets and pandas export integer IDs
+_ZERO_FRACTION = re.compile(r"^([+-]?\d+)\.0+$")
 
 ID_NORMALIZATIONS: dict[str, Callable[[str], str]] = {
     "nfc": lambda s: unicodedata.normalize("NFC", s),
     "strip": str.strip,
     "casefold": str.casefold,
+    # before strip_leading_zeros, which would turn "0.0" into ".0"
+    "strip_zero_fraction": lambda s: _ZERO_FRACTION.sub(r"\1", s),
     # keeps one character, so "000" becomes "0", not ""
     "strip_leading_zeros": lambda s: _LEADING_ZEROS.sub("", s),
 }
@@ -65,7 +69,14 @@ def normalize_table_ids(table: CsvTable, id_column: str, steps: Sequence[str]) -
 
 
 def changing_steps(ids: Sequence[str], applied: Sequence[str]) -> list[str]:
-    """The normalisation steps, beyond those `applied`, that would change at least one of `ids`: what
-    the alignment report suggests when rows fail to match."""
-    return [name for name, step in ID_NORMALIZATIONS.items()
-            if name not in applied and any(step(i) != i for i in ids)]
+    """The normalisation steps, beyond those `applied`, that change at least one of `ids` in the full
+    normalisation, each step after the ones before it: what the alignment report suggests when rows fail
+    to match ("0.0" needs only strip_zero_fraction, though strip_leading_zeros alone would change it)."""
+    changed = set()
+    for row_id in ids:
+        for name, step in ID_NORMALIZATIONS.items():
+            new = step(row_id)
+            if new != row_id:
+                changed.add(name)
+            row_id = new
+    return [name for name in ID_NORMALIZATIONS if name in changed and name not in applied]

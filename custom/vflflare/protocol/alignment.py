@@ -28,11 +28,13 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from vflflare.data.errors import PartyError
 from vflflare.seeding import derive_seed
 
 
-class AlignmentError(ValueError):
-    """The parties' IDs do not give a usable aligned set."""
+class AlignmentError(PartyError):
+    """The parties' IDs do not give a usable aligned set. Its `public` form (PartyError) is what may
+    reach the coordinator: counts, never IDs."""
 
 
 def hash_ids(ids: list[str], salt: str) -> list[str]:
@@ -176,7 +178,8 @@ def untag_items(items: Iterable[str], source: str = "PSI result") -> tuple[list[
     for item in items:
         part, sep, value = str(item).partition(":")
         if not sep or part not in parts:
-            raise AlignmentError(f"{source}: item {item!r} is not tagged 'train:<id>' or 'test:<id>'")
+            problem = "is not tagged 'train:<id>' or 'test:<id>'"
+            raise AlignmentError(f"{source}: item {item!r} {problem}", f"{source}: an item {problem}")
         parts[part].append(value)
     return parts["train"], parts["test"]
 
@@ -221,7 +224,8 @@ def read_psi_file(path: str | os.PathLike[str], owner: str) -> list[str]:
     items = []
     for line, row in enumerate(rows[1:], start=2):
         if len(row) != 2 or row[0] not in PARTS:
-            raise AlignmentError(f"{owner}: {path} line {line}: expected 'train,<id>' or 'test,<id>', got {row}")
+            place = f"{owner}: {path} line {line}: expected 'train,<id>' or 'test,<id>'"
+            raise AlignmentError(f"{place}, got {row}", f"{place}, got {len(row)} fields")
         items.append(f"{row[0]}:{row[1]}")
     return items
 
@@ -252,10 +256,9 @@ def positions_in(table_ids: Sequence[str], ordered: Sequence[str], owner: str, t
     index = {row_id: row for row, row_id in enumerate(table_ids)}
     missing = [row_id for row_id in ordered if row_id not in index]
     if missing:
-        raise AlignmentError(
-            f"{owner}: the PSI output lists {len(missing)} {table} IDs that are not in its {table} table, e.g. "
-            f"{missing[0]!r}; it was computed on other data: rerun the PSI job (jobs/psi)"
-        )
+        head = f"{owner}: the PSI output lists {len(missing)} {table} IDs that are not in its {table} table"
+        tail = "; it was computed on other data: rerun the PSI job (jobs/psi)"
+        raise AlignmentError(f"{head}, e.g. {missing[0]!r}{tail}", head + tail)
     return np.asarray([index[row_id] for row_id in ordered], dtype=np.int64)
 
 
