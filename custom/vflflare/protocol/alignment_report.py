@@ -1,10 +1,12 @@
 """What alignment kept and left out, per party: the record every run prints before training.
 
 The coordinator sees counts only (salted digests, or PSI sizes). The IDs a party could not match
-stay at that party: each site logs up to `EXAMPLES` of its own unmatched IDs (`describe_unmatched`),
-and fails there, naming them, when a test row or test label has no partner (unless the job sets
-``allow_partial_test``). Unmatched *training* rows are normal in few-overlap VFL (they are each
-site's unlabeled rows) and only reported; ``min_aligned`` guards against training on a sliver.
+stay at that party: each party logs up to `EXAMPLES` of its own unmatched IDs (`describe_unmatched`)
+and sends on only counts. A test row or test label without partner fails the job (unless it sets
+``allow_partial_test``), naming first the party that lacks rows every other party has
+(`lacking_counts`): a missing test label is the label party's to fix, not the sites'. Unmatched
+*training* rows are normal in few-overlap VFL (they are each site's unlabeled rows) and only
+reported; ``min_aligned`` guards against training on a sliver.
 """
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import numpy as np
 
 from vflflare.data.checks import describe_checks
 from vflflare.data.ids import ID_NORMALIZATIONS, changing_steps, normalizer
+from vflflare.data.split import TEST_FILE, TEST_LABELS_FILE, TRAIN_FILE, TRAIN_LABELS_FILE
+from vflflare.data.types import LabelTables
 from vflflare.protocol.alignment import AlignmentError, hash_ids, unmatched_positions
 
 EXAMPLES = 5
@@ -53,6 +57,16 @@ def normalization_hint(
             f"(IDs that differ only in those ways)")
 
 
+def check_shared(report: Mapping) -> None:
+    """No row shared by every party: name each party's row count and, when a normalisation would match
+    rows, the id_normalize hint, since differently written IDs are the usual cause."""
+    hint = f"; hint: {report['hint']}" if report.get("hint") else ""
+    for part, rows in (("train", "training rows"), ("test", "test rows")):
+        if min(parts[part]["matched"] for parts in report["parties"].values()) == 0:
+            sizes = ", ".join(f"{p} {parts[part]['rows']}" for p, parts in report["parties"].items())
+            raise AlignmentError(f"the parties share no {rows} ({part} rows per party: {sizes}){hint}")
+
+
 def check_min_aligned(aligned: int, min_aligned: float, report: Mapping, sites: Sequence[str]) -> None:
     """min_aligned below 1 is a fraction of the smallest site's training rows, from 1 on a row count."""
     if min_aligned <= 0:
@@ -72,46 +86,83 @@ def summarize(unmatched: Mapping[str, Sequence[int]]) -> dict[str, dict]:
             for part, positions in unmatched.items()}
 
 
+def withheld(owner: str) -> str:
+    """What a problem that leaves a party says in place of the IDs it leaves out: where they are."""
+    return f"the IDs are in the log of {owner}"
+
+
+def _unmatched(owner: str, file: str, count: int, total: int, what: str) -> str:
+    return f"{owner}: {file}: {count} of {total} {what} have no partner at every other party"
+
+
 def describe_unmatched(owner: str, file: str, ids: Sequence[str], unmatched: Mapping, what: str) -> str:
+    """For the party's own log only: it names the first unmatched IDs."""
     examples = [ids[int(i)] for i in unmatched["first"]]
-    return (f"{owner}: {file}: {int(unmatched['count'])} of {len(ids)} {what} have no partner at every other "
-            f"party, e.g. IDs {examples}")
+    return _unmatched(owner, file, int(unmatched["count"]), len(ids), what) + f", e.g. IDs {examples}"
+
+
+def _problem(full: str, public: str, allowed: bool, log: Callable[[str], None]) -> list[str]:
+    """A test-row problem: the full text goes to the party's own log; the public one (no IDs) is returned
+    for the coordinator to fail the job with every party's problems at once, unless the job allows it."""
+    if allowed:
+        log(full + "; left out of scoring (allow_partial_test)")
+        return []
+    log(full)
+    return [public]
 
 
 def partial_test(owner: str, file: str, ids: Sequence[str], unmatched: Mapping, allowed: bool,
                  log: Callable[[str], None]) -> list[str]:
-    """A test row or test label with no partner would silently go unscored. Returns the problem (for the
-    coordinator to fail the job with every party's problems at once) unless the job allows it, in
-    which case it goes to the party's log. When no test row matches at all, the coordinator's "share
-    no test rows" error says it better."""
+    """A test row or test label with no partner would silently go unscored. When no test row matches at
+    all, the coordinator's "share no test rows" error says it better."""
     if not unmatched["count"] or unmatched["count"] == len(ids):
         return []
-    message = describe_unmatched(owner, file, ids, unmatched, "test rows")
-    if allowed:
-        log(message + "; left out of scoring (allow_partial_test)")
-        return []
-    return [message]
+    public = _unmatched(owner, file, int(unmatched["count"]), len(ids), "test rows") + f" ({withheld(owner)})"
+    return _problem(describe_unmatched(owner, file, ids, unmatched, "test rows"), public, allowed, log)
 
 
-def unlabeled_test(who: str, unlabeled: Sequence[str] | int, n_test: int, allowed: bool,
+def unlabeled_test(who: str, file: str, unlabeled: Sequence[str] | int, n_test: int, allowed: bool,
                    log: Callable[[str], None]) -> list[str]:
     """Test rows every site shares but the label party has no label for (`unlabeled`: their IDs where
     the label party knows them, else their number) would go unscored, like `partial_test`."""
     count = unlabeled if isinstance(unlabeled, int) else len(unlabeled)
     if not count:
         return []
-    examples = "" if isinstance(unlabeled, int) else f", e.g. IDs {list(unlabeled)[:EXAMPLES]}"
-    message = f"{who}: {count} of the {n_test} test rows the sites share have no test label{examples}"
-    if allowed:
-        log(message + "; left out of scoring (allow_partial_test)")
+    text = f"{who}: {file}: {count} of the {n_test} test rows the sites share have no test label"
+    if isinstance(unlabeled, int):
+        return _problem(text, text, allowed, log)
+    return _problem(f"{text}, e.g. IDs {list(unlabeled)[:EXAMPLES]}", f"{text} ({withheld(who)})", allowed, log)
+
+
+def lacking_counts(digests: Mapping[str, Sequence[str]]) -> dict[str, int]:
+    """Per party, how many rows every other party has and it lacks: the party to name first when rows
+    have no partner (100 test labels missing at the label party strand 100 test rows at every site)."""
+    held = {p: set(d) for p, d in digests.items()}
+    return {p: len(set.intersection(*(h for q, h in held.items() if q != p)) - held[p]) for p in held}
+
+
+def lacking_test(owner: str, file: str, lacking: int, allowed: bool, log: Callable[[str], None]) -> list[str]:
+    """The problem of a party whose test file lacks rows every other party has (a count: no IDs)."""
+    if not lacking:
         return []
-    return [message]
+    text = f"{owner}: {file} lacks {lacking} test rows that every other party has"
+    return _problem(text, text, allowed, log)
 
 
-def raise_partial_test(problems: Sequence[str]) -> None:
+def test_labels_source(labels: LabelTables) -> str:
+    """Where a label party's test labels were read: LabelTables records only the training labels' source,
+    and the test labels sit beside them (test_labels.csv, or the label column of test.csv)."""
+    for train, test in ((TRAIN_LABELS_FILE, TEST_LABELS_FILE), (TRAIN_FILE, TEST_FILE)):
+        if labels.train_source.endswith(train):
+            return labels.train_source[: -len(train)] + test
+    return "test labels"
+
+
+def raise_partial_test(problems: Sequence[str], hint: str | None = None) -> None:
     if problems:
+        tail = f"\nhint: {hint}" if hint else ""
         raise AlignmentError("\n".join(problems) + "\nevery party's test file must hold the same IDs (set "
-                             "allow_partial_test: true to score only the shared rows)")
+                             "allow_partial_test: true to score only the shared rows)" + tail)
 
 
 def format_report(report: Mapping) -> str:

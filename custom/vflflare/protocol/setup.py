@@ -32,12 +32,16 @@ from vflflare.protocol.alignment import (
 )
 from vflflare.protocol.alignment_report import (
     check_min_aligned,
+    check_shared,
     format_report,
     hash_report,
     id_variants,
+    lacking_counts,
+    lacking_test,
     partial_test,
     raise_partial_test,
     summarize,
+    test_labels_source,
     unlabeled_test,
 )
 from vflflare.protocol.label_party import LabelParty
@@ -88,8 +92,11 @@ def setup_parties(
         report, common_train, common_test = hash_report(train, test, variants)
         collect_checks(report, replies, net.sites)
         tracker.info("alignment:\n" + format_report(report))
+        check_shared(report)
         check_min_aligned(len(common_train), cfg.min_aligned, report, net.sites)
         order, test_order = aligned_order(train, test, cfg.seed)
+        # sent only where a party lacks test rows, so a clean run's messages are unchanged
+        lacking = {p: {"lacking": n} for p, n in lacking_counts(test).items() if n}
         labeled = labeled_rows(order, cfg.labeled_fraction)
 
         def rows_of(party: str, part: list[str], digests: dict = train) -> np.ndarray:
@@ -99,7 +106,7 @@ def setup_parties(
             return summarize({part: unmatched_positions(digests[party], common)
                               for part, digests, common in (("train", train, common_train), ("test", test, common_test))})
 
-        problems, replies = [], {}
+        blame, problems, replies = [], [], {}
         extra = {}  # positions of the aligned rows without a label, for plug-ins that pretrain on them
         if plugin.uses_aligned_unlabeled:
             unlabeled = aligned_unlabeled(train, net.sites, labeled, cfg.seed)
@@ -113,20 +120,29 @@ def setup_parties(
             owner = cfg.label_owner
             replies = net.exchange("align", {owner: {
                 **extra.get(owner, {}), "labeled": rows_of(owner, labeled), "test": rows_of(owner, test_order, test), "unmatched": unmatched(owner),
+                **lacking.get(owner, {}),
                 "label": {"labeled": rows_of(label_key, labeled), "test": rows_of(label_key, test_order, test),
-                          "unmatched": unmatched(label_key)}}})
+                          "unmatched": unmatched(label_key), **lacking.get(label_key, {})}}})
             val_mask = replies[owner]["val_mask"]
         sizes = ", ".join(f"{p}: {len(d)}" for p, d in train.items())
         train_rows, val_rows = split_by_mask(labeled, val_mask, num_classes, cfg.label_owner,
                                              f"train rows per party: {sizes}", len(order), cfg.labeled_fraction)
         if cfg.label_owner == SERVER:
-            problems = partial_test("label party 'server'", "test labels", tables.test_ids,
-                                    unmatched(label_key)["test"], cfg.allow_partial_test, tracker.info)
+            who, file = "label party 'server'", test_labels_source(tables)
+            blame = lacking_test(who, file, lacking.get(label_key, {}).get("lacking", 0), cfg.allow_partial_test,
+                                 tracker.info)
+            problems = partial_test(who, file, tables.test_ids, unmatched(label_key)["test"], cfg.allow_partial_test,
+                                     tracker.info)
             label.align(rows_of(label_key, train_rows), rows_of(label_key, val_rows), rows_of(label_key, test_order, test))
         replies.update(net.exchange("align", {
             s: {"train": rows_of(s, train_rows), "val": rows_of(s, val_rows), "test": rows_of(s, test_order, test),
-                "unmatched": unmatched(s), **extra.get(s, {})} for s in net.sites if s not in replies}))
-        raise_partial_test([p for s in net.sites for p in replies[s].get("problems", [])] + problems)
+                "unmatched": unmatched(s), **extra.get(s, {}), **lacking.get(s, {})} for s in net.sites if s not in replies}))
+
+        def collected(key: str) -> list[str]:
+            return [p for s in net.sites for p in replies[s].get(key, [])]
+
+        # the parties that lack rows every other party has come first: theirs is the file to fix
+        raise_partial_test(collected("lacking") + blame + collected("problems") + problems, report["hint"])
     counts = {"aligned_train": len(train_rows), "val": len(val_rows), "test": len(test_order)}
     if plugin.uses_aligned_unlabeled:
         counts["aligned_unlabeled"] = len(unlabeled)
@@ -169,13 +185,13 @@ def _setup_with_psi(
                 "train": {"rows": len(tables.train_ids), "matched": len(train_ids)},
                 "test": {"rows": len(tables.test_ids), "matched": len(test_ids)}}
             tracker.info("alignment:\n" + format_report(report))
-            who = "label party 'server'"
-            problems += partial_test(who, "test labels", tables.test_ids,
+            who, file = "label party 'server'", test_labels_source(tables)
+            problems += partial_test(who, file, tables.test_ids,
                                      summarize({"test": unmatched_positions(tables.test_ids, set(test_ids))})["test"],
                                      cfg.allow_partial_test, tracker.info)
-            problems += unlabeled_test(who, n_test - len(test_ids), n_test, cfg.allow_partial_test, tracker.info)
+            problems += unlabeled_test(who, file, n_test - len(test_ids), n_test, cfg.allow_partial_test, tracker.info)
             raise_partial_test(problems)
-            _check_nonempty(train_ids, test_ids, context)
+            check_shared(report)
             check_min_aligned(len(train_ids), cfg.min_aligned, report, net.sites)
             labeled = labeled_rows(canonical_order(train_ids, cfg.seed, "train"), cfg.labeled_fraction)
             label_of = dict(zip(tables.train_ids, tables.train_labels.tolist()))
@@ -199,7 +215,7 @@ def _setup_with_psi(
                 "test": {"rows": int(info["rows"]["test"]), "matched": n_labeled_test}}
             tracker.info("alignment:\n" + format_report(report))
             raise_partial_test(problems)
-            _check_nonempty(range(n_labeled), range(n_labeled_test), context)
+            check_shared(report)
             check_min_aligned(n_labeled, cfg.min_aligned, report, net.sites)
             keep["val_mask"] = np.asarray(info["val_mask"], dtype=bool)
             train, val = split_by_mask(labeled_rows(list(range(n_labeled)), cfg.labeled_fraction), keep["val_mask"],
@@ -233,13 +249,6 @@ def _check_same_intersection(views: dict[str, dict]) -> tuple[int, int]:
     if n_train == 0 and n_test == 0:
         raise AlignmentError(f"the PSI intersection is empty: the sites share no IDs ({sizes})")
     return n_train, n_test
-
-
-def _check_nonempty(train, test, context: str) -> None:
-    if not len(train):
-        raise AlignmentError(f"the parties share no labeled training rows ({context})")
-    if not len(test):
-        raise AlignmentError(f"the parties share no labeled test rows; every party's test file must hold the same IDs ({context})")
 
 
 def _labeled(context: str, n_train: int, n_test: int) -> str:

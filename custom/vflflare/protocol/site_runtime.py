@@ -29,7 +29,9 @@ from vflflare.protocol.alignment import (
 from vflflare.protocol.checkpoint import MARK, RESTORE_TASK, SAVE_TASK, SiteCheckpoints
 from vflflare.protocol.model_store import save_feature_party, save_label_party
 from vflflare.protocol.scoring import SiteScorer
-from vflflare.protocol.alignment_report import describe_unmatched, id_variants, partial_test, summarize, unlabeled_test
+from vflflare.protocol.alignment_report import (
+    describe_unmatched, id_variants, lacking_test, partial_test, summarize, test_labels_source, unlabeled_test,
+)
 from vflflare.algorithms.registry import ALGORITHMS, get_algorithm, make_config
 from vflflare.config import JobConfig
 from vflflare.data.checks import describe_checks, has_findings, public_checks
@@ -192,18 +194,19 @@ class SiteRuntime:
         positions_in(tables.train_ids, self._psi.train, owner, "train")
         positions_in(tables.test_ids, self._psi.test, owner, "test")
         problems = self._report(owner, (TRAIN_FILE, TEST_FILE), tables.train_ids, tables.test_ids,
-                                summarize(self._psi.unmatched(tables.train_ids, tables.test_ids)))
+                                summarize(self._psi.unmatched(tables.train_ids, tables.test_ids))).get("problems", [])
         reply: Payload = {"psi": {"train": len(self._psi.train), "test": len(self._psi.test),
                                   "fingerprint": intersection_fingerprint(cfg.seed, self._psi.train, self._psi.test),
                                   "rows": {"train": len(tables.train_ids), "test": len(tables.test_ids)}}}
         if cfg.label_owner == self.site:
             labels = self._host_label(cfg, sites)
             who = f"label party '{self.site}'"
-            problems += self._report(who, ("train labels", "test labels"), labels.train_ids, labels.test_ids,
-                                     summarize(self._psi.unmatched(labels.train_ids, labels.test_ids)))
+            problems += self._report(who, (labels.train_source, test_labels_source(labels)), labels.train_ids,
+                                     labels.test_ids,
+                                     summarize(self._psi.unmatched(labels.train_ids, labels.test_ids))).get("problems", [])
             labeled = set(labels.test_ids)
-            problems += unlabeled_test(who, [i for i in self._psi.test if i not in labeled], len(self._psi.test),
-                                       cfg.allow_partial_test, self.tracker.info)
+            problems += unlabeled_test(who, test_labels_source(labels), [i for i in self._psi.test if i not in labeled],
+                                       len(self._psi.test), cfg.allow_partial_test, self.tracker.info)
             train_mask, test_mask = self._psi.masks_for(labels.train_ids, labels.test_ids)
             label_of = dict(zip(labels.train_ids, labels.train_labels.tolist()))
             labeled = labeled_rows(self._psi.labeled(train_mask, None).train, cfg.labeled_fraction)
@@ -254,32 +257,35 @@ class SiteRuntime:
         if "labeled" in payload:
             return self._align_label_site(payload)
         problems = self._report(f"site '{self.site}'", (TRAIN_FILE, TEST_FILE), self.party.view.train_ids,
-                                self.party.view.test_ids, payload["unmatched"])
+                                self.party.view.test_ids, payload["unmatched"], payload.get("lacking", 0))
         self.party.align(payload["train"], payload["val"], payload["test"], payload.get("aligned_unlabeled"))
-        return {"problems": problems} if problems else {}
+        return problems
 
     def _align_label_site(self, payload: Payload) -> Payload:
         """The label-owning site gets its labeled rows in canonical order and splits them into training
         and validation rows itself, stratified by its labels; the coordinator passes the split on."""
         rows, labels = payload["label"], self.label.tables
         val = stratified_val_mask(labels.train_labels[rows["labeled"]], self._cfg.val_fraction)
-        problems = self._report(f"site '{self.site}'", (TRAIN_FILE, TEST_FILE), self.party.view.train_ids,
-                                self.party.view.test_ids, payload["unmatched"])
-        problems += self._report(f"label party '{self.site}'", ("train labels", "test labels"), labels.train_ids,
-                                 labels.test_ids, rows["unmatched"])
+        site = self._report(f"site '{self.site}'", (TRAIN_FILE, TEST_FILE), self.party.view.train_ids,
+                            self.party.view.test_ids, payload["unmatched"], payload.get("lacking", 0))
+        label = self._report(f"label party '{self.site}'", (labels.train_source, test_labels_source(labels)),
+                             labels.train_ids, labels.test_ids, rows["unmatched"], rows.get("lacking", 0))
         self.party.align(payload["labeled"][~val], payload["labeled"][val], payload["test"],
                          payload.get("aligned_unlabeled"))
         self.label.align(rows["labeled"][~val], rows["labeled"][val], rows["test"])
-        return {"val_mask": val, **({"problems": problems} if problems else {})}
+        return {"val_mask": val, **{key: site.get(key, []) + label.get(key, []) for key in {*site, *label}}}
 
     def _report(self, owner: str, files: tuple[str, str], train_ids: list[str], test_ids: list[str],
-                unmatched: Payload) -> list[str]:
-        """Log this party's unmatched training IDs (they stay at the site); returns the problem of its test
-        rows without partner, for the coordinator to fail the job with."""
+                unmatched: Payload, lacking: int = 0) -> Payload:
+        """Log this party's unmatched IDs (they stay at the site). Returns, for the coordinator to fail the job
+        with, the problems of its test rows without IDs: "lacking" (rows every other party has and it
+        lacks) and "problems" (its rows without partner), each key only when it has some."""
         if unmatched["train"]["count"]:
             self.tracker.info(describe_unmatched(owner, files[0], train_ids, unmatched["train"], "train rows"))
-        return partial_test(owner, files[1], test_ids, unmatched["test"], self._cfg.allow_partial_test,
-                            self.tracker.info)
+        allowed, log = self._cfg.allow_partial_test, self.tracker.info
+        found = {"lacking": lacking_test(owner, files[1], lacking, allowed, log),
+                 "problems": partial_test(owner, files[1], test_ids, unmatched["test"], allowed, log)}
+        return {key: problems for key, problems in found.items() if problems}
 
     def _label_call(self, method: str, payload: Payload) -> Payload:
         if self.label is None:
