@@ -2,6 +2,7 @@
 
     python job.py --algorithm oneshot --sites 2 --env sim
     python job.py --algorithm fewshot --sites 3 --env poc --data-root /data/my_split --set ssl_epochs=5
+    python job.py --algorithm oneshot --sites bank-a,bank-b --env sim   # sites by name: exactly these take part
     python job.py --algorithm oneshot --env prod --startup-kit /path/to/admin@example.com
     python job.py --algorithm oneshot --export --export-dir /tmp/jobs   # write the job folder only
 
@@ -22,7 +23,7 @@ from pathlib import Path
 from nvflare.recipe import PocEnv, ProdEnv, SimEnv
 
 from vflflare.algorithms.registry import ALGORITHMS
-from vflflare.cli import find_results, parse_overrides
+from vflflare.cli import find_results, parse_overrides, parse_site_names
 from vflflare.config import SERVER
 from vflflare.recipes import VFLRecipe
 from vflflare.results import format_table
@@ -31,7 +32,8 @@ from vflflare.results import format_table
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algorithm", default="oneshot", choices=sorted(ALGORITHMS))
-    parser.add_argument("--sites", type=int, default=2, help="number of feature sites K >= 2 (site-1 .. site-K)")
+    parser.add_argument("--sites", default="2", help="the feature sites: a number K >= 2 (site-1 .. site-K, at "
+                        "least K must take part) or comma-separated names (exactly these must take part)")
     parser.add_argument("--env", default="sim", choices=["sim", "poc", "prod"])
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="an algorithm setting (repeatable); values parse as JSON when they can")
@@ -46,13 +48,20 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def site_args(text: str) -> tuple[int | None, list[str] | None]:
+    """--sites: (K, None) for a number, (None, names) for names."""
+    text = text.strip()
+    return (int(text), None) if text.isdigit() else (None, parse_site_names(text, "--sites"))
+
+
 def exec_env(args: argparse.Namespace):
+    count, names = site_args(args.sites)
     if args.env == "sim":
-        return SimEnv(num_clients=args.sites, workspace_root=args.workspace)
+        return SimEnv(num_clients=count or 0, clients=names, workspace_root=args.workspace)
     if args.env == "poc":
         # the POC's processes run `python3` from PATH: make it this interpreter's environment
         os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-        return PocEnv(num_clients=args.sites)
+        return PocEnv(num_clients=count, clients=names)
     if not args.startup_kit:
         raise SystemExit("--env prod needs --startup-kit (the admin's startup kit folder)")
     return ProdEnv(startup_kit_location=args.startup_kit)
@@ -62,7 +71,8 @@ def main() -> int:
     args = parse_args()
     if args.data_root:
         os.environ["VFLFLARE_DATA_ROOT"] = str(Path(args.data_root).resolve())
-    recipe = VFLRecipe(algorithm=args.algorithm, min_clients=args.sites, config=parse_overrides(args.set),
+    count, names = site_args(args.sites)
+    recipe = VFLRecipe(algorithm=args.algorithm, min_clients=count, sites=names, config=parse_overrides(args.set),
                        label_owner=args.label_owner, he=args.he, psi=args.psi, bundle_code=args.bundle_code)
     started = time.time()
     run = recipe.execute(exec_env(args))

@@ -45,10 +45,54 @@ DETECT_WITHIN_S = 10.0  # measured: 0.1 s in a task phase, 1 s in split-NN (NVFl
 
 
 # ---------------------------------------------------------------- without NVFlare
-def _transport(ping, abort: Signal | None = None, stall_timeout: float = 300.0) -> FlareTransport:
+def _transport(ping, abort: Signal | None = None, stall_timeout: float = 300.0,
+               join_timeout: float = 120.0) -> FlareTransport:
     net = FlareTransport(None, None, abort or Signal(), SITES, False, 1.0, 1.0)
-    net.prober = SiteProber(ping, net.health, SITES, stall_timeout)
+    net.prober = SiteProber(ping, net.health, SITES, stall_timeout, join_timeout)
     return net
+
+
+def test_a_site_that_never_picks_up_a_task_fails_the_wait_after_join_timeout():
+    # a simulator site whose process failed to start: no job cell, no task picked up, ever
+    net = _transport(lambda site: None, join_timeout=1.0)
+    net.prober.seen("site-1")
+    t0 = time.monotonic()
+    with pytest.raises(TransportError) as caught, net.ledger.phase("setup"):
+        net._wait("setup", lambda: list(SITES))
+    assert 1.0 <= time.monotonic() - t0 < 3 and caught.value.site == "site-2"
+    assert ("site 'site-2' stopped during phase 'setup' (task 'setup'): it never joined the job: it picked up no "
+            "task within join_timeout 1 s of the job's start") in str(caught.value)
+    net.close()
+
+
+def _aborted_in_setup(monkeypatch, unreachable: set[str], seen: list[str], task: str) -> TransportError:
+    """What a wait in phase 'setup' raises once NVFlare has aborted the job; probes of `unreachable` find
+    no job cell, `seen` picked up a task earlier."""
+    monkeypatch.setattr(flare_transport, "ABORT_GRACE_S", 1.0)
+    abort = Signal()
+    net = _transport(lambda site: make_reply(ReturnCode.COMMUNICATION_ERROR if site in unreachable else ReturnCode.OK),
+                     abort)
+    for site in seen:
+        net.prober.seen(site)
+    abort.trigger(True)
+    with pytest.raises(TransportError) as caught, net.ledger.phase("setup"):
+        net._wait(task, lambda: list(SITES))
+    net.close()
+    return caught.value
+
+
+def test_an_abort_before_a_site_picked_up_a_task_names_that_site(monkeypatch):
+    # its job process died while starting: no probe can reach it, and NVFlare's abort names no site
+    error = _aborted_in_setup(monkeypatch, set(), ["site-1"], "setup")
+    assert error.site == "site-2"
+    assert ("site 'site-2' stopped during phase 'setup' (task 'setup'): NVFlare aborted the job while it had not "
+            "picked up any task yet") in str(error)
+
+
+def test_an_abort_while_no_wait_was_probing_probes_every_site(monkeypatch):
+    # the coordinator was computing between two tasks when site-1 died: no probe was under way
+    error = _aborted_in_setup(monkeypatch, {"site-1"}, SITES, "align")
+    assert error.site == "site-1" and "unreachable" in str(error)
 
 
 def test_a_site_a_probe_finds_unreachable_fails_the_wait_naming_site_phase_and_task():
@@ -155,6 +199,8 @@ def test_an_abort_names_the_site_a_report_identifies_in_time(monkeypatch):
     monkeypatch.setattr(flare_transport, "ABORT_GRACE_S", 0.2)
     abort = Signal()
     net = _transport(lambda site: make_reply(ReturnCode.OK), abort)
+    for site in SITES:
+        net.prober.seen(site)
     abort.trigger(True)
     with pytest.raises(TransportError, match="job aborted by NVFlare during phase 'split_training'"), \
             net.ledger.phase("split_training"):
@@ -237,13 +283,14 @@ def poc(tmp_path_factory):
         run.stop()
 
 
-def _submit(poc, algorithm: str, config: dict) -> str:
+def _submit(poc, algorithm: str, config: dict, **recipe_args) -> str:
     from vflflare.recipes import VFLRecipe
     from vflflare.staging import stage_job
 
     run, session, work = poc
     exported = work / "export" / algorithm
-    VFLRecipe(algorithm=algorithm, min_clients=len(SITES), config=config).export(str(exported))
+    recipe_args = recipe_args or {"min_clients": len(SITES)}
+    VFLRecipe(algorithm=algorithm, config=config, **recipe_args).export(str(exported))
     staged = stage_job(exported / f"{algorithm}_vfl", work / "staged")  # vflflare travels with the job
     return session.submit_job(str(staged))
 
@@ -358,9 +405,9 @@ def test_site_killed_during_split_nn(killed_sites):
     assert results["progress"]["phases_completed"] == ["setup"] and results["progress"]["split_steps"] > 0
 
 
-def _run_to_end(poc, algorithm: str, config: dict, timeout: float = 300) -> dict:
+def _run_to_end(poc, algorithm: str, config: dict, timeout: float = 300, **recipe_args) -> dict:
     run, session, work = poc
-    job_id = _submit(poc, algorithm, config)
+    job_id = _submit(poc, algorithm, config, **recipe_args)
     t0 = time.monotonic()
     while session.get_job_meta(job_id)["status"].startswith(("RUNNING", "SUBMITTED", "DISPATCHED")):
         assert time.monotonic() - t0 < timeout, f"job {job_id} still running after {timeout} s"
@@ -384,3 +431,16 @@ def test_run_killed_in_local_ssl_resumes_to_the_uninterrupted_result(poc):
     assert resumed["run_id"] == run_id and resumed["replayed_exchanges"] == 1
     reference = run_inprocess(make_config(algorithm="oneshot", **settings), SITES, None)
     assert resumed["metrics"] == pytest.approx(reference["metrics"], abs=1e-6)
+
+
+@pytest.mark.simulator
+def test_a_site_the_job_names_but_the_poc_lacks_fails_the_job_naming_it(poc):
+    """Issue 25: a job naming one site more than the POC runs (NVFlare starts it with the sites connected:
+    meta.json asks for 2) fails at setup naming the missing site, instead of never being scheduled."""
+    t0 = time.monotonic()
+    results = _run_to_end(poc, "oneshot", {"ssl_epochs": 1, "join_timeout": 30}, timeout=150,
+                          sites=[*SITES, "site-3"])
+    print(f"a job naming site-3 on a 2-site POC ended after {time.monotonic() - t0:.1f} s: {results.get('error')}")
+    assert results["status"] == "failed" and results["site"] == "site-3", results
+    assert "sites of the job that did not join: ['site-3']" in results["error"], results["error"]
+

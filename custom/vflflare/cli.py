@@ -12,6 +12,7 @@ from typing import Any
 
 from vflflare.config import ConfigError, JobConfig
 from vflflare.data.errors import PartyError
+from vflflare.protocol.topology import check_unique
 from vflflare.results import RESULTS_FILE, format_table
 
 
@@ -27,6 +28,13 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             overrides[key] = raw
     return overrides
+
+
+def parse_site_names(text: str | None, flag: str) -> list[str] | None:
+    """--sites a,b,c: the names, each once (a repeated name is called a duplicate, not "too few sites")."""
+    if text is None:
+        return None
+    return check_unique([name.strip() for name in text.split(",")], f"{flag} {text}")
 
 
 def find_results(workspace: str | Path) -> Path | None:
@@ -45,7 +53,7 @@ def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: 
     if stale:
         stale.unlink()
     # the nvflare CLI of this interpreter's environment, whatever PATH says
-    clients = ["-c", ",".join(sites)] if sites else ["-n", str(n_clients)]
+    clients = ["-c", ",".join(check_unique(sites, "the simulated sites"))] if sites else ["-n", str(n_clients)]
     cmd = [sys.executable, "-m", "nvflare.cli", "simulator", str(job), "-w", str(workspace), *clients, "-t", str(threads)]
     proc = subprocess.run(cmd, env=env, timeout=timeout)
     path = find_results(workspace)
@@ -57,7 +65,7 @@ def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: 
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    sites = args.sites.split(",") if args.sites else None
+    sites = parse_site_names(args.sites, "--sites")
     results = simulate(args.job, args.workspace, args.n_clients, args.threads, args.data_root, sites=sites)
     print(format_table(results))
     print(f"results: {results['results_path']}")
@@ -67,15 +75,16 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 def _cmd_jobs(args: argparse.Namespace) -> int:
     from vflflare.jobs import write_default_jobs, write_job, write_psi_job
 
-    if not args.name and args.psi:
-        raise SystemExit("--psi adds PSI to one job: give it a --name (jobs/psi is among the default jobs)")
+    if not args.name and (args.psi or args.sites):
+        raise SystemExit("--psi and --sites shape one job: give it a --name (jobs/psi is among the default jobs)")
+    sites = parse_site_names(args.sites, "--sites")
     if args.name and args.algorithm == "psi":
         if args.set or args.psi:
             raise SystemExit("--algorithm psi writes the PSI job alone: it takes no --set and no --psi")
-        print(write_psi_job(args.out, args.name, args.min_sites))
+        print(write_psi_job(args.out, args.name, args.min_sites, sites=sites))
     elif args.name:
         overrides = {"algorithm": args.algorithm, **parse_overrides(args.set)}
-        print(write_job(args.out, args.name, overrides, args.min_sites, psi=args.psi))
+        print(write_job(args.out, args.name, overrides, args.min_sites, psi=args.psi, sites=sites))
     else:
         for path in write_default_jobs(args.out):
             print(path)
@@ -87,7 +96,7 @@ def _cmd_inprocess(args: argparse.Namespace) -> int:
     from vflflare.protocol.inprocess import run_inprocess
 
     cfg = make_config({"algorithm": args.algorithm, **parse_overrides(args.set)})
-    sites = [f"site-{i + 1}" for i in range(args.sites)] if args.sites_names is None else args.sites_names.split(",")
+    sites = parse_site_names(args.sites_names, "--sites-names") or [f"site-{i + 1}" for i in range(args.sites)]
     results = run_inprocess(cfg, sites, args.data_root)
     print(format_table(results))
     if args.json:
@@ -129,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     jobs.add_argument("--algorithm", default=JobConfig.algorithm,
                       help=f"a registered algorithm ({', '.join(algorithms)}), or psi: the PSI job alone (as jobs/psi)")
     jobs.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="JobConfig field")
-    jobs.add_argument("--min-sites", type=int, default=2)
+    jobs.add_argument("--min-sites", type=int, help="at least this many sites must take part (default 2, or "
+                      "the number of --sites)")
+    jobs.add_argument("--sites", help="comma-separated site names: exactly these must take part, or the job fails "
+                      "naming the missing or extra ones (sets --min-sites)")
     jobs.add_argument("--psi", action="store_true",
                       help="run NVFlare's DH-PSI first in the same job and align on its result (sets alignment=psi)")
     jobs.set_defaults(func=_cmd_jobs)

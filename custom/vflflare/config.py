@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from vflflare.data.ids import ID_NORMALIZATIONS
 from vflflare.data.schema import NUMERIC_TRANSFORMS
+from vflflare.protocol.topology import duplicates
 
 SERVER = "server"
 ALIGNMENTS = ("hash", "psi")
@@ -95,6 +96,13 @@ class JobConfig(Settings):
     # a site the coordinator waits on that answers nothing, or works on a task without reporting
     # progress (an epoch), for this long (or 5 x its slowest epoch) ends the job (flare/liveness.py)
     stall_timeout: float = 300.0
+    # the sites the job runs with, by name (VFLRecipe(sites=...), job.py --sites a,b, vflflare jobs --sites):
+    # any other site taking part, or one of them missing, fails the job at setup naming it
+    # (protocol/topology.py). Empty: any names, at least the recipe's min_clients of them.
+    sites: list[str] = field(default_factory=list)
+    # a site of the job that has not picked up its first task this long after the job started (its job
+    # process never came up) fails the job naming it (flare/liveness.py)
+    join_timeout: float = 120.0
     # CKKS homomorphic encryption (vflflare.privacy.ckks) of every float tensor a site sends, with the
     # keys NVFlare provisions; the coordinator relays or adds ciphertexts only. Needs a label-owning
     # site (the coordinator cannot train on ciphertexts) unless the plug-in never hands it a tensor.
@@ -114,6 +122,11 @@ class JobConfig(Settings):
         self.check(0.0 <= self.val_fraction < 1.0, "val_fraction", "must be in [0, 1)")
         self.check(self.weight_decay >= 0.0, "weight_decay", "must be >= 0")
         self.check(self.stall_timeout > 0, "stall_timeout", "must be > 0 seconds")
+        self.check(self.join_timeout > 0, "join_timeout", "must be > 0 seconds")
+        self.check(not duplicates(self.sites), "sites", f"must name each site once: duplicate names {duplicates(self.sites)}")
+        self.check(not self.sites or len(self.sites) >= 2, "sites", "must name at least 2 sites (or none)")
+        self.check(not self.sites or self.label_owner in (SERVER, *self.sites), "label_owner",
+                   f"must be 'server' or one of the job's sites {self.sites}")
         self.check(self.numeric_transform in NUMERIC_TRANSFORMS, "numeric_transform",
                    f"must be one of {list(NUMERIC_TRANSFORMS)}")
         self.check(set(self.id_normalize) <= set(ID_NORMALIZATIONS), "id_normalize",

@@ -16,9 +16,10 @@ def export(recipe: Any, out_dir: str | Path) -> Path:
     return Path(out_dir) / recipe.name
 
 
-def write_job(out_dir: str | Path, name: str, overrides: dict[str, Any], min_sites: int = 2, psi: bool = False,
-              **recipe_args: Any) -> Path:
-    """Export a VFLRecipe with these settings (overrides: the job's config, with "algorithm")."""
+def write_job(out_dir: str | Path, name: str, overrides: dict[str, Any], min_sites: int | None = None,
+              psi: bool = False, **recipe_args: Any) -> Path:
+    """Export a VFLRecipe with these settings (overrides: the job's config, with "algorithm"; recipe_args:
+    more VFLRecipe arguments, such as sites=[...])."""
     from vflflare.recipes import VFLRecipe
 
     config = dict(overrides)
@@ -30,10 +31,11 @@ def write_job(out_dir: str | Path, name: str, overrides: dict[str, Any], min_sit
     return export(recipe, out_dir)
 
 
-def write_psi_job(out_dir: str | Path, name: str = PSI_JOB, min_sites: int = 2) -> Path:
+def write_psi_job(out_dir: str | Path, name: str = PSI_JOB, min_sites: int | None = None,
+                  sites: list[str] | None = None) -> Path:
     from vflflare.recipes import PSIRecipe
 
-    return export(PSIRecipe(name=name, min_clients=min_sites), out_dir)
+    return export(PSIRecipe(name=name, min_clients=min_sites, sites=sites), out_dir)
 
 
 def default_jobs() -> dict[str, str]:
@@ -53,7 +55,7 @@ def write_default_jobs(out_dir: str | Path) -> list[Path]:
     return jobs + [write_psi_job(out_dir)]
 
 
-def job_files(name: str, overrides: dict[str, Any], min_sites: int = 2, psi: bool = False) -> dict[str, Any]:
+def job_files(name: str, overrides: dict[str, Any], min_sites: int | None = None, psi: bool = False) -> dict[str, Any]:
     """The JSON files of the job `write_job` would export, by path relative to the job folder."""
     import json
     import tempfile

@@ -20,6 +20,7 @@ from vflflare.algorithms.registry import make_config
 from vflflare.config import SERVER
 from vflflare.protocol.checkpoint import runs_root
 from vflflare.protocol.runner import run_algorithm
+from vflflare.protocol.topology import COORDINATOR, check_job_sites
 from vflflare.data.loading import load_label_tables
 from vflflare.flare.site_config import resolve_party_data_root
 from vflflare.flare.he_filters import workspace_context
@@ -92,7 +93,7 @@ class VFLController(Controller):
         run_dir = engine.get_workspace().get_run_dir(fl_ctx.get_job_id())
         net = FlareTransport(
             self, fl_ctx, abort_signal, sites, self.cfg.fp16, self.task_timeout, self.step_timeout, he=self.cfg.he,
-            health=self.health, stall_timeout=self.cfg.stall_timeout,
+            health=self.health, stall_timeout=self.cfg.stall_timeout, join_timeout=self.cfg.join_timeout,
         )
         net.ledger.on_phase = lambda name: self.log_info(fl_ctx, f"vflflare phase '{name}' started")
         tracker = FlareTracker(self, fl_ctx, on_site=False)
@@ -101,8 +102,8 @@ class VFLController(Controller):
         try:
             data_root = resolve_party_data_root(self.data_root, fl_ctx, SERVER)
             self.log_info(fl_ctx, f"label data root: {data_root or '<embedded default>'}")
-            if len(sites) < self.min_sites:
-                raise ValueError(f"vertical FL needs at least {self.min_sites} sites, the job has {sites}")
+            # the sites NVFlare started the job with against the job's and the data root's (protocol/topology.py)
+            check_job_sites(COORDINATOR, sites, self.cfg.sites, self.min_sites, data_root)
             # HE: the coordinator's public context (no secret key); a missing or wrong one fails the job here
             server_he = workspace_context(fl_ctx, "server") if self.cfg.he else None
             cfg = self.cfg

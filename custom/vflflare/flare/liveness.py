@@ -12,7 +12,9 @@ whole job about 2 s later) carries no site name into the server job, and its dea
 up to a heartbeat (10 s) later, often after the job has ended: the probes name the site first.
 
 A site is only probed once it has shown that its job is up (it picked up or answered a task): before
-that, a missing job cell means "still starting", not "dead".
+that, a missing job cell means "still starting", not "dead". A site still not up `join_timeout` seconds
+after the coordinator started (its job process never came up: a simulator site whose process failed to
+start) is marked stopped, naming it, instead of being waited on until the task times out.
 
 A probe in flight when the site dies never gets an answer (NVFlare does not fail pending requests
 when their target goes away), and a busy site on a loaded machine can take a while to answer, so a
@@ -84,9 +86,12 @@ class WorkClock:
 
 
 class SiteProber:
-    def __init__(self, ping: Ping, health: SiteHealth, sites: Iterable[str], stall_timeout: float) -> None:
-        """ping(site): send the site one probe and return NVFlare's reply (None when there is none)."""
+    def __init__(self, ping: Ping, health: SiteHealth, sites: Iterable[str], stall_timeout: float,
+                 join_timeout: float = 120.0) -> None:
+        """ping(site): send the site one probe and return NVFlare's reply (None when there is none).
+        join_timeout: how long after now a site may take to show that its job is up."""
         self._ping, self.health, self.stall_timeout = ping, health, stall_timeout
+        self.join_timeout, self._started = join_timeout, time.monotonic()
         self._seen: set[str] = set()
         self._heard: dict[str, float] = {}  # site -> when it last answered anything
         self._last: dict[str, float] = {}
@@ -109,6 +114,7 @@ class SiteProber:
         with self._lock:
             for site in waiting:
                 if site not in self._seen:
+                    self._check_joined(site, now)
                     continue
                 silent = min(now - self._heard.get(site, -math.inf), waited_s)
                 if silent > self.stall_timeout:
@@ -122,6 +128,22 @@ class SiteProber:
                     self._last[site] = now
                     inflight.append(self._pool.submit(self.probe, site))
                 self._inflight[site] = inflight
+
+    def _check_joined(self, site: str, now: float) -> None:
+        if now - self._started > self.join_timeout:
+            self.health.mark_dead(site, f"it never joined the job: it picked up no task within join_timeout "
+                                        f"{self.join_timeout:g} s of the job's start (did its job process start?)")
+
+    def not_joined(self, sites: Iterable[str]) -> list[str]:
+        """Of `sites`, those that have not shown that their job is up."""
+        return [site for site in sites if site not in self._seen]
+
+    def probe_all(self, sites: Iterable[str]) -> None:
+        """Probe every site of `sites` that is up, in parallel, now (NVFlare just aborted the job: the
+        site that stopped answers "unreachable" at once)."""
+        for site in sites:
+            if site in self._seen:
+                self._pool.submit(self.probe, site)
 
     def probe(self, site: str) -> bool:
         """Probe `site` now; returns False (and marks it dead) when NVFlare says it is unreachable."""

@@ -59,6 +59,7 @@ from nvflare.app_opt.psi.dh_psi.dh_psi_task_handler import DhPSITaskHandler
 
 from vflflare.protocol.alignment import PSI_FILE, psi_file, psi_root, read_psi_file, tag_items, write_psi_file
 from vflflare.protocol.checkpoint import runs_root
+from vflflare.protocol.topology import check_joined
 from vflflare.protocol.scoring import LATEST, SCORE_FILE, SiteScorer, score_items
 from vflflare.data.errors import site_owner
 from vflflare.data.loading import load_site_view
@@ -315,9 +316,11 @@ class VFLPSIController(DhPSIController):
     and a result record. In a VFL job generated with --psi it is the first workflow; when it fails,
     the job ends with its error and the VFL workflow never starts."""
 
-    def __init__(self, min_sites: int = 2, timeout: float = 1800.0, bloom_filter_fpr: float = 1e-11) -> None:
+    def __init__(self, min_sites: int = 2, timeout: float = 1800.0, bloom_filter_fpr: float = 1e-11,
+                 sites: list[str] | None = None) -> None:
+        """sites: the job's sites by name, when it names them (protocol/topology.py)."""
         super().__init__()
-        self.min_sites = min_sites
+        self.min_sites, self.sites = min_sites, sites  # as given: FedJob exports args that differ from the defaults
         self.timeout = timeout
         self.bloom_filter_fpr = bloom_filter_fpr
         self.site_errors: dict[str, str] = {}
@@ -354,8 +357,7 @@ class VFLPSIController(DhPSIController):
         timer.start()
         workflow: CheckedDhPSIWorkflow = self.psi_workflow  # type: ignore[assignment]
         try:
-            if len(sites) < self.min_sites:
-                raise PSIError(f"PSI for vertical FL needs at least {self.min_sites} sites, the job has {sites}")
+            check_joined(sites, self.sites or [], self.min_sites)  # the job's sites, named when missing or extra
             workflow.pre_process(abort_signal)
             workflow.run(abort_signal)
         except Exception as error:

@@ -54,11 +54,13 @@ class FlareTransport:
         he: bool = False,
         health: SiteHealth | None = None,
         stall_timeout: float = 300.0,
+        join_timeout: float = 120.0,
     ) -> None:
         """he: the sites encrypt every float tensor (vflflare.privacy.ckks); the coordinator then refuses
         any plaintext float tensor in either direction, and ciphertexts of differing keys.
         health: where the controller records NVFlare's dead-site reports (shared with the probes).
-        stall_timeout: how long a site may stay silent, or busy without progress (flare/liveness.py)."""
+        stall_timeout: how long a site may stay silent, or busy without progress (flare/liveness.py).
+        join_timeout: how long a site may take to pick up its first task (its job process starting)."""
         self.controller, self.fl_ctx, self.abort_signal = controller, fl_ctx, abort_signal
         self.he = he
         self._key_ids: dict[str, str] = {}  # HE key fingerprint -> first site that used it
@@ -68,7 +70,7 @@ class FlareTransport:
         self.ledger = CommLedger()
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(sites)), thread_name_prefix="vflflare-step")
         self.health = health if health is not None else SiteHealth()
-        self.prober = SiteProber(self._ping, self.health, sites, stall_timeout)
+        self.prober = SiteProber(self._ping, self.health, sites, stall_timeout, join_timeout)
         self._cell = None  # the server job's cellnet cell, once a step needs it
         self._job_cells: dict[str, str] = {}  # site -> its job cell's FQCN
 
@@ -98,13 +100,23 @@ class FlareTransport:
             raise self._dead_error(dead, task)
 
     def _aborted_error(self, task: str, waiting: list[str]) -> TransportError:
-        """NVFlare aborted the job: name the stopped site if a probe or NVFlare's report does in time."""
+        """NVFlare aborted the job: name the stopped site if a probe or NVFlare's report does in time.
+        The abort may come while nothing was being waited on (the coordinator computing between two
+        phases), with no probe under way: probe every site now."""
+        self.prober.probe_all(self.sites)
         deadline = time.monotonic() + ABORT_GRACE_S
         while not self.health.first_dead(self.sites) and time.monotonic() < deadline:
             time.sleep(0.05)
         dead = self.health.first_dead(waiting) or self.health.first_dead(self.sites)
         if dead:
             return self._dead_error(dead, task, " (NVFlare aborted the job)")
+        unjoined = self.prober.not_joined(waiting)
+        if unjoined:  # a job process that stopped (or failed) while starting, before any probe could reach it
+            named = f"site '{unjoined[0]}'" if len(unjoined) == 1 else f"one of the sites {unjoined}"
+            return TransportError(f"{named} stopped during phase '{self.ledger.current}' (task '{task}'): NVFlare "
+                                  f"aborted the job while {'it' if len(unjoined) == 1 else 'they'} had not picked up "
+                                  f"any task yet: its job process probably failed or stopped while starting",
+                                  site=unjoined[0])
         return TransportError(f"job aborted by NVFlare during phase '{self.ledger.current}' (task '{task}') while "
                               f"waiting for {', '.join(waiting) or 'no site'}; no site was reported dead")
 

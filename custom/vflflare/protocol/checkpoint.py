@@ -37,7 +37,7 @@ RUNS_ROOT_ENV = "VFLFLARE_RUNS_ROOT"  # overrides the workspace root, e.g. for t
 MARK = "_checkpoint"  # the key an exchange payload carries to ask for a checkpoint, and its reply the hash
 RESTORE_TASK = "resume_from_checkpoint"
 SAVE_TASK = "save_checkpoint"  # a save point inside a per-batch phase: the site answers {} and saves (MARK)
-UNCHECKED = ("checkpoint", "resume", "stall_timeout")  # config keys a resumed run may change
+UNCHECKED = ("checkpoint", "resume", "stall_timeout", "join_timeout")  # config keys a resumed run may change
 
 
 class ResumeError(RuntimeError):

@@ -12,6 +12,7 @@ from vflflare.protocol.ledger import CommLedger
 from vflflare.protocol.payload import Payload, decode, encode
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.protocol.topology import COORDINATOR, check_job_sites
 from vflflare.config import SERVER, JobConfig
 from vflflare.data.loading import load_label_tables
 from vflflare.torch_runtime import prepare_torch
@@ -46,6 +47,7 @@ def run_inprocess(cfg: JobConfig, sites: list[str], data_root: str | None, runs_
     """runs_root: where the coordinator (runs_root/server) and each site (runs_root/<site>) keep the
     checkpoints of a run with cfg.checkpoint or cfg.resume, and the models it leaves (`job_id` in the
     result names them)."""
+    check_job_sites(COORDINATOR, sites, cfg.sites, 2, data_root)  # a site left out fails, named (topology.py)
     prepare_torch(cfg.num_threads)
 
     def root(party: str) -> str | None:

@@ -4,6 +4,12 @@ FedJob, and `execute(SimEnv | PocEnv | ProdEnv)` or `export(dir)` come from nvfl
 
     recipe = VFLRecipe(algorithm="oneshot", min_clients=2, config={"ssl_epochs": 5})
     run = recipe.execute(SimEnv(num_clients=2))
+    VFLRecipe(algorithm="oneshot", sites=["bank-a", "bank-b", "bank-c"])  # exactly these three sites
+
+A job knows its sites: at least min_clients, exactly `sites` where given (the controller's min_sites and
+config "sites"); the coordinator fails the job naming any missing or extra site (protocol/topology.py).
+meta.json's min_clients stays 2 whatever the job expects: NVFlare would not start a job while fewer
+sites than that are connected, and would say so nowhere but in the job's schedule history.
 
 The job carries vflflare's code only when asked (`bundle_code=True`: PocEnv/ProdEnv on sites that do
 not have vflflare installed); its app/custom folder always exists, which makes it a bring-your-own-code
@@ -27,11 +33,13 @@ from vflflare.flare.controller import VFLController
 from vflflare.flare.executor import VFLExecutor
 from vflflare.flare.he_filters import DecryptTaskData, EncryptTaskResult
 from vflflare.flare.tracking import TRACKING_EVENTS
+from vflflare.protocol.topology import check_unique
 from vflflare.staging import package_folder
 
 # sites idle between phases poll for the next task this often (NVFlare's default is 2 s, which would
 # dominate the wall time of a job with few phases)
 TASK_REQUEST_INTERVAL_S = 0.2
+MIN_SITES = 2  # vertical FL's minimum, and meta.json's min_clients (see expected_count)
 CUSTOM_NOTE = """This job runs vflflare's own code (custom/vflflare in the repository).
 The simulator and a POC on this machine import it from the installed package; to deploy on sites
 that do not have it installed, export the recipe with bundle_code=True, or copy the package here
@@ -40,21 +48,23 @@ bring-your-own-code: the submitter needs that right.
 """
 
 
-def _new_job(name: str, min_clients: int, bundle_code: bool) -> FedJob:
-    job = FedJob(name=name, min_clients=min_clients)
+def _new_job(name: str, bundle_code: bool) -> FedJob:
+    # NVFlare starts the job with the sites connected once MIN_SITES are; the controllers check the rest
+    job = FedJob(name=name, min_clients=MIN_SITES)
     if not bundle_code:
         job.set_app_packages(["vflflare"])  # the sites import the installed package
     return job
 
 
-def _add_psi(job: FedJob, min_clients: int, seed: int, id_normalize: list[str] | None, score: Any = None) -> None:
+def _add_psi(job: FedJob, min_clients: int, seed: int, id_normalize: list[str] | None, score: Any = None,
+             sites: list[str] | None = None) -> None:
     """NVFlare's DH-PSI workflow over the sites' IDs, each site storing its intersection for the VFL
     phases (or later jobs) to align on. With `score` (a scoring job's config), over the IDs of each site's
     file of new rows instead, kept in the job."""
     from vflflare.flare.psi import LOCAL_PSI_ID, PSI_ALGO_ID, PSI_TASK, PSI_WRITER_ID, VFLPSIController, VFLPSIExecutor
     from vflflare.flare.psi import ExactDhPSITaskHandler, InJobPSIWriter, ScoreFilePSI, VFLPSIWriter, VFLSitePSI
 
-    job.to_server(VFLPSIController(min_sites=min_clients), id="psi_controller")
+    job.to_server(VFLPSIController(min_sites=min_clients, sites=sites), id="psi_controller")
     job.to_clients(VFLPSIExecutor(psi_algo_id=PSI_ALGO_ID), id="psi_executor", tasks=[PSI_TASK])
     job.to_clients(ExactDhPSITaskHandler(local_psi_id=LOCAL_PSI_ID), id=PSI_ALGO_ID)
     if score is None:
@@ -64,6 +74,20 @@ def _add_psi(job: FedJob, min_clients: int, seed: int, id_normalize: list[str] |
         job.to_clients(ScoreFilePSI(psi_writer_id=PSI_WRITER_ID, model_job=score.model_job,
                                     score_file=score.score_file), id=LOCAL_PSI_ID)
         job.to_clients(InJobPSIWriter(), id=PSI_WRITER_ID)
+
+
+def expected_count(min_clients: int | None, sites: list[str] | None) -> int:
+    """How many sites the job needs: len(sites) when it names them (names unique), else min_clients, else 2."""
+    if sites:
+        check_unique(sites, "the recipe's sites")
+        if min_clients is not None and min_clients != len(sites):
+            raise ValueError(f"min_clients={min_clients} but the job names {len(sites)} sites {list(sites)}")
+        min_clients = len(sites)
+    min_clients = MIN_SITES if min_clients is None else min_clients
+    if min_clients < MIN_SITES:
+        raise ValueError(f"vertical FL needs at least {MIN_SITES} sites, got min_clients={min_clients}"
+                         + (f" (sites {list(sites)})" if sites else ""))
+    return min_clients
 
 
 class _VFLJobRecipe(Recipe):
@@ -88,7 +112,9 @@ class VFLRecipe(_VFLJobRecipe):
     Args:
         algorithm: the name of a registered plug-in (vflflare.algorithms.registry.ALGORITHMS, or one a
             module in config["plugins"] registers).
-        min_clients: K >= 2 feature sites.
+        min_clients: K >= 2 feature sites: at least this many must take part (default: len(sites), else 2).
+        sites: the job's sites by name (unique, at least 2): exactly these must take part, or the job fails
+            naming the missing or extra ones; sets min_clients.
         config: the algorithm's settings (vflflare.config and its plug-in's Config), validated here.
         label_owner: "server" (the coordinator holds the labels) or a site name.
         he: CKKS-encrypt every float tensor the sites send (needs keys in the startup kits).
@@ -103,7 +129,8 @@ class VFLRecipe(_VFLJobRecipe):
         self,
         *,
         algorithm: str,
-        min_clients: int = 2,
+        min_clients: int | None = None,
+        sites: list[str] | None = None,
         config: dict[str, Any] | None = None,
         label_owner: str = SERVER,
         he: bool = False,
@@ -113,9 +140,8 @@ class VFLRecipe(_VFLJobRecipe):
         plugin_files: list[str] | None = None,
         bundle_code: bool = False,
     ) -> None:
-        if min_clients < 2:
-            raise ValueError(f"vertical FL needs at least 2 sites, got min_clients={min_clients}")
-        settings = {**(config or {}), "algorithm": algorithm}
+        min_clients = expected_count(min_clients, sites)
+        settings = {**(config or {}), "algorithm": algorithm, **({"sites": list(sites)} if sites else {})}
         for key, value, default in (("label_owner", label_owner, SERVER), ("he", he, False),
                                     ("alignment", "psi" if psi else alignment, "hash")):
             if value != default:
@@ -123,10 +149,10 @@ class VFLRecipe(_VFLJobRecipe):
         cfg = make_config(settings)  # an unknown key or bad value fails here, naming the algorithm
         plugin = get_algorithm(cfg.algorithm, cfg.plugins)
         self.config, self.min_clients = settings, min_clients
-        job = _new_job(name or f"{algorithm}_vfl", min_clients, bundle_code)
+        job = _new_job(name or f"{algorithm}_vfl", bundle_code)
         if psi:
             _add_psi(job, min_clients, cfg.seed, cfg.id_normalize or None,
-                     score=cfg if plugin.psi_items == "score_file" else None)
+                     score=cfg if plugin.psi_items == "score_file" else None, sites=cfg.sites or None)
         job.to_server(VFLController(config=settings, min_sites=min_clients), id="vfl_controller")
         job.to_server(TBAnalyticsReceiver(events=TRACKING_EVENTS), id="tb_receiver")
         tasks = plugin.site_tasks()
@@ -144,8 +170,9 @@ class PSIRecipe(_VFLJobRecipe):
     """NVFlare's DH-PSI alone; each site stores the intersection for later jobs with alignment "psi".
     id_normalize: the ID normalisation those jobs set (the PSI must match IDs the same way)."""
 
-    def __init__(self, *, min_clients: int = 2, name: str = "psi", bundle_code: bool = False,
-                 id_normalize: list[str] | None = None) -> None:
-        job = _new_job(name, min_clients, bundle_code)
-        _add_psi(job, min_clients, 0, id_normalize)
+    def __init__(self, *, min_clients: int | None = None, name: str = "psi", bundle_code: bool = False,
+                 id_normalize: list[str] | None = None, sites: list[str] | None = None) -> None:
+        min_clients = expected_count(min_clients, sites)
+        job = _new_job(name, bundle_code)
+        _add_psi(job, min_clients, 0, id_normalize, sites=list(sites) if sites else None)
         super().__init__(job, bundle_code)
