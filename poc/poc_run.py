@@ -93,12 +93,16 @@ class PocRun:
 
     # ------------------------------------------------------------------ steps
     def sites(self) -> list[str]:
-        meta = json.loads((self.job / "meta.json").read_text())
-        needed = int(meta.get("min_clients", 2))
-        k = self.args.sites if self.args.sites is not None else max(2, needed)
+        from vflflare.jobs import expected_sites
+
+        needed, names = expected_sites(self.job)  # the job's own count: meta.json always asks NVFlare for 2
+        k = self.args.sites if self.args.sites is not None else needed
         if k < needed:
-            raise SetupError(f"{self.job.name} needs at least {needed} sites (meta.json min_clients), got --sites {k}")
-        return [f"site-{i + 1}" for i in range(k)]
+            raise SetupError(f"{self.job.name} needs at least {needed} sites (its min_sites), got --sites {k}")
+        sites = [f"site-{i + 1}" for i in range(k)]
+        if names and names != sites:
+            raise SetupError(f"{self.job.name} names its sites {names}; this POC runs {sites}")
+        return sites
 
     def stage(self) -> Path:
         from vflflare.staging import stage_job

@@ -38,6 +38,20 @@ def write_psi_job(out_dir: str | Path, name: str = PSI_JOB, min_sites: int | Non
     return export(PSIRecipe(name=name, min_clients=min_sites, sites=sites), out_dir)
 
 
+def expected_sites(job_folder: str | Path) -> tuple[int, list[str]]:
+    """How many sites an exported job needs and, when it names them, which (its VFL or PSI controller's
+    min_sites and config "sites"; meta.json's min_clients is always 2, see recipes/vfl.py)."""
+    import json
+
+    count, names = 2, []
+    for config in Path(job_folder).glob("*/config/config_fed_server.json"):
+        for workflow in json.loads(config.read_text()).get("workflows", []):
+            args = workflow.get("args", {})
+            names = args.get("config", {}).get("sites") or args.get("sites") or names
+            count = max(count, args.get("min_sites", 2), len(names))
+    return count, names
+
+
 def default_jobs() -> dict[str, str]:
     """jobs/ folder name -> algorithm, for every plug-in that ships a job."""
     return {plugin.job_name: name for name, plugin in ALGORITHMS.items() if plugin.job_name}

@@ -41,6 +41,8 @@ class VFLController(Controller):
         data_root: str | None = None,
     ) -> None:
         """config: the job's settings (vflflare.config; the algorithm's plug-in validates them).
+        min_sites: at least this many sites must join (the recipe's min_clients; meta.json asks NVFlare for
+        2 whatever this is, and the coordinator names what is missing: protocol/topology.py).
         data_root: where a server-hosted label party finds its files
         (default: the server's local/vflflare.json, then VFLFLARE_DATA_ROOT, else the embedded
         default; see vflflare.flare.site_config)."""
