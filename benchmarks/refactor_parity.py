@@ -36,7 +36,11 @@ METHODS: dict[str, tuple[str, dict]] = {
     "fewshot+finetune": ("fewshot", {"finetune_epochs": 20}),
     "ssvfl_i": ("ssvfl_i", {}),
     "ssvfl_c": ("ssvfl_c", {}),
+    "fedhssl": ("fedhssl", {}),
+    "vflhlp": ("vflhlp", {"label_owner": "site-1"}),
 }
+# methods whose labels sit elsewhere than the default split's (server): extra `vflflare split` arguments
+SPLIT_ARGS: dict[str, tuple[str, ...]] = {"vflhlp": ("--label-owner", "site-1", "--active-site-labels")}
 MODES = ("inprocess", "simulator")
 
 
@@ -44,11 +48,11 @@ def vflflare(*args: str, env: dict | None = None) -> None:
     subprocess.run([sys.executable, "-m", "vflflare.cli", *args], check=True, env=env, stdout=subprocess.DEVNULL)
 
 
-def split(seed: int) -> Path:
-    out = SPLITS / f"credit_default_n1000_s{seed}"
+def split(seed: int, extra: tuple[str, ...] = ()) -> Path:
+    out = SPLITS / ("_".join([f"credit_default_n1000_s{seed}", *(a.strip("-") for a in extra)]))
     if not (out / "manifest.json").exists():
         vflflare("split", "--dataset", "credit_default", "--data-dir", str(DATA_DIR), "--sites", "2",
-                 "--overlap", "1000", "--seed", str(seed), "--out", str(out))
+                 "--overlap", "1000", "--seed", str(seed), "--out", str(out), *extra)
     return out
 
 
@@ -58,7 +62,7 @@ def sets(overrides: dict) -> list[str]:
 
 def run(method: str, seed: int, mode: str, work: Path) -> dict:
     algorithm, overrides = METHODS[method]
-    root = split(seed)
+    root = split(seed, SPLIT_ARGS.get(method, ()))
     overrides = {**overrides, "seed": seed}
     out = work / f"{method}_{seed}_{mode}"
     out.mkdir(parents=True)

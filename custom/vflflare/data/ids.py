@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Callable
 
 from vflflare.data.table import CsvTable
+from vflflare.data.errors import VALUE
 
 _LEADING_ZEROS = re.compile(r"^0+(?=.)")
 # an integer written as a float ("123.0", "-4.00"), as spreadsheets and pandas export integer IDs
@@ -60,9 +61,9 @@ def normalize_table_ids(table: CsvTable, id_column: str, steps: Sequence[str]) -
         if not new:
             raise table.error(f"ID is empty under id_normalize {list(steps)}", row=row, column=id_column)
         if new in first:
-            raise table.error(f"ID is {new!r} under id_normalize {list(steps)}, like {table.ids[first[new]]!r} on "
-                              f"line {table.lines[first[new]]}; make them distinct or drop a normalisation step",
-                              row=row, column=id_column)
+            raise table.error(f"ID is {VALUE} on line {table.lines[first[new]]}; make them distinct or drop a "
+                              "normalisation step", row=row, column=id_column,
+                              value=f"{new!r} under id_normalize {list(steps)}, like {table.ids[first[new]]!r}")
         first[new] = row
         normal.append(new)
     table.ids = normal

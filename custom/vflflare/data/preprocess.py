@@ -42,6 +42,7 @@ import numpy as np
 from vflflare.data.checks import check_rows, clip, constant_columns
 from vflflare.data.schema import NUMERIC_TRANSFORMS
 from vflflare.data.table import FeatureTable
+from vflflare.data.errors import VALUE
 from vflflare.data.types import FeatureBlock
 
 MAX_ONE_HOT = 16
@@ -166,9 +167,9 @@ class Preprocessor:
                 if not (np.isfinite(mean) and np.isfinite(std)):  # dividing by inf would zero the column
                     row = int(np.argmax(np.abs(values)))
                     raise train.csv.error(
-                        f"value {train.columns[name][row]:g} is too large to standardise (the column's variance "
+                        f"value {VALUE} is too large to standardise (the column's variance "
                         f"overflows float64); rescale the column or set numeric_transform: signed_log",
-                        row=row, column=name)
+                        row=row, column=name, value=f"{train.columns[name][row]:g}")
                 if ranges[name][0] == ranges[name][1]:
                     # constant: centred on its exact (transformed) value, as the rounded mean of many copies
                     # of it may differ from it, and clipping makes every later value that one: a fixed 0
@@ -263,9 +264,9 @@ class Preprocessor:
             # inf when the difference itself overflowed: say so in words rather than "inf"
             distance = f"{abs(scaled[row]):.3g}" if np.isfinite(scaled[row]) else "more than 1.8e+308"
             raise table.csv.error(
-                f"value {table.columns[name][row]:g} is {distance} standard deviations from the "
+                f"value {VALUE} is {distance} standard deviations from the "
                 f"training mean, beyond float32; check the value or set numeric_transform: signed_log",
-                row=row, column=name)
+                row=row, column=name, value=f"{table.columns[name][row]:g}")
         return scaled
 
     def _piecewise(self, table: FeatureTable, name: str) -> np.ndarray:
@@ -275,9 +276,9 @@ class Preprocessor:
         beyond = np.flatnonzero(np.abs(block).max(axis=1) > FLOAT32_MAX)
         if len(beyond):
             row = int(beyond[0])
-            raise table.csv.error(f"value {table.columns[name][row]:g} is too far beyond the training range "
+            raise table.csv.error(f"value {VALUE} is too far beyond the training range "
                                   f"for float32; check the value or set numeric_transform: signed_log",
-                                  row=row, column=name)
+                                  row=row, column=name, value=f"{table.columns[name][row]:g}")
         return block
 
     @staticmethod
