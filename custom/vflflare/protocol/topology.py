@@ -32,12 +32,14 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from vflflare.data.errors import PartyError
 
 COORDINATOR = "coordinator"  # who the data-root check speaks for in its messages
 
 
-class TopologyError(ValueError):
-    """The sites taking part are not the job's: `site` is the first one missing (or extra)."""
+class TopologyError(PartyError):
+    """The sites taking part are not the job's: `site` is the first one missing (or extra). Its message
+    names sites only, so it is its own public form."""
 
     def __init__(self, message: str, site: str | None = None) -> None:
         super().__init__(message)
@@ -50,10 +52,10 @@ def duplicates(names: Iterable[str]) -> list[str]:
 
 
 def check_unique(names: Sequence[str], where: str) -> list[str]:
-    """`names` as a list, or a ValueError calling a repeated name a duplicate (not "too few sites")."""
+    """`names` as a list, or a TopologyError calling a repeated name a duplicate (not "too few sites")."""
     repeated = duplicates(names)
     if repeated:
-        raise ValueError(f"duplicate site names in {where}: {repeated} given more than once in {list(names)}; "
+        raise TopologyError(f"duplicate site names in {where}: {repeated} given more than once in {list(names)}; "
                          f"every site needs its own name")
     return list(names)
 
