@@ -444,3 +444,29 @@ def test_a_site_the_job_names_but_the_poc_lacks_fails_the_job_naming_it(poc):
     assert results["status"] == "failed" and results["site"] == "site-3", results
     assert "sites of the job that did not join: ['site-3']" in results["error"], results["error"]
 
+
+
+@pytest.mark.simulator
+def test_a_downloaded_failed_job_holds_no_row_data(poc, tmp_path):
+    """Issue 25 item 3 in a POC: 1.23e200 in an unaligned row with a sentinel ID at site-1 fails the job
+    naming the site, file and line; the job downloaded through the admin API holds neither."""
+    from test_error_disclosure import CASES, SENTINEL, _split
+    from vflflare.flare.site_config import SITE_CONFIG_FILE, write_site_config
+
+    run, session, work = poc
+    data = _split(tmp_path / "data")
+    site, file, where = CASES["bad_value"](data)
+    configs = {s: run.prod / s / "local" / SITE_CONFIG_FILE for s in SITES}
+    kept = {s: path.read_text() for s, path in configs.items() if path.exists()}
+    for s in SITES:
+        write_site_config(run.prod / s, data)
+    try:
+        results = _run_to_end(poc, "oneshot", {"ssl_epochs": 1, "label_owner": "site-1"})
+    finally:
+        for s, path in configs.items():
+            path.write_text(kept[s]) if s in kept else path.unlink()
+    assert results["status"] == "failed" and all(t in results["error"] for t in (site, file, where)), results
+    downloaded = [p for p in (work / "download").rglob("*") if p.is_file()]
+    assert any(p.name == "log.txt" for p in downloaded)
+    assert not [p for p in downloaded if SENTINEL.encode() in p.read_bytes()]
+    assert any(SENTINEL.encode() in p.read_bytes() for p in (run.prod / site).rglob("log.txt"))  # the site keeps it
