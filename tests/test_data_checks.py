@@ -67,13 +67,16 @@ def test_preprocessing_saved_before_ranges_clips_nothing():
 def test_out_of_range_counts_share_threshold_and_clipping():
     ranges = {"c": (0.0, 10.0), "x": (0.0, 10.0)}
     n = 200
-    # c: 2 of 200 rows (1 %, not above OUTSIDE_SHARE) just outside; x: 3 of 200 (1.5 %) outside, one far
+    # c: 10 of 200 rows (5 %, not above OUTSIDE_SHARE) just outside; x: 11 of 200 (5.5 %) outside, one far
     rows = [[i, 5.0, 5.0] for i in range(n)]
-    rows[0][1], rows[1][1] = 11.0, -1.0
-    rows[2][2], rows[3][2], rows[4][2] = 12.0, 1e9, -0.5
+    for i in range(10):
+        rows[i][1] = 11.0 if i % 2 else -1.0
+    for i in range(11):
+        rows[20 + i][2] = 12.0 if i % 2 else -0.5
+    rows[23][2] = 1e9
     found = out_of_range(table(rows), ranges)
-    assert OUTSIDE_SHARE == 0.01 and list(found) == ["x"]
-    assert found["x"] == {"rows": 3, "share": 3 / n, "clipped": 1, "range": [0.0, 10.0], "first_line": 5,
+    assert OUTSIDE_SHARE == 0.05 and list(found) == ["x"]
+    assert found["x"] == {"rows": 11, "share": 11 / n, "clipped": 1, "range": [0.0, 10.0], "first_line": 25,
                           "first_value": 1e9}  # the first clipped value, for the site's log
     rows[0][1] = 1e6  # one clipped value is always reported, whatever the share
     assert out_of_range(table(rows), ranges)["c"]["clipped"] == 1

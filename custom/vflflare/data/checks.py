@@ -32,7 +32,10 @@ import numpy as np
 
 from vflflare.data.table import FeatureTable
 
-OUTSIDE_SHARE = 0.01  # report a column when more than 1 % of its rows lie outside the training range
+# report a column when more than 5 % of its rows lie outside the training range. A row drawn like the
+# n training rows lies outside their range with probability 2 / (n + 1): 0.7 % for the 288 training rows
+# of the embedded breast-cancer split, whose clean test file a 1 % threshold flagged.
+OUTSIDE_SHARE = 0.05
 CLIP_RANGES = 3.0  # clip to the training [min, max] widened by this many training ranges on each side
 SITE_ONLY = ("first_value", "range")  # row values and the site's statistics: for the site's own log only
 
