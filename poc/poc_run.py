@@ -95,13 +95,23 @@ class PocRun:
     def sites(self) -> list[str]:
         from vflflare.jobs import expected_sites
 
+        from vflflare.protocol.topology import check_data_sites, site_folders
+
         needed, names = expected_sites(self.job)  # the job's own count: meta.json always asks NVFlare for 2
-        k = self.args.sites if self.args.sites is not None else needed
+        # each party sees only its own folder of --data-root (configure_data), so the coordinator cannot
+        # tell that a site of the data has no POC site: default to the data's sites, and check here
+        split = site_folders(self.args.data_root) if self.args.data_root else []
+        k = self.args.sites if self.args.sites is not None else max(needed, len(split))
         if k < needed:
             raise SetupError(f"{self.job.name} needs at least {needed} sites (its min_sites), got --sites {k}")
         sites = [f"site-{i + 1}" for i in range(k)]
         if names and names != sites:
             raise SetupError(f"{self.job.name} names its sites {names}; this POC runs {sites}")
+        if self.args.data_root:
+            try:
+                check_data_sites("--data-root", self.args.data_root, sites)
+            except ValueError as error:
+                raise SetupError(str(error)) from error
         return sites
 
     def stage(self) -> Path:
@@ -258,7 +268,8 @@ class PocRun:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="poc/run.sh", description=__doc__.split("\n\n")[0])
     parser.add_argument("job", help="job folder, e.g. jobs/oneshot_vfl")
-    parser.add_argument("--sites", type=int, help="number of sites K, named site-1..site-K (default: the job's min_clients, at least 2)")
+    parser.add_argument("--sites", type=int, help="number of sites K, named site-1..site-K (default: the job's min_clients, at least 2, or the "
+                             "number of site folders of --data-root when that is more)")
     parser.add_argument("--he", action="store_true", help="provision HE (TenSEAL CKKS) contexts: nvflare poc prepare -he")
     parser.add_argument("--data-root", default=os.environ.get("VFLFLARE_DATA_ROOT"),
                         help="folder with <site>/ and server/ subfolders (vflflare split --out); default: $VFLFLARE_DATA_ROOT, else the embedded default")

@@ -78,6 +78,26 @@ def test_stage_job_is_self_contained_and_leaves_jobs_alone(tmp_path):
     assert stage_job(JOB, tmp_path) == staged  # staging again replaces the copy
 
 
+@pytest.mark.parametrize("manifest", [True, False])
+def test_run_sh_starts_the_data_s_sites_and_refuses_fewer(tmp_path, manifest):
+    """Issue 25 item 2: under poc/run.sh each party sees only its own folder, so the coordinator cannot
+    notice a site of the data without a POC site; run.sh checks before starting anything."""
+    sys.path.insert(0, str(REPO / "poc"))
+    from poc_run import PocRun, SetupError, parse_args
+    from vflflare.cli import main as vflflare_main
+
+    data = tmp_path / "data"
+    assert vflflare_main(["split", "--dataset", "breast_cancer", "--sites", "3", "--overlap", "60", "--out",
+                          str(data)]) == 0
+    if not manifest:  # a user's own data
+        (data / "manifest.json").unlink()
+    job = str(REPO / "jobs" / "oneshot_vfl")
+    assert PocRun(parse_args([job, "--data-root", str(data), "--workspace", str(tmp_path / "ws")])).sites() == [
+        "site-1", "site-2", "site-3"]
+    with pytest.raises(SetupError, match=r"--data-root: .*site-3"):
+        PocRun(parse_args([job, "--sites", "2", "--data-root", str(data), "--workspace", str(tmp_path / "ws")])).sites()
+
+
 def _site_counts(results: dict) -> dict:
     return {site: {key: row[key] for key in COUNTS} for site, row in results["communication"]["per_site"].items()}
 
