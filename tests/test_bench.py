@@ -104,3 +104,57 @@ def test_bench_ensemble_runs_members_and_sums_their_traffic(tmp_path):
     assert len(record["members"]) == 2 and record["members"][0] != record["members"][1]  # two job seeds
     assert record["comms_per_site"] == 12  # twice one-shot's 6
     assert record["metrics"]["test_auc"] >= 0.9
+
+
+def test_every_record_says_how_it_was_made(bench):
+    """Issue 26: a committed record is enough to rerun it and to tell it from another machine's."""
+    _, records, _ = bench
+    one_shot, central = records["one-shot"], records["central XGBoost"]
+    assert one_shot["settings"] == {"split_epochs": 3, "ssl_epochs": 3} and one_shot["ensemble"] == 1
+    assert one_shot["job"] == {"algorithm": "oneshot", "ssl_epochs": 3}  # the settings this method has
+    assert central["job"] == {} and central["job_seeds"] == [0] and one_shot["sites"] == 2
+    assert len(one_shot["git"]["commit"]) == 40 and isinstance(one_shot["git"]["dirty"], bool)
+    assert {"python", "torch", "nvflare", "xgboost", "platform", "cpus"} <= set(one_shot["env"])
+
+
+def test_a_rerun_with_other_settings_is_an_error_naming_them(bench):
+    out, records, _ = bench
+    settings = (out / "run" / "bench.json").read_text()
+    with pytest.raises(ValueError) as error:  # refused before any run: the folder keeps its settings
+        cli.main(["--debug", "bench", "--datasets", "breast_cancer", "--overlaps", "150", "--seeds", "0",
+                  "--methods", "one-shot", "--set", "ssl_epochs=4", "--ensemble", "2", "--out", str(out / "run")])
+    assert str(error.value) == (
+        f"{out / 'run' / 'bench.json'}: this folder holds runs made with other settings, and a rerun would mix "
+        "them under one table: --ensemble: 1 there, 2 now; --set split_epochs: 3 there, unset now; "
+        "--set ssl_epochs: 3 there, 4 now. Use another --out, or the folder's settings.")
+    assert (out / "run" / "bench.json").read_text() == settings
+    assert len((out / "run" / "results.jsonl").read_text().splitlines()) == len(records)
+
+
+def test_a_folder_with_runs_and_no_settings_is_refused(tmp_path):
+    (tmp_path / "results.jsonl").write_text('{"dataset": "breast_cancer"}\n')
+    with pytest.raises(ValueError, match="holds runs but no bench.json: their settings are unknown"):
+        cli.main(["--debug", "bench", "--datasets", "breast_cancer", "--methods", "central LR", "--out", str(tmp_path)])
+
+
+def test_report_rebuilds_the_tables_from_results_alone(bench, tmp_path, capsys):
+    out, _, table = bench
+    capsys.readouterr()
+    assert cli.main(["bench", "report", str(out / "run"), "--out", str(tmp_path / "report.md")]) == 0
+    assert (tmp_path / "report.md").read_text() == table
+    assert capsys.readouterr().out == table + "\n"
+    assert table.startswith("### breast_cancer: test AUC, median over seeds 0 (per seed); "
+                            "--set split_epochs=3, --set ssl_epochs=3\n")
+
+
+def test_old_records_without_settings_still_read():
+    from vflflare.bench.report import markdown
+
+    old = {"dataset": "d", "overlap": 500, "seed": 0, "method": "vanilla", "metrics": {"test_auc": 0.7},
+           "mb_per_site": 1.0, "comms_per_site": 10, "wall_s": 1.0, "sim": False,
+           "env": {"python": "3.11.7", "torch": "2.13.0+cpu", "machine": "x86_64"}}
+    assert markdown([old]) == (
+        "### d: test AUC, median over seeds 0 (per seed); settings not recorded\n\n"
+        "| method | N_o = 500 | MB per site | communications per site |\n|---|---|---|---|\n"
+        "| vanilla | 0.700 (0.700) | 1.00-1.00 | 10-10 |\n\n"
+        "Commit not recorded. Environment: python 3.11.7, torch 2.13.0+cpu; x86_64.\n")

@@ -1,4 +1,6 @@
-"""The `vflflare bench` command: run the grid, then write the leaderboard (Markdown, CSV, plots)."""
+"""The `vflflare bench` command: run the grid, then write the leaderboard (Markdown, CSV, plots);
+`vflflare bench report DIR`: the leaderboard tables again, from DIR's results.jsonl alone (a committed
+results file rebuilds its report's tables)."""
 from __future__ import annotations
 
 import argparse
@@ -27,6 +29,24 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", action="store_true", help="only rebuild the leaderboard from --out's results")
     parser.add_argument("--against", help="another bench's --out: also print the change in test AUC against it "
                                            "(seed by seed on the same splits), e.g. a setting against the default run")
+    # dests of its own: the bench's --out and --against defaults would otherwise stand in for them
+    actions = parser.add_subparsers(dest="bench_action", metavar="report")
+    report = actions.add_parser("report", help="the leaderboard tables from a folder's results.jsonl (no runs)")
+    report.add_argument("results_dir", type=Path, help="a bench --out, or a committed benchmarks/results/<name>")
+    report.add_argument("--out", dest="report_out", type=Path, metavar="FILE", help="also write the Markdown to this file")
+    report.add_argument("--against", dest="report_against", type=Path, metavar="DIR",
+                        help="another results folder: also the change in test AUC against it")
+    report.set_defaults(func=run_report)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from vflflare.bench.report import report_text
+
+    text = report_text(args.results_dir, args.report_against)
+    if args.report_out:
+        args.report_out.write_text(text)
+    print(text)
+    return 0
 
 
 def run_bench(args: argparse.Namespace) -> int:

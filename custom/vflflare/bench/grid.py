@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import platform
 import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -21,7 +20,9 @@ from typing import Any, Callable
 import numpy as np
 from vflflare import cli
 from vflflare.algorithms.registry import get_algorithm, make_config
+from vflflare.bench import folder
 from vflflare.bench.baselines import AlignedSplit, central, fit_logreg, fit_xgboost, label_local
+from vflflare.bench.provenance import environment, git_state
 from vflflare.bench.vertical_xgb import run_on_split
 from vflflare.data.loading import load_label_tables
 from vflflare.data.split import parse_sites
@@ -66,6 +67,20 @@ class BenchSpec:
     def settings_for(self, method: str) -> dict[str, Any]:
         known = {f.name for f in fields(get_algorithm(VFL_METHODS[method]["algorithm"]).Config)}
         return {k: v for k, v in self.settings.items() if k in known}
+
+    def folder_settings(self) -> dict[str, Any]:
+        """What the numbers depend on besides the grid cell (bench.json; every record carries it too)."""
+        return {k: getattr(self, k) for k in folder.KEYS}
+
+    def job_settings(self, method: str) -> dict[str, Any]:
+        """The settings `method` runs with, beyond its seeds and sites: the job's, or the baselines' share."""
+        if method in VFL_METHODS:
+            return {**VFL_METHODS[method], **self.settings_for(method)}
+        return {k: v for k, v in self.settings.items() if k in BASELINE_SETTINGS}
+
+    def job_seeds(self, method: str, seed: int) -> list[int]:
+        members = self.ensemble if method in VFL_METHODS else 1
+        return [seed + ENSEMBLE_SEED_STEP * j for j in range(members)]
 
     def check(self) -> None:
         if self.ensemble < 1 or (self.ensemble > 1 and self.sim):
@@ -125,12 +140,12 @@ def run_ensemble(spec: BenchSpec, method: str, root: Path, seed: int, work: Path
     single = BenchSpec(**{**asdict(spec), "ensemble": 1})
     owner = parse_sites(str(spec.sites))[0]
     members, scores = [], []
-    for j in range(spec.ensemble):
+    for j, job_seed in enumerate(spec.job_seeds(method, seed)):
         runs = work / f"member{j}"
-        member = run_vfl(single, method, root, seed + ENSEMBLE_SEED_STEP * j, runs, runs)
-        folder = models_dir(runs / owner, member.pop("job_id")) / LABEL_DIR
+        member = run_vfl(single, method, root, job_seed, runs, runs)
+        saved = models_dir(runs / owner, member.pop("job_id")) / LABEL_DIR
         members.append(member)
-        scores.append(read_predictions(folder / "test_predictions.csv"))
+        scores.append(read_predictions(saved / "test_predictions.csv"))
     labels = load_label_tables(owner, parse_sites(str(spec.sites)), str(root), seed, active_site_labels=True)
     truth = dict(zip(labels.test_ids, labels.test_labels.tolist()))
     name, value = ensemble_metric(scores, truth, labels.num_classes)
@@ -171,12 +186,6 @@ def run_baseline(method: str, split: AlignedSplit, seed: int, work: Path) -> dic
     return {"metrics": metrics, "mb_per_site": None, "comms_per_site": None, "training": out}
 
 
-def environment() -> dict[str, str]:
-    import torch
-
-    return {"python": platform.python_version(), "torch": torch.__version__, "machine": platform.machine()}
-
-
 def run_split(spec: BenchSpec, out: Path, dataset: str, overlap: int, seed: int, methods: list[str]) -> list[dict]:
     """Every method of `methods` on one split; a record each."""
     torch_threads(1)
@@ -197,8 +206,15 @@ def run_split(spec: BenchSpec, out: Path, dataset: str, overlap: int, seed: int,
             record = run_baseline(method, split, seed, work)
         shutil.rmtree(work, ignore_errors=True)
         records.append({"dataset": dataset, "overlap": overlap, "seed": seed, "method": method, **record,
-                        "wall_s": round(time.perf_counter() - start, 1), "sim": spec.sim, "env": environment()})
+                        "wall_s": round(time.perf_counter() - start, 1), **provenance(spec, method, seed)})
     return records
+
+
+def provenance(spec: BenchSpec, method: str, seed: int) -> dict[str, Any]:
+    """What a record needs to be rerun and told apart: the split (its seed is the grid's `seed`), the job
+    seeds (one per ensemble member), every setting, the code and the environment."""
+    return {**spec.folder_settings(), "job": spec.job_settings(method), "job_seeds": spec.job_seeds(method, seed),
+            "git": git_state(), "env": environment()}
 
 
 def torch_threads(n: int) -> None:
@@ -211,9 +227,10 @@ def run_grid(spec: BenchSpec, out: Path, progress: Callable[[str], None] = print
     """Run every (dataset, overlap, seed, method) not yet in out/results.jsonl; returns that file. With
     `spec.workers` > 1, splits run in that many processes at once."""
     spec.check()
-    out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
-    done = {(r["dataset"], r["overlap"], r["seed"], r["method"]) for r in read_records(results)}
+    records = read_records(results)
+    folder.claim(out, spec.folder_settings(), BenchSpec().folder_settings(), has_runs=bool(records))
+    done = {(r["dataset"], r["overlap"], r["seed"], r["method"]) for r in records}
     todo = [(d, n, s, [m for m in spec.methods if (d, n, s, m) not in done])
             for d in spec.datasets for n in spec.overlaps for s in spec.seeds]
     todo = [cell for cell in todo if cell[3]]
@@ -239,7 +256,6 @@ def run_grid(spec: BenchSpec, out: Path, progress: Callable[[str], None] = print
                 for future in futures:
                     future.cancel()
                 raise
-    (out / "spec.json").write_text(json.dumps(asdict(spec), indent=2))
     return results
 
 

@@ -5,12 +5,18 @@ and overlap, with the per-seed values; traffic per site), a CSV of every record,
 from __future__ import annotations
 
 import csv
+import json
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from vflflare.bench.grid import METHODS
+from vflflare.bench import folder
+from vflflare.bench.grid import METHODS, BenchSpec, read_records
+
+RESULTS = "results.jsonl"
+UNRECORDED = "settings not recorded"  # records from before records carried their settings
 
 
 def _median(values: list[float]) -> float:
@@ -30,37 +36,86 @@ def _methods(by: dict, dataset: str) -> list[str]:
     return [m for m in METHODS if any(k[0] == dataset and k[1] == m for k in by)]
 
 
+def _flag(flag: str, value: Any) -> str:
+    """One option as a user types it: `--set k=v`, `--sim`, `--ensemble 3`."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    if flag.startswith("--set "):
+        return f"{flag}={text}"
+    return flag if value is True else f"{flag} {text}"
+
+
+def setting_label(record: dict) -> str:
+    """The options a record ran with beyond the bench's defaults ('' for none), so runs with other
+    settings get tables of their own, named by their options."""
+    if "settings" not in record:
+        return UNRECORDED
+    defaults = folder.as_flags(BenchSpec().folder_settings())
+    flags = folder.as_flags({k: record[k] for k in folder.KEYS})
+    return ", ".join(_flag(k, v) for k, v in flags.items() if defaults.get(k) != v)
+
+
+def provenance_line(records: list[dict]) -> str:
+    """The commits and environments behind a table, each named once."""
+    def commit(r: dict) -> str:
+        state = r.get("git", {})
+        name = state.get("commit", "not recorded")[:12]
+        return name + (" with uncommitted changes to the package" if state.get("dirty") else "")
+
+    def env(r: dict) -> str:
+        e = r.get("env", {})
+        libs = ", ".join(f"{k} {v}" for k, v in e.items() if k not in ("platform", "machine", "cpus"))
+        return libs + (f"; {e['machine']}" if "machine" in e else "") + (f", {e['cpus']} CPUs" if "cpus" in e else "")
+
+    unique = lambda f: "; ".join(sorted({f(r) for r in records}))  # noqa: E731
+    return f"Commit {unique(commit)}. Environment: {unique(env)}."
+
+
+def groups(records: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """(dataset, setting label) -> its records: one table each."""
+    out: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in records:
+        out[(r["dataset"], setting_label(r))].append(r)
+    return dict(sorted(out.items()))
+
+
 def markdown(records: list[dict]) -> str:
-    by = cells(records)
+    """One table per dataset and settings: test AUC per method and overlap, traffic; and where it came from."""
     lines = []
-    for dataset in sorted({r["dataset"] for r in records}):
-        overlaps = sorted({r["overlap"] for r in records if r["dataset"] == dataset})
-        methods = _methods(by, dataset)
-        seeds = sorted({r["seed"] for r in records if r["dataset"] == dataset})
-        lines += [f"### {dataset}: test AUC, median over seeds {', '.join(map(str, seeds))} (per seed)", "",
-                  "| method | " + " | ".join(f"N_o = {n}" for n in overlaps) + " | MB per site | communications per site |",
-                  "|---|" + "---|" * (len(overlaps) + 2)]
-        for method in methods:
-            row = []
-            for n in overlaps:
-                aucs = [r["metrics"]["test_auc"] for r in by.get((dataset, method, n), [])]
-                row.append(f"{_median(aucs):.3f} ({', '.join(f'{a:.3f}' for a in aucs)})" if aucs else "")
-            traffic = [r for n in overlaps for r in by.get((dataset, method, n), []) if r["mb_per_site"] is not None]
-            mb = f"{min(r['mb_per_site'] for r in traffic):.2f}-{max(r['mb_per_site'] for r in traffic):.2f}" if traffic else "-"
-            comms = f"{min(r['comms_per_site'] for r in traffic)}-{max(r['comms_per_site'] for r in traffic)}" if traffic else "-"
-            lines.append(f"| {method} | " + " | ".join(row) + f" | {mb} | {comms} |")
-        lines.append("")
+    for (dataset, label), rs in groups(records).items():
+        lines += _grid_table(rs, dataset, label) + [provenance_line(rs), ""]
     return "\n".join(lines)
+
+
+def _grid_table(records: list[dict], dataset: str, label: str) -> list[str]:
+    by = cells(records)
+    overlaps = sorted({r["overlap"] for r in records})
+    seeds = sorted({r["seed"] for r in records})
+    lines = [f"### {dataset}: test AUC, median over seeds {', '.join(map(str, seeds))} (per seed)"
+             + (f"; {label}" if label else ""), "",
+             "| method | " + " | ".join(f"N_o = {n}" for n in overlaps) + " | MB per site | communications per site |",
+             "|---|" + "---|" * (len(overlaps) + 2)]
+    for method in _methods(by, dataset):
+        row = []
+        for n in overlaps:
+            aucs = [r["metrics"]["test_auc"] for r in by.get((dataset, method, n), [])]
+            row.append(f"{_median(aucs):.3f} ({', '.join(f'{a:.3f}' for a in aucs)})" if aucs else "")
+        traffic = [r for n in overlaps for r in by.get((dataset, method, n), []) if r["mb_per_site"] is not None]
+        mb = f"{min(r['mb_per_site'] for r in traffic):.2f}-{max(r['mb_per_site'] for r in traffic):.2f}" if traffic else "-"
+        comms = f"{min(r['comms_per_site'] for r in traffic)}-{max(r['comms_per_site'] for r in traffic)}" if traffic else "-"
+        lines.append(f"| {method} | " + " | ".join(row) + f" | {mb} | {comms} |")
+    lines.append("")
+    return lines
 
 
 def write_csv(records: list[dict], path: Path) -> Path:
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["dataset", "overlap", "seed", "method", "test_auc", "val_auc", "mb_per_site",
-                         "comms_per_site", "wall_s"])
+                         "comms_per_site", "wall_s", "settings", "job_seeds"])
         for r in records:
             writer.writerow([r["dataset"], r["overlap"], r["seed"], r["method"], r["metrics"].get("test_auc"),
-                             r["metrics"].get("val_auc"), r["mb_per_site"], r["comms_per_site"], r["wall_s"]])
+                             r["metrics"].get("val_auc"), r["mb_per_site"], r["comms_per_site"], r["wall_s"],
+                             setting_label(r), " ".join(map(str, r.get("job_seeds", [])))])
     return path
 
 
@@ -122,3 +177,13 @@ def difference(records: list[dict], baseline: list[dict]) -> str:
             lines.append(f"| {method} | " + " | ".join(row) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+def report_text(results_dir: Path, against: Path | None = None) -> str:
+    """`vflflare bench report`: the leaderboard tables of a folder's results.jsonl, and with `against`
+    (another such folder) the change in test AUC against it."""
+    records = read_records(results_dir / RESULTS)
+    if not records:
+        raise ValueError(f"no results in {results_dir / RESULTS}")
+    text = markdown(records)
+    return text + ("\n" + difference(records, read_records(against / RESULTS)) if against else "")

@@ -1,0 +1,48 @@
+"""Where a bench record came from: the code (git commit, and whether the tree had uncommitted changes)
+and the environment (interpreter, the libraries that set the numbers, the machine). Every record carries
+both, so a committed results file says which code and which machine produced each number."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+# the libraries whose version can move a number: training (torch, numpy), baselines (xgboost,
+# scikit-learn), the simulator runs (nvflare)
+LIBRARIES = ("torch", "numpy", "nvflare", "xgboost", "scikit-learn")
+UNKNOWN = "unknown"
+
+
+def _git(*args: str) -> str:
+    # the package's own checkout: the code that ran, wherever the bench was started from
+    here = Path(__file__).resolve().parent
+    try:
+        return subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return UNKNOWN
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return UNKNOWN
+
+
+@lru_cache(maxsize=1)
+def git_state() -> dict[str, object]:
+    """The commit, and whether the package's tracked files differ from it: only the package's code runs in
+    a bench, so edits to tests or reports elsewhere in the tree do not make its numbers unreproducible."""
+    commit = _git("rev-parse", "HEAD")
+    if commit == UNKNOWN:
+        return {"commit": UNKNOWN, "dirty": None}
+    return {"commit": commit, "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", "."))}
+
+
+@lru_cache(maxsize=1)
+def environment() -> dict[str, object]:
+    return {"python": platform.python_version(), **{name: _version(name) for name in LIBRARIES},
+            "platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count()}
