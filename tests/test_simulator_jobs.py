@@ -60,8 +60,10 @@ def test_fewshot_five_communications_per_site(tmp_path):
 def test_fewshot_finetune_with_site_label_owner(tmp_path):
     results = run_job(tmp_path, "fewshot", label_owner="site-2", finetune_epochs=5, split_patience=5)
     assert_ok(results, 0.90)
-    assert "pre_finetune_test_auc" in results["metrics"]
-    assert 1 <= results["training"]["split_epochs"] <= 5
+    assert results["metrics"]["pre_finetune_test_auc"] >= 0.90, results["metrics"]
+    # fine-tuning starts from the few-shot model's validation score, so 5 epochs without improvement stop it
+    # at the 5th at the earliest: it runs all 5
+    assert results["training"]["split_epochs"] == 5
     # determinism with a label site and split-NN fine-tuning: the in-process run gives the same numbers
     reference = run_inprocess(make_config(algorithm="fewshot", label_owner="site-2", finetune_epochs=5,
                                           split_patience=5), ["site-1", "site-2"], None)
