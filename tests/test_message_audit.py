@@ -29,7 +29,7 @@ import torch
 from vflflare import cli
 from vflflare.algorithms.blocks.partial_aggregation import PartialAggregationSite
 from vflflare.algorithms.plugin import Algorithm
-from vflflare.algorithms.registry import get_algorithm, make_config, register
+from vflflare.algorithms.registry import ALGORITHMS, get_algorithm, make_config
 from vflflare.config import SERVER
 from vflflare.protocol import inprocess
 from vflflare.protocol.feature_party import FeatureParty
@@ -237,8 +237,8 @@ class _Leaky(PartialAggregationSite, FeatureParty):
         return {"loss": 0.5, "stats": self.raw_column().tolist()}
 
 
-def _leaky_algorithm(step: str) -> str:
-    """Register a plug-in whose only exchange is the _Leaky step `step`; returns its name."""
+def _leaky_algorithm(step: str) -> type[Algorithm]:
+    """A plug-in whose only exchange is the _Leaky step `step`."""
 
     class Leaky(Algorithm):
         name = f"leaky_{step}"
@@ -248,8 +248,7 @@ def _leaky_algorithm(step: str) -> str:
             net.exchange(step, {s: {} for s in net.sites})
             return {}
 
-    register(Leaky)
-    return Leaky.name
+    return Leaky
 
 
 @pytest.mark.parametrize("step,caught", [
@@ -258,5 +257,7 @@ def _leaky_algorithm(step: str) -> str:
     ("leak_list", r"field 'stats': a numeric array \(\d+,\) that is no representation of known rows"),
 ])  # fmt: skip
 def test_the_audit_catches_a_rescaled_raw_column(monkeypatch, step, caught):
+    leaky = _leaky_algorithm(step)
+    monkeypatch.setitem(ALGORITHMS, leaky.name, leaky)  # registered for this test only
     with pytest.raises(Leak, match=rf"site 'site-1', task '{step}', {caught}"):
-        audited_run(monkeypatch, _leaky_algorithm(step))
+        audited_run(monkeypatch, leaky.name)
