@@ -158,3 +158,52 @@ def test_old_records_without_settings_still_read():
         "| method | N_o = 500 | MB per site | communications per site |\n|---|---|---|---|\n"
         "| vanilla | 0.700 (0.700) | 1.00-1.00 | 10-10 |\n\n"
         "Commit not recorded. Environment: python 3.11.7, torch 2.13.0+cpu; x86_64.\n")
+
+
+def test_tree_baselines_get_the_ensemble_and_each_member_its_own_validation_rows(tmp_path):
+    """Issue 26 item 3: under --ensemble the trees are treated as the VFL methods are: a member per job seed,
+    trained and tuned (TUNED_GRID) on that seed's training and validation rows, test scores averaged."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    from vflflare.bench.baselines import TUNED_GRID, AlignedSplit, central, fit_xgboost
+    from vflflare.bench.grid import BenchSpec
+
+    tuned = "central XGBoost, tuned"
+    code = cli.main(["bench", "--datasets", "breast_cancer", "--overlaps", "150", "--seeds", "0", "--methods",
+                     tuned, "--ensemble", "2", "--out", str(tmp_path / "run")])
+    assert code == 0
+    record = json.loads((tmp_path / "run" / "results.jsonl").read_text())
+    assert record["job_seeds"] == [0, 1000]
+    assert BenchSpec(ensemble=2).job_seeds("vertical XGBoost (NVFlare)", 0) == [0]  # one simulator run
+    root = next((tmp_path / "run" / "splits").iterdir())
+    members = {}
+    for job_seed in (0, 1000):
+        split = AlignedSplit.load(root, ["site-1", "site-2"], "site-1", job_seed, 0.2)
+        members[job_seed] = (split, central(split, fit_xgboost, job_seed, grid=TUNED_GRID))
+    assert set(members[0][0].val_ids) != set(members[1000][0].val_ids)  # each member its own validation rows
+    assert record["training"]["members"] == [
+        {k: m[k] for k in ("depth", "learning_rate", "min_child_weight", "rounds")} for _, m in members.values()]
+    split = members[0][0]
+    mean = np.mean([[dict(zip(s.test_ids, m["test_scores"]))[i] for i in split.test_ids] for s, m in members.values()],
+                   axis=0)
+    assert record["metrics"]["test_auc"] == pytest.approx(roc_auc_score(split.y(split.test_ids, "test"), mean), abs=1e-12)
+
+
+def test_paired_comparison_reads_per_seed_differences_and_a_bootstrap_interval():
+    from vflflare.bench.report import bootstrap_interval, paired
+
+    def record(method: str, seed: int, auc: float) -> dict:
+        return {"dataset": "d", "overlap": 500, "seed": seed, "method": method, "metrics": {"test_auc": auc}}
+
+    ahead = [record("VFLHLP", s, 0.75 + 0.01 * s) for s in range(5)] + [record("trees", s, 0.74 + 0.01 * s)
+                                                                           for s in range(5)]
+    text = paired(ahead, "VFLHLP", "trees")
+    assert "| 500 | 0, 1, 2, 3, 4 | +0.010, +0.010, +0.010, +0.010, +0.010 | +0.010 | 5/5 | +0.010 [+0.010, +0.010] " \
+           "| VFLHLP beats |" in text
+    mixed = [record("VFLHLP", s, 0.75 + d) for s, d in enumerate((0.02, -0.03, 0.01, -0.01, 0.0))] + \
+        [record("trees", s, 0.75) for s in range(5)]
+    assert "| 2/5 |" in paired(mixed, "VFLHLP", "trees") and "VFLHLP matches" in paired(mixed, "VFLHLP", "trees")
+    low, high = bootstrap_interval([0.02, -0.03, 0.01, -0.01, 0.0])
+    assert -0.03 < low < -0.002 < 0.0 < high < 0.02 and bootstrap_interval([0.02, -0.03, 0.01]) == bootstrap_interval(
+        [0.02, -0.03, 0.01])

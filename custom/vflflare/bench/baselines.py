@@ -11,10 +11,13 @@ seed trains, selects and scores on:
 
 Columns are the sites' preprocessed blocks (standardised numbers, one-hot categories, codes of
 high-cardinality categories), as each site's bottom model sees them. Depth is chosen on the validation
-rows' AUC, rounds by early stopping on their log-loss; the test rows are only scored.
+rows' AUC, rounds by early stopping on their log-loss; the test rows are only scored. `TUNED_GRID` is the
+wider grid of the fair comparison against the neural methods (LEADERBOARD.md, issue 26), chosen the same way.
 """
 from __future__ import annotations
 
+import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +32,8 @@ from vflflare.protocol.setup import alignment_salt
 
 TREE_DEPTHS = (2, 4, 6)
 ETA, MAX_ROUNDS, PATIENCE = 0.1, 300, 30  # few rounds: each costs NVFlare's vertical XGBoost ~0.5 s
+DEFAULT_GRID: dict[str, tuple] = {"max_depth": TREE_DEPTHS}  # vertical XGBoost grows the same trees from these
+TUNED_GRID: dict[str, tuple] = {"max_depth": (2, 3, 4, 6), "learning_rate": (0.03, 0.1), "min_child_weight": (1, 10)}
 
 
 @dataclass
@@ -83,26 +88,37 @@ class AlignedSplit:
         return [i for i in self.labels.train_ids if i in own and i not in held_out]
 
 
-def _xgboost(depth: int, seed: int):
+def _xgboost(seed: int, max_depth: int, learning_rate: float = ETA, min_child_weight: float = 1):
     from xgboost import XGBClassifier
 
     # no row or column subsampling: NVFlare's vertical XGBoost then grows the same trees from these settings
-    return XGBClassifier(n_estimators=MAX_ROUNDS, learning_rate=ETA, max_depth=depth, tree_method="hist",
-                         early_stopping_rounds=PATIENCE, eval_metric="logloss", n_jobs=1, random_state=seed)
+    return XGBClassifier(n_estimators=MAX_ROUNDS, learning_rate=learning_rate, max_depth=max_depth,
+                         min_child_weight=min_child_weight, tree_method="hist", early_stopping_rounds=PATIENCE,
+                         eval_metric="logloss", n_jobs=1, random_state=seed)
+
+
+def _scored(val_auc: float, model, test: tuple[np.ndarray, np.ndarray], **chosen) -> dict:
+    """A fitted baseline's record: validation and test AUC, what it chose, and its positive-class test
+    scores (`test_scores`, for an ensemble; not kept in the bench's records)."""
+    scores = model.predict_proba(test[0])[:, 1]
+    return {"val_auc": val_auc, "test_auc": float(roc_auc_score(test[1], scores)), **chosen,
+            "test_scores": scores.tolist()}
 
 
 def fit_xgboost(train: tuple[np.ndarray, np.ndarray], val: tuple[np.ndarray, np.ndarray],
-                test: tuple[np.ndarray, np.ndarray], seed: int) -> dict:
-    """Depth from TREE_DEPTHS by validation AUC, rounds by early stopping on validation log-loss."""
+                test: tuple[np.ndarray, np.ndarray], seed: int, grid: Mapping[str, Sequence] = DEFAULT_GRID) -> dict:
+    """Settings from `grid` (every combination) by validation AUC, rounds by early stopping on validation
+    log-loss."""
     best = None
-    for depth in TREE_DEPTHS:
-        model = _xgboost(depth, seed).fit(*train, eval_set=[val], verbose=False)
+    for values in itertools.product(*grid.values()):
+        params = dict(zip(grid, values))
+        model = _xgboost(seed, **params).fit(*train, eval_set=[val], verbose=False)
         val_auc = float(roc_auc_score(val[1], model.predict_proba(val[0])[:, 1]))
         if best is None or val_auc > best[0]:
-            best = (val_auc, depth, model)
-    val_auc, depth, model = best
-    return {"val_auc": val_auc, "test_auc": float(roc_auc_score(test[1], model.predict_proba(test[0])[:, 1])),
-            "depth": depth, "rounds": int(model.best_iteration) + 1}
+            best = (val_auc, params, model)
+    val_auc, params, model = best
+    chosen = {"depth": params.pop("max_depth"), **params}  # "depth": what vertical XGBoost reads
+    return _scored(val_auc, model, test, **chosen, rounds=int(model.best_iteration) + 1)
 
 
 def fit_logreg(train: tuple[np.ndarray, np.ndarray], val: tuple[np.ndarray, np.ndarray],
@@ -115,19 +131,19 @@ def fit_logreg(train: tuple[np.ndarray, np.ndarray], val: tuple[np.ndarray, np.n
         if best is None or val_auc > best[0]:
             best = (val_auc, c, model)
     val_auc, c, model = best
-    return {"val_auc": val_auc, "test_auc": float(roc_auc_score(test[1], model.predict_proba(test[0])[:, 1])), "C": c}
+    return _scored(val_auc, model, test, C=c)
 
 
-def central(split: AlignedSplit, fit, seed: int) -> dict:
+def central(split: AlignedSplit, fit, seed: int, **options) -> dict:
     return fit((split.x(split.train_ids), split.y(split.train_ids)), (split.x(split.val_ids), split.y(split.val_ids)),
-               (split.x(split.test_ids, "test"), split.y(split.test_ids, "test")), seed)
+               (split.x(split.test_ids, "test"), split.y(split.test_ids, "test")), seed, **options)
 
 
-def label_local(split: AlignedSplit, seed: int, all_labels: bool) -> dict:
+def label_local(split: AlignedSplit, seed: int, all_labels: bool, grid: Mapping[str, Sequence] = DEFAULT_GRID) -> dict:
     """XGBoost on the label owner's own columns: of the aligned training rows, or of every row it holds a
     label for (minus validation rows)."""
     own = [split.owner]
     ids = split.label_local_train_ids() if all_labels else split.train_ids
     result = fit_xgboost((split.x(ids, sites=own), split.y(ids)), (split.x(split.val_ids, sites=own), split.y(split.val_ids)),
-                         (split.x(split.test_ids, "test", own), split.y(split.test_ids, "test")), seed)
+                         (split.x(split.test_ids, "test", own), split.y(split.test_ids, "test")), seed, grid)
     return {**result, "train_rows": len(ids)}

@@ -36,13 +36,15 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
     report.add_argument("--out", dest="report_out", type=Path, metavar="FILE", help="also write the Markdown to this file")
     report.add_argument("--against", dest="report_against", type=Path, metavar="DIR",
                         help="another results folder: also the change in test AUC against it")
+    report.add_argument("--paired", nargs=2, action="append", default=[], metavar=("METHOD", "OTHER"),
+                        help="also METHOD - OTHER seed by seed: median, seeds ahead, paired bootstrap 95 %% interval")
     report.set_defaults(func=run_report)
 
 
 def run_report(args: argparse.Namespace) -> int:
     from vflflare.bench.report import report_text
 
-    text = report_text(args.results_dir, args.report_against)
+    text = report_text(args.results_dir, args.report_against, [tuple(p) for p in args.paired])
     if args.report_out:
         args.report_out.write_text(text)
     print(text)

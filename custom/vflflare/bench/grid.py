@@ -21,7 +21,7 @@ import numpy as np
 from vflflare import cli
 from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare.bench import folder
-from vflflare.bench.baselines import AlignedSplit, central, fit_logreg, fit_xgboost, label_local
+from vflflare.bench.baselines import TUNED_GRID, AlignedSplit, central, fit_logreg, fit_xgboost, label_local
 from vflflare.bench.provenance import environment, git_state
 from vflflare.bench.vertical_xgb import run_on_split
 from vflflare.data.loading import load_label_tables
@@ -43,7 +43,11 @@ VFL_METHODS: dict[str, dict[str, Any]] = {
     "VFLHLP": {"algorithm": "vflhlp"},
 }
 LABEL_ALONE_ALIGNED, LABEL_ALONE_ALL = "label party alone (XGBoost, aligned rows)", "label party alone (XGBoost, all its labels)"
-BASELINES = ("vertical XGBoost (NVFlare)", "central XGBoost", "central LR", LABEL_ALONE_ALIGNED, LABEL_ALONE_ALL)
+VERTICAL_XGB = "vertical XGBoost (NVFlare)"
+# the fair comparison's trees (LEADERBOARD.md, issue 26): TUNED_GRID, chosen on validation only
+TUNED, LABEL_ALONE_TUNED = "central XGBoost, tuned", "label party alone (XGBoost, all its labels), tuned"
+BASELINES = (VERTICAL_XGB, "central XGBoost", TUNED, "central LR", LABEL_ALONE_ALIGNED, LABEL_ALONE_ALL,
+             LABEL_ALONE_TUNED)
 BASELINE_SETTINGS = ("numeric_transform", "val_fraction")  # the job settings the baselines follow too
 METHODS = (*VFL_METHODS, *BASELINES)
 
@@ -79,7 +83,9 @@ class BenchSpec:
         return {k: v for k, v in self.settings.items() if k in BASELINE_SETTINGS}
 
     def job_seeds(self, method: str, seed: int) -> list[int]:
-        members = self.ensemble if method in VFL_METHODS else 1
+        """One per ensemble member. The baselines get the VFL methods' treatment: a member per job seed,
+        each on that seed's validation rows; NVFlare's vertical XGBoost (a simulator run) runs once."""
+        members = 1 if method == VERTICAL_XGB else self.ensemble
         return [seed + ENSEMBLE_SEED_STEP * j for j in range(members)]
 
     def check(self) -> None:
@@ -172,25 +178,58 @@ def central_xgboost(split: AlignedSplit, seed: int) -> dict:
     return dict(split.fitted["xgboost"])
 
 
-def run_baseline(method: str, split: AlignedSplit, seed: int, work: Path) -> dict:
+def fit_baseline(method: str, split: AlignedSplit, seed: int) -> dict:
+    """One fitted member of a central or label-party baseline on `split` (as a job of `seed` sees it)."""
     if method == "central XGBoost":
-        out = central_xgboost(split, seed)
-    elif method == "central LR":
-        out = central(split, fit_logreg, seed)
-    elif method in (LABEL_ALONE_ALIGNED, LABEL_ALONE_ALL):
-        out = label_local(split, seed, all_labels=method == LABEL_ALONE_ALL)
-    else:  # NVFlare's vertical XGBoost, at the depth and rounds the central XGBoost chose on validation
-        chosen = central_xgboost(split, seed)
-        out = run_on_split(split, chosen["depth"], chosen["rounds"], work)
+        return central_xgboost(split, seed)
+    if method == TUNED:
+        return central(split, fit_xgboost, seed, grid=TUNED_GRID)
+    if method == "central LR":
+        return central(split, fit_logreg, seed)
+    grid = {"grid": TUNED_GRID} if method == LABEL_ALONE_TUNED else {}
+    return label_local(split, seed, all_labels=method != LABEL_ALONE_ALIGNED, **grid)
+
+
+def run_baseline(method: str, splits: list[AlignedSplit], seeds: list[int], work: Path) -> dict:
+    """`method` on the split as each job seed of `seeds` sees it (its validation rows); more than one
+    member: their test scores averaged, as run_ensemble does for the VFL methods."""
+    if method == VERTICAL_XGB:  # at the depth and rounds the central XGBoost chose on validation
+        chosen = central_xgboost(splits[0], seeds[0])
+        out = run_on_split(splits[0], chosen["depth"], chosen["rounds"], work)
+    else:
+        members = [fit_baseline(method, split, seed) for split, seed in zip(splits, seeds)]
+        out = members[0] if len(members) == 1 else ensemble_of(members, splits)
+    out.pop("test_scores", None)  # 6000 numbers: the record keeps the metrics and the choices
     metrics = {k: out.pop(k) for k in ("val_auc", "test_auc") if k in out}
     return {"metrics": metrics, "mb_per_site": None, "comms_per_site": None, "training": out}
+
+
+def ensemble_of(members: list[dict], splits: list[AlignedSplit]) -> dict:
+    """The AUC of the members' averaged test scores (each member scored the test rows in its own job seed's
+    order), their median validation AUC, and what each member chose."""
+    scores = [dict(zip(split.test_ids, ([p] for p in m["test_scores"]))) for m, split in zip(members, splits)]
+    first = splits[0]
+    truth = dict(zip(first.test_ids, first.y(first.test_ids, "test").tolist()))
+    _, value = ensemble_metric(scores, truth, first.labels.num_classes)
+    chosen = [{k: v for k, v in m.items() if k not in ("val_auc", "test_auc", "test_scores")} for m in members]
+    return {"val_auc": float(np.median([m["val_auc"] for m in members])), "test_auc": value, "members": chosen}
 
 
 def run_split(spec: BenchSpec, out: Path, dataset: str, overlap: int, seed: int, methods: list[str]) -> list[dict]:
     """Every method of `methods` on one split; a record each."""
     torch_threads(1)
     root = split_for(spec, out, dataset, overlap, seed)
-    split = None
+    loaded: dict[int, AlignedSplit] = {}
+
+    def split_of(job_seed: int) -> AlignedSplit:
+        """The split as a job of `job_seed` sees it (its validation rows), loaded once."""
+        if job_seed not in loaded:
+            sites = parse_sites(str(spec.sites))
+            val_fraction = spec.settings.get("val_fraction", make_config().val_fraction)
+            transform = spec.settings.get("numeric_transform", make_config().numeric_transform)
+            loaded[job_seed] = AlignedSplit.load(root, sites, sites[0], job_seed, val_fraction, transform)
+        return loaded[job_seed]
+
     records = []
     for method in methods:
         work = out / "work" / f"{dataset}_{overlap}_{seed}_{method.replace(' ', '_')}"
@@ -198,12 +237,8 @@ def run_split(spec: BenchSpec, out: Path, dataset: str, overlap: int, seed: int,
         if method in VFL_METHODS:
             record = run_vfl(spec, method, root, seed, work)
         else:
-            if split is None:
-                sites = parse_sites(str(spec.sites))
-                val_fraction = spec.settings.get("val_fraction", make_config().val_fraction)
-                transform = spec.settings.get("numeric_transform", make_config().numeric_transform)
-                split = AlignedSplit.load(root, sites, sites[0], seed, val_fraction, transform)
-            record = run_baseline(method, split, seed, work)
+            seeds = spec.job_seeds(method, seed)
+            record = run_baseline(method, [split_of(job_seed) for job_seed in seeds], seeds, work)
         shutil.rmtree(work, ignore_errors=True)
         records.append({"dataset": dataset, "overlap": overlap, "seed": seed, "method": method, **record,
                         "wall_s": round(time.perf_counter() - start, 1), **provenance(spec, method, seed)})

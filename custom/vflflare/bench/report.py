@@ -179,11 +179,56 @@ def difference(records: list[dict], baseline: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def report_text(results_dir: Path, against: Path | None = None) -> str:
-    """`vflflare bench report`: the leaderboard tables of a folder's results.jsonl, and with `against`
-    (another such folder) the change in test AUC against it."""
+BOOTSTRAP_DRAWS = 10_000
+
+
+def bootstrap_interval(deltas: list[float], draws: int = BOOTSTRAP_DRAWS) -> tuple[float, float]:
+    """Paired bootstrap 95 % interval of the mean of per-seed differences: seeds resampled with replacement
+    (a fixed generator, so the report rebuilds to the same text)."""
+    values = np.asarray(deltas, dtype=np.float64)
+    means = values[np.random.default_rng(0).integers(0, len(values), size=(draws, len(values)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def verdict(low: float, high: float) -> str:
+    """'beats' when the interval lies above 0, 'trails' below, else 'matches'."""
+    return "beats" if low > 0 else "trails" if high < 0 else "matches"
+
+
+def paired(records: list[dict], method: str, against: str) -> str:
+    """Per dataset, settings and overlap: `method` - `against` in test AUC seed by seed on the same splits
+    (the bench runs both on each), the median, the seeds where `method` is ahead, and a paired bootstrap
+    95 % interval of the mean difference. For a comparison named before running."""
+    lines = []
+    for (dataset, label), group in groups(records).items():
+        by = cells(group)
+        overlaps = sorted({r["overlap"] for r in group})
+        title = f"### {dataset}: {method} - {against}, test AUC per seed" + (f"; {label}" if label else "")
+        lines += [title, "", "| N_o | seeds | difference per seed | median | ahead | mean, 95 % interval | reading |",
+                  "|---|---|---|---|---|---|---|"]
+        for n in overlaps:
+            theirs = {r["seed"]: r["metrics"]["test_auc"] for r in by.get((dataset, against, n), [])}
+            ours = {r["seed"]: r["metrics"]["test_auc"] for r in by.get((dataset, method, n), [])}
+            seeds = sorted(set(ours) & set(theirs))
+            if not seeds:
+                continue
+            deltas = [ours[s] - theirs[s] for s in seeds]
+            low, high = bootstrap_interval(deltas)
+            lines.append(f"| {n} | {', '.join(map(str, seeds))} | {', '.join(f'{d:+.3f}' for d in deltas)} | "
+                         f"{_median(deltas):+.3f} | {sum(d > 0 for d in deltas)}/{len(deltas)} | "
+                         f"{np.mean(deltas):+.3f} [{low:+.3f}, {high:+.3f}] | {method} {verdict(low, high)} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def report_text(results_dir: Path, against: Path | None = None, pairs: list[tuple[str, str]] = ()) -> str:
+    """`vflflare bench report`: the leaderboard tables of a folder's results.jsonl, with `against` (another
+    such folder) the change in test AUC against it, and for each (method, other) of `pairs` their paired
+    per-seed comparison."""
     records = read_records(results_dir / RESULTS)
     if not records:
         raise ValueError(f"no results in {results_dir / RESULTS}")
     text = markdown(records)
+    text += "".join("\n" + paired(records, method, other) for method, other in pairs)
     return text + ("\n" + difference(records, read_records(against / RESULTS)) if against else "")
