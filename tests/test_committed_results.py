@@ -15,10 +15,15 @@ REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "benchmarks"
 COMMITTED = BENCHMARKS / "results"
 
-# report -> (results folder, --against folder or None): `vflflare bench report FOLDER [--against AGAINST]`
+# report -> (results folder, --against folder or None, --paired pairs):
+# `vflflare bench report FOLDER [--against AGAINST] [--paired METHOD OTHER ...]`
+FAIR = "leaderboard/fair_trees"
+TUNED, ALONE_TUNED = "central XGBoost, tuned", "label party alone (XGBoost, all its labels), tuned"
 BENCH_TABLES = [
-    ("LEADERBOARD.md", "leaderboard/default", None),
-    ("LEADERBOARD.md", "leaderboard/ple_ensemble3", "leaderboard/default"),
+    ("LEADERBOARD.md", "leaderboard/default", None, ()),
+    ("LEADERBOARD.md", "leaderboard/ple_ensemble3", "leaderboard/default", ()),
+    ("LEADERBOARD.md", FAIR, None, (("VFLHLP", TUNED), ("VFLHLP", ALONE_TUNED), ("SS-VFL-I", TUNED),
+                                    ("VFLHLP", "central XGBoost"))),
 ]
 
 
@@ -27,16 +32,16 @@ def missing_lines(text: str, report: str) -> list[str]:
     return [line for line in text.splitlines() if line not in report.splitlines()]
 
 
-@pytest.mark.parametrize("report, folder, against", BENCH_TABLES)
-def test_a_bench_table_is_rebuilt_from_its_committed_results(report, folder, against):
-    text = report_text(COMMITTED / folder, COMMITTED / against if against else None)
+@pytest.mark.parametrize("report, folder, against, pairs", BENCH_TABLES)
+def test_a_bench_table_is_rebuilt_from_its_committed_results(report, folder, against, pairs):
+    text = report_text(COMMITTED / folder, COMMITTED / against if against else None, list(pairs))
     markdown = (BENCHMARKS / report).read_text()
     assert text in markdown, missing_lines(text, markdown)
 
 
 def test_every_committed_bench_folder_backs_a_table_and_stays_small():
     folders = {p.parent.relative_to(COMMITTED).as_posix() for p in COMMITTED.rglob(SETTINGS_FILE)}
-    assert folders == {folder for _, folder, _ in BENCH_TABLES}
+    assert folders == {folder for _, folder, _, _ in BENCH_TABLES}
     for folder in folders:  # records, not workspaces: kilobytes
         assert (COMMITTED / folder / RESULTS).stat().st_size < 100_000, folder
 
