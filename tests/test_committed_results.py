@@ -21,6 +21,7 @@ FAIR = "leaderboard/fair_trees"
 TUNED, ALONE_TUNED = "central XGBoost, tuned", "label party alone (XGBoost, all its labels), tuned"
 BENCH_TABLES = [
     ("LEADERBOARD.md", "leaderboard/grid_credit_default", None, ()),
+    ("LEADERBOARD.md", "leaderboard/grid_adult", None, ()),
     ("LEADERBOARD.md", "leaderboard/default", None, ()),
     ("LEADERBOARD.md", "leaderboard/ple_ensemble3", "leaderboard/default", ()),
     ("LEADERBOARD.md", FAIR, None, (("VFLHLP", TUNED), ("VFLHLP", ALONE_TUNED), ("SS-VFL-I", TUNED),
