@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.setup import SERVER, alignment_salt
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.algorithms.registry import make_config
+from vflflare.bench.provenance import environment as provenance_environment, git_state
 from vflflare.config import JobConfig
 from vflflare.data.loading import load_label_tables, load_site_tables
 from vflflare.data.sources import load_source
@@ -33,7 +32,8 @@ from vflflare.data.types import SiteTables
 from vflflare.tracking import LogTracker
 
 REPO = Path(__file__).resolve().parents[1]
-RUNS = REPO / "benchmarks" / "runs"
+RUNS = REPO / "benchmarks" / "runs"  # scratch: workspaces, models
+COMMITTED = REPO / "benchmarks" / "results"  # the compact records behind the reports' tables
 DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
 DEFAULT_SPLITS = Path("/tmp/vflflare-bench/splits")
 SITES = ["site-1", "site-2"]
@@ -227,18 +227,7 @@ def mean_std(values: list[float], digits: int = 3) -> str:
     return f"{np.mean(values):.{digits}f} ± {np.std(values, ddof=1):.{digits}f}"
 
 
-def environment() -> dict[str, str]:
-    """Enough to tell two result files apart: commit (plus a dirty flag), interpreter, torch threads."""
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return "unknown"
-
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    return {
-        "commit": git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else ""),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_threads": str(torch.get_num_threads()),
-    }
+def environment() -> dict[str, object]:
+    """Where a record came from: the commit (and whether the package's code differed from it), the
+    libraries and machine (vflflare.bench.provenance, as `vflflare bench` records them), torch threads."""
+    return {**git_state(), **provenance_environment(), "torch_threads": torch.get_num_threads()}

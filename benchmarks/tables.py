@@ -1,0 +1,155 @@
+"""Every table in benchmarks/*.md, rebuilt from the records committed under benchmarks/results/.
+
+In a report, the line right before each table says where the table comes from:
+
+    <!-- table NAME -->       the table builder NAME prints from its committed records (NAME N: its N-th table)
+    <!-- table text -->       words only (cases, commands, file layouts): no number measured by a run
+    <!-- table pending -->    a results table whose records are not committed yet; the lines after the
+                              marker say how it was measured
+
+    .venv/bin/python benchmarks/tables.py            # rewrite every table from its records
+    .venv/bin/python benchmarks/tables.py --check    # exit 1 naming each table that differs; list the pending
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import io
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+COMMITTED = HERE / "results"
+for extra in (REPO / "custom", HERE):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+MARKER = re.compile(r"^<!-- table (?P<name>[\w./-]+)(?: (?P<index>\d+))? -->$")
+TEXT, PENDING = "text", "pending"
+
+
+def script(name: str) -> ModuleType:
+    """A benchmark script as a module (its table functions and RESULTS path), without running it."""
+    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_report(folder: str, against: str | None = None, pairs: tuple[tuple[str, str], ...] = ()) -> Callable[[], str]:
+    """`vflflare bench report benchmarks/results/FOLDER [--against ...] [--paired ...]`."""
+    def build() -> str:
+        from vflflare.bench.report import report_text
+
+        return report_text(COMMITTED / folder, COMMITTED / against if against else None, list(pairs))
+    return build
+
+
+def parity(folder: str) -> Callable[[], str]:
+    """`refactor_parity.py --compare FOLDER/before.jsonl FOLDER/after.jsonl`."""
+    def build() -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            script("refactor_parity").compare(COMMITTED / folder / "before.jsonl", COMMITTED / folder / "after.jsonl")
+        return out.getvalue()
+    return build
+
+
+def script_tables(name: str, function: str = "tables") -> Callable[[], str]:
+    """`python benchmarks/NAME.py --table`: the script's own tables of its committed RESULTS file."""
+    def build() -> str:
+        from common import read_jsonl
+
+        module = script(name)
+        return getattr(module, function)(read_jsonl(module.RESULTS))
+    return build
+
+
+FAIR = "leaderboard/fair_trees"
+TUNED, ALONE_TUNED = "central XGBoost, tuned", "label party alone (XGBoost, all its labels), tuned"
+BUILDERS: dict[str, Callable[[], str]] = {
+    "leaderboard/grid_credit_default": bench_report("leaderboard/grid_credit_default"),
+    "leaderboard/grid_adult": bench_report("leaderboard/grid_adult"),
+    "leaderboard/default": bench_report("leaderboard/default"),
+    "leaderboard/ple_ensemble3": bench_report("leaderboard/ple_ensemble3", "leaderboard/default"),
+    "leaderboard/fair_trees": bench_report(FAIR, pairs=(
+        ("VFLHLP", TUNED), ("VFLHLP", ALONE_TUNED), ("SS-VFL-I", TUNED), ("VFLHLP", "central XGBoost"))),
+    "parity/issue25": parity("issue25_parity"),
+    "collab": script_tables("collab_vs_aux", "table"),
+}
+
+
+def markdown_tables(text: str) -> list[list[str]]:
+    """The tables of a Markdown text, each as its lines, in order."""
+    tables: list[list[str]] = []
+    previous = False
+    for line in text.splitlines():
+        if line.startswith("|"):
+            if not previous:
+                tables.append([])
+            tables[-1].append(line)
+        previous = line.startswith("|")
+    return tables
+
+
+def rebuild(report: Path, built: dict[str, list[list[str]]]) -> tuple[str, list[str], list[str]]:
+    """The report with every named table replaced by its rebuild; the tables that differed; the pending ones.
+    A table without a marker line is an error: nobody could tell where its numbers come from."""
+    lines, out, differ, pending = report.read_text().splitlines(), [], [], []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("|"):
+            raise ValueError(f"{report.name}:{i + 1}: a table without a '<!-- table ... -->' line before it")
+        out.append(line)
+        i += 1
+        match = MARKER.match(line)
+        if not match:
+            continue
+        end = i
+        while end < len(lines) and lines[end].startswith("|"):
+            end += 1
+        if end == i:
+            raise ValueError(f"{report.name}:{i}: '{line}' is not followed by a table")
+        name = match["name"]
+        if name == PENDING:
+            pending.append(f"{report.name}:{i + 1}")
+        if name in (TEXT, PENDING):
+            out.extend(lines[i:end])
+        else:
+            if name not in built:
+                built[name] = markdown_tables(BUILDERS[name]())
+            table = built[name][int(match["index"] or 1) - 1]
+            if table != lines[i:end]:
+                differ.append(f"{report.name}:{i + 1} ({name}{' ' + match['index'] if match['index'] else ''})")
+            out.extend(table)
+        i = end
+    return "\n".join(out) + "\n", differ, pending
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs")
+    args = parser.parse_args(argv)
+    built: dict[str, list[list[str]]] = {}
+    differ_all, pending_all = [], []
+    for report in sorted(HERE.glob("*.md")):
+        text, differ, pending = rebuild(report, built)
+        differ_all += differ
+        pending_all += pending
+        if differ and not args.check:
+            report.write_text(text)
+    for where in differ_all:
+        print(f"{'differs' if args.check else 'rewritten'}: {where}")
+    print(f"{len(built)} builders, {len(differ_all)} tables {'differ' if args.check else 'rewritten'}, "
+          f"{len(pending_all)} pending: {', '.join(pending_all) or 'none'}")
+    return 1 if args.check and differ_all else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
