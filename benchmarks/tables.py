@@ -81,6 +81,11 @@ BUILDERS: dict[str, Callable[[], str]] = {
         ("VFLHLP", TUNED), ("VFLHLP", ALONE_TUNED), ("SS-VFL-I", TUNED), ("VFLHLP", "central XGBoost"))),
     "parity/issue25": parity("issue25_parity"),
     "collab": script_tables("collab_vs_aux", "table"),
+    "ssvfl": script_tables("ssvfl"),
+    "credit_default": script_tables("credit_default"),
+    "imbalance": script_tables("imbalance", "table"),
+    "overhead": script_tables("overhead"),
+    "label_disclosure": script_tables("label_disclosure"),
 }
 
 
