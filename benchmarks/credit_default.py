@@ -43,7 +43,7 @@ from sklearn.metrics import roc_auc_score
 from torch import nn
 
 from common import (
-    DEFAULT_DATA_DIR, DEFAULT_SPLITS, LABEL_LEADER, RUNS, SITES, SourceTable, SplitRows, append_jsonl, environment,
+    COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS, LABEL_LEADER, SITES, SourceTable, SplitRows, append_jsonl, environment,
     job_rows, limit_threads, mean_std, prepare_split, read_jsonl, run_vfl, site_features, test_inference_bytes, trees,
 )  # fmt: skip
 from vflflare.algorithms.blocks.classifier import fit_head, predict_proba
@@ -55,7 +55,7 @@ from vflflare.models.tabular import TabularEncoder
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.tracking import LogTracker
 
-RESULTS = RUNS / "credit_default.jsonl"
+RESULTS = COMMITTED / "credit_default.jsonl"  # compact records: numbers and settings
 FINETUNE_EPOCHS = 100  # an upper bound: finetuning stops early after split_patience epochs without gain
 
 VFL_METHODS: dict[str, dict[str, Any]] = {
@@ -85,10 +85,9 @@ def run_vfl_method(method: str, overrides: dict[str, Any], root: Path, seed: int
         "metrics": result["metrics"],
         "uploads_per_site": max(site["uploads"] for site in per_site),
         "downloads_per_site": max(site["downloads"] for site in per_site),
-        "payload_mb": total_bytes / 1e6,
-        "train_payload_mb": (total_bytes - test_inference_bytes(result)) / 1e6,
-        "training": result["training"],
-        "phases": result["phases"],
+        "payload_mb": round(total_bytes / 1e6, 6),
+        "train_payload_mb": round((total_bytes - test_inference_bytes(result)) / 1e6, 6),
+        "training": {k: v for k, v in result["training"].items() if isinstance(v, (int, float, str))},
         "config": {k: v for k, v in cfg.to_dict().items() if k in {**VFL_METHODS[method], **overrides}},
     }
 
@@ -200,7 +199,7 @@ def main() -> None:
                              f"{', '.join(PREPROCESSING_KEYS)} also for {', '.join(PREPROCESSED)}")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS, help="where the split folders go")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; existing runs are skipped")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; runs already in it are skipped")
     parser.add_argument("--table", action="store_true", help="only print the tables of --out")
     args = parser.parse_args()
     overrides = parse_overrides(args.set)
@@ -229,7 +228,8 @@ def main() -> None:
                     else:
                         record = run_baseline(method, root, rows, table, seed, method_overrides(method))
                     record = {"method": method, "variant": variant, "overlap": overlap, "seed": seed,
-                              **record, "wall_s": round(time.perf_counter() - start, 2), "env": env}
+                              "set": method_overrides(method), **record,
+                              "wall_s": round(time.perf_counter() - start, 2), "env": env}
                     append_jsonl(args.out, record)
                     done.add((method, variant, overlap, seed))
                     print(f"{method:18s} {variant:10s} N_o={overlap} seed={seed} "

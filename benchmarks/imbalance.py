@@ -27,12 +27,12 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import roc_auc_score
 
 from common import (
-    DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, SourceTable, InspectableRuntime, append_jsonl, environment,
+    COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS, SourceTable, InspectableRuntime, append_jsonl, environment,
     limit_threads, mean_std, prepare_split, read_jsonl, run_vfl,
 )  # fmt: skip
 from vflflare.algorithms.registry import make_config
 
-RESULTS = RUNS / "imbalance.jsonl"
+RESULTS = COMMITTED / "imbalance.jsonl"  # compact records: numbers and settings
 
 # The sweep's reference point: the paper's method with the constants the package had when the sweep
 # ran (few-shot t = 0.6, then the default; ssl_epochs 10, tau 0.95, lambda_u 1, no class balancing).
@@ -52,8 +52,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "ssl_epochs_20": {"ssl_epochs": 20},
     "fewshot_t_0.9": {"fewshot_threshold": 0.9},
     "fewshot_prior_relative": {"fewshot_threshold_mode": "prior_relative"},
-    "da+prior_relative": {"class_balance": "distribution_alignment", "fewshot_threshold_mode": "prior_relative"},
     "prior_relative_t_0.8": {"fewshot_threshold_mode": "prior_relative", "fewshot_threshold": 0.8},
+    "da+prior_relative": {"class_balance": "distribution_alignment", "fewshot_threshold_mode": "prior_relative"},
     "bt+t_0.9": {"class_balance": "balanced_threshold", "fewshot_threshold": 0.9},
     "ssl_epochs_3+t_0.9": {"ssl_epochs": 3, "fewshot_threshold": 0.9},
     "ssl_epochs_3+prior_relative_t_0.8": {
@@ -111,7 +111,8 @@ def run_setting(name: str, overrides: dict[str, Any], overlap: int, seed: int, d
         if algorithm == "fewshot":
             per_site = [site_diagnostics(rt, table) for rt in runtimes.values()]
             record["diagnostics"] = {k: float(np.mean([d[k] for d in per_site])) for k in per_site[0]}
-            record["diagnostics_per_site"] = dict(zip(runtimes, per_site))
+            record["diagnostics_per_site"] = {site: {k: round(v, 5) for k, v in d.items()}
+                                              for site, d in zip(runtimes, per_site)}
     return record
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from common import (
-    DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, SITES, SourceTable, append_jsonl, environment, job_rows, limit_threads,
+    COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS, SITES, SourceTable, append_jsonl, environment, job_rows, limit_threads,
     mean_std, prepare_split, read_jsonl,
 )  # fmt: skip
 from vflflare.protocol.inprocess import InProcessTransport
@@ -30,7 +30,7 @@ from vflflare.privacy.label_disclosure import cluster_label_agreement
 from vflflare.seeding import derive_seed
 from vflflare.tracking import LogTracker
 
-RESULTS = RUNS / "label_disclosure.jsonl"
+RESULTS = COMMITTED / "label_disclosure.jsonl"  # compact records: numbers and settings
 
 
 def measure(root: Path, seed: int, table: SourceTable, overrides: dict) -> dict[str, float]:

@@ -26,14 +26,14 @@ import time
 from pathlib import Path
 
 from common import (
-    DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, SITES, append_jsonl, environment, limit_threads, prepare_split,
+    COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS, SITES, append_jsonl, environment, limit_threads, prepare_split,
     read_jsonl, run_vfl,
 )  # fmt: skip
 from vflflare.cli import simulate
 from vflflare.algorithms.registry import make_config
 from vflflare.jobs import write_job
 
-RESULTS = RUNS / "overhead.jsonl"
+RESULTS = COMMITTED / "overhead.jsonl"  # compact records: numbers and settings
 OVERLAP, SEED = 1000, 0
 LONG_OVERLAP, LONG_SSL_EPOCHS = 2000, 200  # ~1 min in-process on the benchmark machine (2 cores, 1 thread)
 SHORT, LONG = "short", "long"
@@ -200,7 +200,7 @@ def main() -> None:
                 record = run_simulator(algorithm, roots[scenario], args.work, rep, scenario)
             else:
                 record = run_in_process(algorithm, roots[scenario], scenario)
-            append_jsonl(args.out, {**record, "rep": rep, "env": env})
+            append_jsonl(args.out, {**record, "rep": rep, "config": _overrides(algorithm, scenario), "env": env})
             print(f"{mode:10s} {algorithm:8s} {scenario} rep {rep}: command {record['command_s']:.1f} s, "
                   f"job {record['job_s']:.1f} s,"
                   f" without setup {record['job_without_setup_s']:.1f} s, step {record['step_latency']}", flush=True)
