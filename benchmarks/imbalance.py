@@ -61,6 +61,24 @@ SETTINGS: dict[str, dict[str, Any]] = {
     },
 }
 
+# how the report names each setting
+LABELS: dict[str, str] = {
+    "paper": "paper (t = 0.6)",
+    "no_unlabeled_loss": "λ_u = 0 (no unlabeled loss)",
+    "lambda_u_0.25": "λ_u = 0.25",
+    "tau_0.8": "τ = 0.8",
+    "ssl_epochs_3": "ssl_epochs 3",
+    "ssl_epochs_5": "ssl_epochs 5",
+    "ssl_epochs_20": "ssl_epochs 20",
+    "fewshot_t_0.9": "few-shot t = 0.9",
+    "fewshot_prior_relative": "prior_relative, t = 0.6",
+    "prior_relative_t_0.8": "prior_relative, t = 0.8",
+    "da+prior_relative": "DA + prior_relative",
+    "bt+t_0.9": "balanced_threshold + t = 0.9",
+    "ssl_epochs_3+t_0.9": "ssl_epochs 3 + t = 0.9",
+    "ssl_epochs_3+prior_relative_t_0.8": "ssl_epochs 3 + prior_relative t = 0.8",
+}
+
 
 def class_map(clusters: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:
     """cluster index -> class under the best one-to-one assignment (the temporary labels are k-means
@@ -124,15 +142,17 @@ DIAG_COLUMNS = [
 
 
 def table(records: list[dict]) -> str:
+    """REPORT.md §2: per N_o and setting (in SETTINGS' order), mean ± std over seeds of the AUCs and the
+    means of the sites' diagnostics."""
     groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
     for record in records:
         groups[(record["overlap"], record["setting"])].append(record)
-    header = ["N_o", "setting", "n", "one-shot val", "one-shot test", "few-shot val", "few-shot test"]
+    header = ["N_o", "setting", "one-shot val", "one-shot test", "few-shot val", "few-shot test"]
     header += [title for _, title in DIAG_COLUMNS]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for (overlap, setting), rows in sorted(groups.items(), key=lambda kv: (kv[0][0], list(SETTINGS).index(kv[0][1])
                                                                           if kv[0][1] in SETTINGS else 99)):
-        cells = [str(overlap), setting, str(len(rows))]
+        cells = [str(overlap), LABELS.get(setting, setting)]
         for algorithm in ("oneshot", "fewshot"):
             for metric in ("val_auc", "test_auc"):
                 cells.append(mean_std([r[algorithm][metric] for r in rows]))

@@ -5,7 +5,8 @@ gradients down), lets each site cluster its gradients exactly as its ClientUpdat
 row directions, Alg. 1 line 28) and scores the clusters against the true labels of the aligned rows
 (best one-to-one renaming). Also shown: the majority-class rate, what "learned nothing" would score.
 
-    python benchmarks/label_disclosure.py --overlaps 1000 --seeds 0 1 2
+    python benchmarks/label_disclosure.py --overlaps 1000 2000 --seeds 0 1 2   # appends to RESULTS
+    python benchmarks/label_disclosure.py --table                              # print the table of RESULTS
 """
 from __future__ import annotations
 
@@ -48,6 +49,19 @@ def measure(root: Path, seed: int, table: SourceTable, overrides: dict) -> dict[
     return out
 
 
+def tables(records: list[dict]) -> str:
+    """REPORT.md §5: per N_o and label-party head, mean ± std over seeds of each site's cluster-label
+    agreement and of the majority-class rate."""
+    lines = ["| N_o | label party's head | seeds | agreement site-1 | agreement site-2 | majority rate |",
+             "|---|---|---|---|---|---|"]
+    for overlap, hidden in sorted({(r["overlap"], r["classifier_hidden"]) for r in records}):
+        rows = [r for r in records if r["overlap"] == overlap and r["classifier_hidden"] == hidden]
+        head = "linear (default)" if hidden == 0 else f"MLP (hidden {hidden})"
+        cells = [mean_std([r[k] for r in rows]) for k in (*SITES, "majority_rate")]
+        lines.append(f"| {overlap} | {head} | {len(rows)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--overlaps", nargs="+", type=int, default=[1000])
@@ -56,26 +70,21 @@ def main() -> None:
                         help="label party's head: 0 = linear (the default), else one ReLU hidden layer")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; every run is appended")
+    parser.add_argument("--table", action="store_true", help="only print the table of --out")
     args = parser.parse_args()
-    limit_threads()
-    table = SourceTable(args.data_dir)
-    env = environment()
-    for overlap in args.overlaps:
-        for seed in args.seeds:
-            root = prepare_split(args.data_dir, overlap, seed, args.splits)
-            for hidden in args.classifier_hidden:
-                record = measure(root, seed, table, {"classifier_hidden": hidden})
-                append_jsonl(args.out, {"overlap": overlap, "seed": seed, "classifier_hidden": hidden, **record,
-                                        "env": env})
-    print("| N_o | label party head | seeds | agreement site-1 | agreement site-2 | majority rate |")
-    print("|---|---|---|---|---|---|")
-    records = read_jsonl(args.out)
-    for overlap, hidden in sorted({(r["overlap"], r["classifier_hidden"]) for r in records}):
-        rows = [r for r in records if r["overlap"] == overlap and r["classifier_hidden"] == hidden]
-        head = "linear" if hidden == 0 else f"MLP (hidden {hidden})"
-        cells = [mean_std([r[k] for r in rows]) for k in (*SITES, "majority_rate")]
-        print(f"| {overlap} | {head} | {len(rows)} | " + " | ".join(cells) + " |")
+    if not args.table:
+        limit_threads()
+        table = SourceTable(args.data_dir)
+        env = environment()
+        for overlap in args.overlaps:
+            for seed in args.seeds:
+                root = prepare_split(args.data_dir, overlap, seed, args.splits)
+                for hidden in args.classifier_hidden:
+                    record = measure(root, seed, table, {"classifier_hidden": hidden})
+                    append_jsonl(args.out, {"overlap": overlap, "seed": seed, "classifier_hidden": hidden, **record,
+                                            "env": env})
+    print(tables(read_jsonl(args.out)))
 
 
 if __name__ == "__main__":

@@ -89,8 +89,13 @@ def _median(records: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in records)
 
 
-MEASURES = [("command_s", "whole command"), ("job_s", "job (result record wall_s)"), ("setup_s", "setup phase"),
-            ("job_without_setup_s", "job without setup")]
+MEASURES = [("command_s", "whole command (what a user waits for)"), ("job_s", "job (result record `wall_s`)"),
+            ("setup_s", "setup phase"), ("job_without_setup_s", "job without the setup phase")]
+
+
+def _ratio(a: float, b: float) -> str:
+    ratio = a / b
+    return f"{ratio:.0f}x" if ratio >= 10 else f"{ratio:.1f}x" if ratio >= 2 else f"{ratio:.2f}x"
 
 
 def _oneshot(records: list[dict], mode: str, scenario: str) -> list[dict]:
@@ -105,19 +110,27 @@ def _phase_medians(rows: list[dict]) -> dict[str, float]:
     return {n: statistics.median(p["wall_s"] for r in rows for p in r["phases"] if p["name"] == n) for n in names}
 
 
+def _cells(a_rows: list[dict], b_rows: list[dict], key: str) -> list[str]:
+    if not (a_rows and b_rows):
+        return ["–", "–", "–"]
+    a, b = _median(a_rows, key), _median(b_rows, key)
+    return [f"{a:.1f} s", f"{b:.1f} s", _ratio(a, b)]
+
+
 def tables(records: list[dict]) -> str:
+    """REPORT.md §4's tables in its order: the short one-shot job (simulator vs in-process, medians), short
+    next to long, the split-NN step latency; with the notes the report quotes (metrics, phase medians,
+    per-pair ratios)."""
     out = []
     sim, inproc = _oneshot(records, "simulator", SHORT), _oneshot(records, "inprocess", SHORT)
     if sim and inproc:
         out += [
             f"One-shot VFL, credit default N_o={OVERLAP}, seed {SEED}: median of {len(sim)} simulator and "
-            f"{len(inproc)} in-process runs (s)\n",
+            f"{len(inproc)} in-process runs\n",
             "| measure | simulator | in-process | ratio |",
             "|---|---|---|---|",
         ]
-        for key, title in MEASURES:
-            a, b = _median(sim, key), _median(inproc, key)
-            out.append(f"| {title} | {a:.2f} | {b:.2f} | {a / b:.2f}x |")
+        out += [f"| {title} | " + " | ".join(_cells(sim, inproc, key)) + " |" for key, title in MEASURES]
         same = all(r["metrics"] == inproc[0]["metrics"] for r in sim + inproc)
         out.append(f"\nSame metrics in every run: {same} ({inproc[0]['metrics']})")
         for mode, rows in (("simulator", sim), ("in-process", inproc)):
@@ -127,7 +140,7 @@ def tables(records: list[dict]) -> str:
     if long_sim and long_inproc:
         epochs = long_inproc[0]["ssl_epochs"]
         out += [
-            f"\nShort vs long one-shot job: medians (s). Short: N_o={OVERLAP}, ssl_epochs 10, {len(sim)} + "
+            f"\nShort vs long one-shot job: medians. Short: N_o={OVERLAP}, ssl_epochs 10, {len(sim)} + "
             f"{len(inproc)} runs; long: N_o={LONG_OVERLAP}, ssl_epochs {epochs}, {len(long_sim)} + "
             f"{len(long_inproc)} runs\n",
             "| measure | short: simulator | short: in-process | short: ratio | long: simulator | long: in-process "
@@ -135,19 +148,17 @@ def tables(records: list[dict]) -> str:
             "|---|---|---|---|---|---|---|",
         ]
         for key, title in MEASURES:
-            cells = []
-            for a_rows, b_rows in ((sim, inproc), (long_sim, long_inproc)):
-                if a_rows and b_rows:
-                    a, b = _median(a_rows, key), _median(b_rows, key)
-                    cells += [f"{a:.2f}", f"{b:.2f}", f"{a / b:.2f}x"]
-                else:
-                    cells += ["-", "-", "-"]
+            cells = _cells(sim, inproc, key) + _cells(long_sim, long_inproc, key)
             out.append(f"| {title} | " + " | ".join(cells) + " |")
         # runs alternate simulator / in-process, so the i-th of each ran back to back under similar load
         pairs = list(zip(long_sim, long_inproc))
         out.append("\nLong job, per repetition (simulator / in-process, back-to-back pairs): job "
                    + ", ".join(f"{a['job_s'] / b['job_s']:.2f}x" for a, b in pairs) + "; whole command "
                    + ", ".join(f"{a['command_s'] / b['command_s']:.2f}x" for a, b in pairs))
+        out.append("Long job, command - job (s): simulator "
+                   + ", ".join(f"{r['command_s'] - r['job_s']:.1f}" for r in long_sim) + "; setup (s): simulator "
+                   + ", ".join(f"{r['setup_s']:.1f}" for r in long_sim) + "; in-process wall (s): "
+                   + ", ".join(f"{r['command_s']:.1f}" for r in long_inproc))
         same = all(r["metrics"] == long_inproc[0]["metrics"] for r in long_sim + long_inproc)
         out.append(f"Same metrics in every long run: {same} ({long_inproc[0]['metrics']})")
         for mode, rows in (("simulator", long_sim), ("in-process", long_inproc)):
@@ -156,18 +167,18 @@ def tables(records: list[dict]) -> str:
     split = [r for r in records if r["algorithm"] == "vanilla"]
     if split:
         out += [
-            f"\nSplit-NN steps (vanilla VFL, batch 32, {len(SITES)} sites, N_o={OVERLAP}, seed {SEED})\n",
-            "| mode | runs | timed steps | median step (ms) | p90 step (ms) | split_training phase / step (ms) |",
+            f"\nSplit-NN steps (vanilla VFL, batch 32, {len(SITES)} sites, N_o={OVERLAP}, seed {SEED}): medians over runs\n",
+            "| mode | runs | timed steps | median step | p90 step | split_training phase / step |",
             "|---|---|---|---|---|---|",
         ]
-        for mode in ("simulator", "inprocess"):
+        for mode, title in (("simulator", "simulator (aux channel)"), ("inprocess", "in-process (compute only)")):
             rows = [r for r in split if r["mode"] == mode]
             if rows:
                 median = statistics.median(r["step_latency"]["median_ms"] for r in rows)
                 p90 = statistics.median(r["step_latency"]["p90_ms"] for r in rows)
                 per_step = statistics.median(r["split_phase_ms_per_step"] for r in rows)
                 steps = rows[0]["step_latency"]["steps"]
-                out.append(f"| {mode} | {len(rows)} | {steps} | {median:.1f} | {p90:.1f} | {per_step:.1f} |")
+                out.append(f"| {title} | {len(rows)} | {steps} | {median:.1f} ms | {p90:.1f} ms | {per_step:.1f} ms |")
     return "\n".join(out)
 
 
