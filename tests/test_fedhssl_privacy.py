@@ -12,7 +12,7 @@ from vflflare.algorithms.fedhssl import HybridSSLSite
 from vflflare.algorithms.registry import make_config
 from vflflare.algorithms.vanilla import SplitNNLabelParty
 from vflflare.privacy.iso import iso, iso_sigma
-from vflflare.privacy.model_completion import AUX_ROWS, cap, model_completion_attack
+from vflflare.privacy.attacks.model_completion import AUX_ROWS, cap, model_completion_attack
 
 
 def test_iso_sigma_is_lambda_times_the_largest_row_norm_over_sqrt_m():

@@ -40,10 +40,59 @@ class Settings:
 
 
 DEVICES = r"cpu|auto|cuda(:\d+)?"  # JobConfig.device
+# what the label party's side may send the sites, computed from the labels
+LABEL_CHANNELS = frozenset({"gradients", "probabilities"})
 
 
 @dataclass
-class JobConfig(Settings):
+class DefenseSettings(Settings):
+    """Defenses against what the other parties could learn (privacy/defenses.py), each off by default and
+    applied where the data leaves a party, so every algorithm that uses a channel gets them."""
+
+    # label differential privacy: randomized response on the aligned training labels before any gradient,
+    # probability or head is computed from them; epsilon > 0, 0 = off
+    label_dp_epsilon: float = 0.0
+    # the per-row gradients the label party sends a site without labels: each row clipped to this L2 norm
+    # (0 = off), then Gaussian noise of std gradient_noise x gradient_clip, then only the largest
+    # gradient_keep share of each row's entries kept (1 = all)
+    gradient_clip: float = 0.0
+    gradient_noise: float = 0.0
+    gradient_keep: float = 1.0
+    # Gaussian noise on every representation a site uploads, std = this x the root mean square of the
+    # uploaded values; 0 = off
+    representation_noise: float = 0.0
+
+    # the channels an algorithm uses (set by its config class): "representations" up; "gradients" and
+    # "probabilities" down, computed from the labels
+    privacy_channels: ClassVar[frozenset[str]] = frozenset({"representations"})
+
+    def validate(self) -> None:
+        super().validate()
+        for key in ("label_dp_epsilon", "gradient_clip", "gradient_noise", "representation_noise"):
+            self.check(getattr(self, key) >= 0, key, "must be >= 0 (0 = off)")
+        self.check(0 < self.gradient_keep <= 1, "gradient_keep", "must be in (0, 1] (1 = off)")
+        self.check(self.gradient_noise == 0 or self.gradient_clip > 0, "gradient_noise",
+                   "needs gradient_clip > 0: the noise std is gradient_noise x gradient_clip")
+        channels = self.privacy_channels
+        self.check(not self.label_dp_epsilon or channels & LABEL_CHANNELS, "label_dp_epsilon",
+                   "has nothing to protect: this algorithm sends the sites nothing computed from the labels")
+        for key in ("gradient_clip", "gradient_noise"):
+            self.check(not getattr(self, key) or "gradients" in channels, key,
+                       "has nothing to protect: this algorithm sends the sites no gradients")
+        self.check(self.gradient_keep == 1 or "gradients" in channels, "gradient_keep",
+                   "has nothing to protect: this algorithm sends the sites no gradients")
+        self.check(not self.representation_noise or "representations" in channels, "representation_noise",
+                   "has nothing to protect: this algorithm's sites upload no representations")
+
+    def defenses(self) -> dict[str, float]:
+        """The defenses switched on, by setting: what a result records (the epsilon spent among them)."""
+        off = {"label_dp_epsilon": 0.0, "gradient_clip": 0.0, "gradient_noise": 0.0, "gradient_keep": 1.0,
+               "representation_noise": 0.0}
+        return {key: getattr(self, key) for key, value in off.items() if getattr(self, key) != value}
+
+
+@dataclass
+class JobConfig(DefenseSettings):
     algorithm: str = "oneshot"  # a registered plug-in (vflflare.algorithms.ALGORITHMS)
     seed: int = 0
     label_owner: str = SERVER  # "server" or a site name

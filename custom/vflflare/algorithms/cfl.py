@@ -73,6 +73,7 @@ class CFLSettings(Settings):
 @dataclass
 class CFLConfig(CFLSettings, JobConfig):
     he_with_server_labels = True  # no label party: under HE the coordinator only adds ciphertexts
+    privacy_channels = frozenset()  # encoder weights only: no row leaves a silo
 
     def validate(self) -> None:
         super().validate()

@@ -32,6 +32,7 @@ from vflflare.protocol.transport import Transport
 
 @dataclass
 class FewShotConfig(SplitNNSettings, OneShotConfig):
+    privacy_channels = frozenset({"representations", "gradients", "probabilities"})  # + p^ of unaligned rows
     # t in Eq. 9 (the paper gives no value). 0.9, not 0.6: on credit default (22 % positive) t = 0.6 is
     # below the majority rate, passes ~85 % of the unaligned rows with 82 %-accurate, mostly-negative
     # pseudo-labels and made few-shot worse than one-shot on validation; 0.9 raised few-shot's validation

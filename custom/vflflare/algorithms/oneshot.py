@@ -27,7 +27,7 @@ from vflflare.protocol.transport import Transport
 
 @dataclass
 class OneShotConfig(FixMatchSettings, JobConfig):
-    pass
+    privacy_channels = frozenset({"representations", "gradients"})  # the partial gradients
 
 
 class OneShotSite(FixMatchSite, FeatureParty):
@@ -61,8 +61,8 @@ class OneShotLabel(LabelParty):
         head = self.new_head(joint.shape[1], "partial_gradients")
         per_site = [torch.as_tensor(np.asarray(reps[s], dtype=np.float32)).requires_grad_(True) for s in self.sites]
         loss = F.cross_entropy(head(torch.cat(per_site, dim=1)), self.part_labels("aligned"))
-        grads = torch.autograd.grad(loss, per_site)
-        return {site: g.numpy().astype(np.float32) for site, g in zip(self.sites, grads)}
+        grads = self.to_sites(dict(zip(self.sites, torch.autograd.grad(loss, per_site))))
+        return {site: g.numpy().astype(np.float32) for site, g in grads.items()}
 
 
 def client_update(net: Transport, label: Any, reps: dict[str, np.ndarray], then_represent: list[str]) -> dict[str, dict]:

@@ -23,6 +23,7 @@ CONTRIBUTE, RESULT = "secure_sum.contribute", "secure_sum.result"
 class SecureSumConfig(JobConfig):
     shape: list[int] = field(default_factory=lambda: [64, 130])  # 8320 values: three CKKS chunks of 4096 slots
     he_with_server_labels = True  # the coordinator only adds ciphertexts
+    privacy_channels = frozenset()
 
     def validate(self) -> None:
         super().validate()

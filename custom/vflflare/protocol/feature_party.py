@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from vflflare.config import JobConfig
+from vflflare.privacy.defenses import noisy_representations
 from vflflare.privacy.iso import iso
 from vflflare.data.views import SiteView
 from vflflare.seeding import derive_seed, seeded_init
@@ -143,11 +144,23 @@ class FeatureParty:
             self.state["iso_generator"] = torch.Generator().manual_seed(derive_seed(self.seed, "iso"))
         return iso(d, strength, self.state["iso_generator"])
 
-    def representations(self, parts: list[str]) -> dict[str, np.ndarray]:
-        """float32 [n_part, rep_dim] representations (eval mode, no grad) of each requested part."""
+    def to_upload(self, reps: torch.Tensor) -> torch.Tensor:
+        """Representations as they leave the site: with representation_noise (DefenseSettings), noised."""
+        if self.cfg.representation_noise == 0:
+            return reps
+        if "representation_noise_generator" not in self.state:
+            self.state["representation_noise_generator"] = torch.Generator().manual_seed(derive_seed(self.seed, "rep-noise"))
+        return noisy_representations(reps, self.cfg.representation_noise, self.state["representation_noise_generator"])
+
+    def own_representations(self, part: str) -> np.ndarray:
+        """float32 [n_part, rep_dim] representations (eval mode, no grad) of a part, as the site itself sees them."""
         self.encoder.eval()
         with torch.no_grad():
-            return {part: self._represent_part(part) for part in parts}
+            return self._represent_part(part)
+
+    def representations(self, parts: list[str]) -> dict[str, np.ndarray]:
+        """The representations of each requested part as they are uploaded (DefenseSettings applied)."""
+        return {part: self.to_upload(torch.as_tensor(self.own_representations(part))).numpy() for part in parts}
 
     def _represent_part(self, part: str) -> np.ndarray:
         """f_k of a part's rows, _REPRESENT_CHUNK rows per forward, written into one preallocated array:

@@ -17,6 +17,7 @@ from vflflare.protocol.state import PartyState
 from vflflare.data.types import LabelTables
 from vflflare.metrics import metric_name, score
 from vflflare.models.heads import MLPHead
+from vflflare.privacy.defenses import defend_gradients, randomized_response
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.protocol.feature_party import declared
 from vflflare.tracking import LogTracker, Tracker
@@ -90,6 +91,10 @@ class LabelParty:
             raise ValueError("label party: no aligned labeled rows")
         check_classes(f"label party '{self.cfg.label_owner}'", labels)
         self.state["labels"] = {part: torch.as_tensor(y) for part, y in labels.items()}
+        if self.cfg.label_dp_epsilon > 0:  # before anything is computed from them; validation and test stay true
+            self.state["labels"]["aligned"] = randomized_response(
+                self.state["labels"]["aligned"], self.num_classes, self.cfg.label_dp_epsilon,
+                torch.Generator().manual_seed(derive_seed(self.seed, "label-dp")))
         self.test_ids = [self.tables.test_ids[i] for i in np.asarray(test_rows, dtype=np.int64).reshape(-1)]
 
     def _labels_of(self, part: str, rows: np.ndarray, all_labels: np.ndarray, table: str) -> np.ndarray:
@@ -113,6 +118,19 @@ class LabelParty:
 
     def generator(self, purpose: str) -> torch.Generator:
         return torch.Generator().manual_seed(derive_seed(self.seed, f"{purpose}:batches"))
+
+    def to_sites(self, grads: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Per-row gradients as the sites without labels receive them: clipped, noised, sparsified as the
+        job's DefenseSettings say (privacy/defenses.py); the label owner's own are never defended."""
+        cfg = self.cfg
+        if cfg.gradient_clip == 0 and cfg.gradient_keep == 1:
+            return grads
+        if "gradient_defense_generator" not in self.state:
+            self.state["gradient_defense_generator"] = self.generator("gradient-defense")
+        generator = self.state["gradient_defense_generator"]
+        return {site: g if site == cfg.label_owner else
+                defend_gradients(g, cfg.gradient_clip, cfg.gradient_noise, cfg.gradient_keep, generator)
+                for site, g in grads.items()}
 
     def part_labels(self, part: str) -> torch.Tensor:
         if "labels" not in self.state:

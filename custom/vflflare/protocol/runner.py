@@ -70,4 +70,5 @@ def run_algorithm(
         "step_latency": net.ledger.step_latency(),
         "wall_s": net.ledger.wall_s(),
         "config": cfg.to_dict(),
+        "defenses": cfg.defenses(),  # the label DP epsilon spent among them
     }

@@ -45,6 +45,8 @@ class SplitNNSettings(Settings):
     # not own the labels (every site when the coordinator holds them); 0 = off
     iso_gradients: float = 0.0
 
+    privacy_channels = frozenset({"representations", "gradients"})  # dL/dH to every site without labels
+
     def validate(self) -> None:
         super().validate()
         self.check(self.local_steps >= 1, "local_steps", "must be >= 1")
@@ -90,7 +92,7 @@ class SplitNNSite:
         self.encoder.train()
         out = self.encode(batch)
         self._pending = (batch, out)
-        return out.detach().cpu().numpy().astype(np.float32)
+        return self.to_upload(out.detach()).cpu().numpy().astype(np.float32)
 
     def split_backward(self, grad: np.ndarray) -> None:
         """Apply dL/dH for the last split_forward; with cfg.local_steps = Q > 1 (FedBCD) take Q-1 more
@@ -158,7 +160,7 @@ class SplitNNLabel:
             optimizer.zero_grad()
             self._with_penalty(F.cross_entropy(classifier(stale), labels), classifier).backward()
             optimizer.step()
-        grads = {s: h.grad for s, h in zip(self.sites, per_site)}
+        grads = self.to_sites({s: h.grad for s, h in zip(self.sites, per_site)})
         if self.cfg.iso_gradients > 0:
             if "iso_generator" not in self.state:
                 self.state["iso_generator"] = self.generator("iso")

@@ -1,0 +1,33 @@
+"""Clustering what a site receives into classes: one-shot's own ClientUpdate (Sun et al., ICCV 2023, Alg. 1
+line 28: k-means on the directions of the partial gradients, which become the site's temporary labels) used
+as an attack on every gradient pass, and few-shot's pseudo-label probabilities p^ (Alg. 2), whose most
+likely class labels each unaligned row. With a linear head on two classes every gradient row is a signed
+multiple of one vector, so the clusters are the labels up to renaming."""
+from __future__ import annotations
+
+import numpy as np
+
+from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
+from vflflare.privacy.attacks.leak import cluster_label_agreement, leak_auc
+from vflflare.privacy.attacks.observed import GradientRound
+
+CHANNELS = ("gradients", "probabilities")
+
+
+def recovered(groups: np.ndarray, labels: np.ndarray, num_classes: int) -> float:
+    """Leak AUC of the groups for two classes (a hard 0/1 score), else recovery accuracy."""
+    return leak_auc(groups, labels) if num_classes == 2 else cluster_label_agreement(groups, labels)
+
+
+def gradient_cluster_leak(rounds: list[GradientRound], labels: np.ndarray, num_classes: int, seed: int = 0) -> float:
+    """Mean over passes of what k-means on the gradient directions recovers."""
+    return float(np.mean([recovered(kmeans_on_gradients(r.grads, num_classes, seed), labels[r.positions], num_classes)
+                          for r in rounds]))
+
+
+def probability_leak(probs: np.ndarray, labels: np.ndarray, num_classes: int) -> float:
+    """For two classes the leak AUC of p^(class 1), else the recovery accuracy of argmax p^."""
+    probs = np.asarray(probs, dtype=np.float64)
+    if num_classes == 2:
+        return leak_auc(probs[:, 1], labels)
+    return cluster_label_agreement(probs.argmax(axis=1), labels)
