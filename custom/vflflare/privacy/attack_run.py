@@ -123,3 +123,22 @@ def attack_run(cfg: JobConfig, sites: list[str], data_root: str,
     majority = {part: majority_rate(_labels_of(ids, party.rows_of(part), labels[table]))
                 for part, ids, table in (("aligned", party.view.train_ids, "train"), ("test", party.view.test_ids, "test"))}
     return {**result, "leak": leak, "leak_by_site": by_site, "majority": majority}
+
+
+LEAK_COLUMNS = ("gradient_norm", "gradient_direction", "gradient_clusters", "probability_clusters",
+                "model_completion_40", "model_completion_200", "feature_reconstruction")
+
+
+def leak_table(results: list[dict[str, Any]]) -> str:
+    """One Markdown row per attacked run: test metric, each attack's leak ('-' where it does not apply,
+    'n/a' where its truth is missing), payload MB per site."""
+    head = ["algorithm", "defenses", "test metric", *LEAK_COLUMNS, "MB per site"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        test = next((f"{k.removeprefix('test_')} {v:.4f}" for k, v in r["metrics"].items() if k.startswith("test_")), "-")
+        leaks = ["-" if k not in r["leak"] else "n/a" if r["leak"][k] is None else f"{r['leak'][k]:.3f}" for k in LEAK_COLUMNS]
+        sites = r["communication"]["per_site"]
+        mb = max(v["payload_bytes"] for v in sites.values()) / 1e6
+        defenses = ", ".join(f"{k}={v:g}" for k, v in r["defenses"].items()) or "none"
+        lines.append("| " + " | ".join([r["algorithm"], defenses, test, *leaks, f"{mb:.2f}"]) + " |")
+    return "\n".join(lines)

@@ -16,11 +16,13 @@ AUX_ROWS = 200
 
 
 def reconstruction_r2(reps: np.ndarray, columns: np.ndarray, aux_rows: int = AUX_ROWS) -> np.ndarray:
-    """R² per column on rows aux_rows.., of a ridge fitted on rows ..aux_rows, against the aux mean."""
+    """R² per column on the rows after the first aux_rows (at most half the rows), of a ridge fitted on those
+    first rows, against their mean."""
     reps, columns = np.asarray(reps, dtype=np.float64), np.asarray(columns, dtype=np.float64)
-    if len(reps) != len(columns) or len(reps) <= aux_rows:
-        raise ValueError(f"feature reconstruction needs more than {aux_rows} rows with both sides, "
-                         f"got {len(reps)} representations and {len(columns)} rows of columns")
+    if len(reps) != len(columns) or len(reps) < 4:
+        raise ValueError(f"feature reconstruction needs as many representations as rows of columns, at least 4: "
+                         f"got {len(reps)} and {len(columns)}")
+    aux_rows = min(aux_rows, len(reps) // 2)
     model = make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13)))
     model.fit(reps[:aux_rows], columns[:aux_rows])
     truth, predicted = columns[aux_rows:], model.predict(reps[aux_rows:]).reshape(len(reps) - aux_rows, -1)
