@@ -147,7 +147,8 @@ def test_oneshot_undefended_gives_the_sites_the_labels(oneshot_undefended):
     assert leak["gradient_direction"] == 1.0
     assert leak["gradient_norm"] > 0.8
     assert set(leak) == {"gradient_norm", "gradient_direction", "gradient_clusters", "model_completion_40",
-                         "model_completion_200", "feature_reconstruction"}  # no probabilities in one-shot
+                         "model_completion_200", "model_completion_40_own_columns", "model_completion_200_own_columns",
+                         "feature_reconstruction"}  # no probabilities in one-shot
     assert oneshot_undefended["defenses"] == {}
 
 

@@ -18,7 +18,7 @@ from vflflare.data.loading import load_label_tables
 from vflflare.privacy.attacks.clustering import gradient_cluster_leak, probability_leak
 from vflflare.privacy.attacks.feature_reconstruction import reconstruction_r2
 from vflflare.privacy.attacks.gradient_direction import direction_leak
-from vflflare.privacy.attacks.gradient_norm import norm_leak
+from vflflare.privacy.attacks.gradient_norm import norm_leak, norm_scores
 from vflflare.privacy.attacks.leak import majority_rate
 from vflflare.privacy.attacks.model_completion import model_completion_attack
 from vflflare.privacy.attacks.observed import (
@@ -57,6 +57,8 @@ def site_leaks(cfg: JobConfig, party: FeatureParty, messages: list, num_classes:
     test = _labels_of(view.test_ids, party.rows_of("test"), labels["test"])
     rounds = received_gradients(messages, party.site)
     out: dict[str, float | None] = {}
+    if rounds:  # the scale a gradient_clip is chosen against
+        out["gradient_norm_median"] = float(np.median(np.concatenate([norm_scores(r.grads) for r in rounds])))
     for name in label_attacks(cfg, num_classes):
         if name == "gradient_norm":
             out[name] = norm_leak(rounds, aligned)
@@ -73,9 +75,21 @@ def site_leaks(cfg: JobConfig, party: FeatureParty, messages: list, num_classes:
         else:
             aux = int(name.rsplit("_", 1)[1])
             own = {part: party.own_representations(part) for part in ("aligned", "test")}
-            scored = model_completion_attack(own["aligned"][:aux], aligned[:aux], own["test"], test, party.seed)
-            out[name] = max(scored["auc"], 1 - scored["auc"]) if "auc" in scored else scored["accuracy"]
+            out[name] = completion_leak(own["aligned"][:aux], aligned[:aux], own["test"], test, party.seed)
+            # the site's prior: the same head on its own input columns, which it holds without any federation
+            raw = {part: input_columns(party, part) for part in ("aligned", "test")}
+            out[f"{name}_own_columns"] = completion_leak(raw["aligned"][:aux], aligned[:aux], raw["test"], test, party.seed)
     return out
+
+
+def completion_leak(aux: np.ndarray, aux_labels: np.ndarray, rows: np.ndarray, labels: np.ndarray, seed: int) -> float:
+    scored = model_completion_attack(aux, aux_labels, rows, labels, seed)
+    return max(scored["auc"], 1 - scored["auc"]) if "auc" in scored else scored["accuracy"]
+
+
+def input_columns(party: FeatureParty, part: str) -> np.ndarray:
+    """A part's rows as the site's model reads them, one column per input value (categorical indices as numbers)."""
+    return np.concatenate([t.reshape(len(t), -1).double().numpy() for t in party.part(part)], 1)
 
 
 def reconstruction(party: FeatureParty, messages: list) -> dict[str, Any] | None:
@@ -83,8 +97,7 @@ def reconstruction(party: FeatureParty, messages: list) -> dict[str, Any] | None
     reps = uploaded_representations(messages, party.site, "test")
     if reps is None:
         return None
-    batch = party.part("test")
-    columns = np.concatenate([t.reshape(len(t), -1).double().numpy() for t in batch if torch.is_floating_point(t)], 1)
+    columns = np.concatenate([t.reshape(len(t), -1).double().numpy() for t in party.part("test") if torch.is_floating_point(t)], 1)
     r2 = reconstruction_r2(reps, columns)
     return {"r2_median": float(np.median(r2)), "r2_max": float(r2.max()), "columns": len(r2),
             "r2": [round(float(v), 4) for v in r2]}
@@ -114,6 +127,8 @@ def attack_run(cfg: JobConfig, sites: list[str], data_root: str,
             by_site[site]["feature_reconstruction"] = reconstruction(party, net.messages)
     leak: dict[str, Any] = {}
     for name in by_site[attacked[0]]:
+        if name == "gradient_norm_median":
+            continue
         values = [by_site[s][name] for s in attacked if by_site[s][name] is not None]
         if name == "feature_reconstruction":
             leak[name] = max((v["r2_median"] for v in values), default=None)
@@ -126,7 +141,7 @@ def attack_run(cfg: JobConfig, sites: list[str], data_root: str,
 
 
 LEAK_COLUMNS = ("gradient_norm", "gradient_direction", "gradient_clusters", "probability_clusters",
-                "model_completion_40", "model_completion_200", "feature_reconstruction")
+                "model_completion_40", "model_completion_200", "model_completion_200_own_columns", "feature_reconstruction")
 
 
 def leak_table(results: list[dict[str, Any]]) -> str:
