@@ -17,6 +17,7 @@ Decisions use val_auc (the jobs' own validation split); test_auc is reported, ne
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -30,7 +31,7 @@ from common import (
     COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS, SourceTable, InspectableRuntime, append_jsonl, environment,
     limit_threads, mean_std, prepare_split, read_jsonl, run_vfl,
 )  # fmt: skip
-from vflflare.algorithms.registry import make_config
+from vflflare.algorithms.registry import get_algorithm, make_config
 
 RESULTS = COMMITTED / "imbalance.jsonl"  # compact records: numbers and settings
 
@@ -121,8 +122,11 @@ def run_setting(name: str, overrides: dict[str, Any], overlap: int, seed: int, d
     root = prepare_split(data_dir, overlap, seed, splits)
     record: dict[str, Any] = {"setting": name, "overrides": overrides, "overlap": overlap, "seed": seed}
     for algorithm in ("oneshot", "fewshot"):
+        # each algorithm takes the settings it has: one-shot has no few-shot threshold
+        known = {f.name for f in dataclasses.fields(get_algorithm(algorithm).Config)}
+        applied = {k: v for k, v in overrides.items() if k in known}
         start = time.perf_counter()
-        result, runtimes = run_vfl(make_config({**overrides, "algorithm": algorithm, "seed": seed}), root,
+        result, runtimes = run_vfl(make_config({**applied, "algorithm": algorithm, "seed": seed}), root,
                                    InspectableRuntime)
         record[algorithm] = {k: result["metrics"][k] for k in ("val_auc", "test_auc")}
         record[algorithm]["wall_s"] = round(time.perf_counter() - start, 2)

@@ -48,7 +48,7 @@ def _summary(mode: str, algorithm: str, result: dict, command_s: float, scenario
         "algorithm": algorithm,
         "scenario": scenario,
         "overlap": LONG_OVERLAP if scenario == LONG else OVERLAP,
-        "ssl_epochs": result["config"]["ssl_epochs"],
+        "ssl_epochs": result["config"].get("ssl_epochs"),  # one-shot's; vanilla VFL has none
         "command_s": round(command_s, 3),
         "job_s": result["wall_s"],
         "setup_s": sum(p["wall_s"] for p in phases if p["name"] == "setup"),
