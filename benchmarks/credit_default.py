@@ -257,7 +257,8 @@ def targets_table(groups: dict) -> list[str]:
 
     for overlap in overlaps:
         auc_row("one-shot ≥ vanilla VFL (test AUC)", overlap, ("oneshot", DEFAULT), ("vanilla", DEFAULT))
-    for key, what in (("train_payload_mb", "MB train"), ("payload_mb", "MB incl. test")):
+    for key, what in (("train_payload_mb", "training traffic, MB train"),
+                      ("payload_mb", "counting the test-inference upload, MB incl. test")):
         for overlap in overlaps:
             a, b = groups.get((overlap, "oneshot", DEFAULT)), groups.get((overlap, "vanilla", DEFAULT))
             if not a or not b:

@@ -8,8 +8,9 @@
 (b) The same comparison on a longer one-shot job, --long-reps times each: N_o = 2000 and ssl_epochs
     LONG_SSL_EPOCHS, so the in-process run takes about a minute. The simulator's start-up (processes,
     sites initialising before they take the setup task) is a fixed cost; this shows how it amortises.
-(c) Split-NN step latency over the aux channel (N_o = 1000): a vanilla VFL job in the simulator; each per-batch
-    round trip to both sites is timed by the ledger (result field 'step_latency'); also shown, the
+(c) Split-NN step latency (N_o = 1000): a vanilla VFL job in the simulator, where each per-batch step is one
+    cellnet request per site to its job cell, in parallel (FlareTransport.step); each round trip to both
+    sites is timed by the ledger (result field 'step_latency'); also shown, the
     'split_training' phase wall time per step (which adds the label party's compute and the per-epoch
     validation and commit messages), next to the same numbers in-process.
 
@@ -171,7 +172,7 @@ def tables(records: list[dict]) -> str:
             "| mode | runs | timed steps | median step | p90 step | split_training phase / step |",
             "|---|---|---|---|---|---|",
         ]
-        for mode, title in (("simulator", "simulator (aux channel)"), ("inprocess", "in-process (compute only)")):
+        for mode, title in (("simulator", "simulator (cellnet request per site)"), ("inprocess", "in-process (compute only)")):
             rows = [r for r in split if r["mode"] == mode]
             if rows:
                 median = statistics.median(r["step_latency"]["median_ms"] for r in rows)
