@@ -98,10 +98,11 @@ def test_feature_reconstruction_scores_a_linear_copy_1_and_noise_0():
     assert np.abs(reconstruction_r2(rng.normal(size=(1000, 8)), columns)).max() < 0.05
 
 
-def test_probability_leak_reads_the_likelier_class():
+def test_probability_leak_scores_few_shots_selection_probabilities():
     labels = np.array([0, 1, 1, 0])
-    assert probability_leak(np.array([[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.7, 0.3]]), labels, 2) == 1.0
-    assert probability_leak(np.eye(3)[[2, 0, 1]], np.array([0, 1, 2]), 3) == 1.0  # renamed classes
+    assert probability_leak(np.array([0.9, 0.2, 0.1, 0.7]), labels, 2) == 1.0  # confident where negative
+    assert probability_leak(np.array([0.5, 0.5, 0.5, 0.5]), labels, 2) == 0.5
+    assert probability_leak(np.array([0.9, 0.2, 0.4]), np.array([0, 1, 2]), 3) is None  # names no class
 
 
 def test_received_gradients_pairs_each_gradient_with_its_batch_and_splits_epochs():

@@ -1,7 +1,6 @@
 """Clustering what a site receives into classes: one-shot's own ClientUpdate (Sun et al., ICCV 2023, Alg. 1
 line 28: k-means on the directions of the partial gradients, which become the site's temporary labels) used
-as an attack on every gradient pass, and few-shot's pseudo-label probabilities p^ (Alg. 2), whose most
-likely class labels each unaligned row. With a linear head on two classes every gradient row is a signed
+as an attack on every gradient pass, and few-shot's pseudo-label probabilities p^ (Alg. 2), read as a score. With a linear head on two classes every gradient row is a signed
 multiple of one vector, so the clusters are the labels up to renaming."""
 from __future__ import annotations
 
@@ -25,9 +24,11 @@ def gradient_cluster_leak(rounds: list[GradientRound], labels: np.ndarray, num_c
                           for r in rounds]))
 
 
-def probability_leak(probs: np.ndarray, labels: np.ndarray, num_classes: int) -> float:
-    """For two classes the leak AUC of p^(class 1), else the recovery accuracy of argmax p^."""
-    probs = np.asarray(probs, dtype=np.float64)
-    if num_classes == 2:
-        return leak_auc(probs[:, 1], labels)
-    return cluster_label_agreement(probs.argmax(axis=1), labels)
+def probability_leak(probs: np.ndarray, labels: np.ndarray, num_classes: int) -> float | None:
+    """Few-shot's p^ is one number per unaligned row, the chance the row gets a pseudo-label (Eq. 8-9): the
+    label party's confidence, not a class. For two classes its leak AUC against the labels (confidence
+    differs between the classes); for more classes it names no class, so there is nothing to recover (None)."""
+    probs = np.asarray(probs, dtype=np.float64).reshape(len(labels), -1)
+    if probs.shape[1] > 1:  # class probabilities, should a plug-in send them
+        return leak_auc(probs[:, 1], labels) if num_classes == 2 else cluster_label_agreement(probs.argmax(1), labels)
+    return leak_auc(probs[:, 0], labels) if num_classes == 2 else None
