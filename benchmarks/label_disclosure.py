@@ -27,7 +27,7 @@ from vflflare.protocol.setup import SERVER, setup_parties
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.algorithms.registry import make_config
 from vflflare.data.loading import load_label_tables
-from vflflare.privacy.label_disclosure import cluster_label_agreement
+from vflflare.privacy.attacks.leak import cluster_label_agreement
 from vflflare.seeding import derive_seed
 from vflflare.tracking import LogTracker
 

@@ -13,7 +13,7 @@ from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
 from vflflare.algorithms.oneshot import OneShotLabel as LabelParty
 from vflflare.algorithms.registry import make_config
 from vflflare.data.types import FeatureBlock, LabelTables, SiteTables
-from vflflare.privacy.label_disclosure import cluster_label_agreement
+from vflflare.privacy.attacks.leak import cluster_label_agreement
 
 torch.set_num_threads(1)
 
