@@ -80,6 +80,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "leaderboard/fair_trees": bench_report(FAIR, pairs=(
         ("VFLHLP", TUNED), ("VFLHLP", ALONE_TUNED), ("SS-VFL-I", TUNED), ("VFLHLP", "central XGBoost"))),
     "parity/issue25": parity("issue25_parity"),
+    "parity/issue27": parity("issue27_parity"),
     "collab": script_tables("collab_vs_aux", "table"),
     "ssvfl": script_tables("ssvfl"),
     "credit_default": script_tables("credit_default"),
