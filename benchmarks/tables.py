@@ -79,6 +79,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "leaderboard/ple_ensemble3": bench_report("leaderboard/ple_ensemble3", "leaderboard/default"),
     "leaderboard/fair_trees": bench_report(FAIR, pairs=(
         ("VFLHLP", TUNED), ("VFLHLP", ALONE_TUNED), ("SS-VFL-I", TUNED), ("VFLHLP", "central XGBoost"))),
+    "parity/issue9": parity("issue9_parity"),
     "parity/issue25": parity("issue25_parity"),
     "parity/issue27": parity("issue27_parity"),
     "collab": script_tables("collab_vs_aux", "table"),
