@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -113,6 +114,27 @@ def compare(before_path: Path, after_path: Path) -> int:
               f"{site_counts} | {site_payload} | {wire(b)} → {wire(a)} | {'yes' if same else '**no**'} |")
     print(f"\n{len(before)} runs compared, {moved} differ in metrics, counts or payload bytes")
     return 1 if moved else 0
+
+
+def changes(before_path: Path, after_path: Path) -> str:
+    """For a change meant to move numbers: per method, the test AUC difference after - before per seed and
+    its median, and whether the site's message counts stayed (a different early-stopping epoch moves them)."""
+    read = lambda p: {key(r): r for r in map(json.loads, Path(p).read_text().splitlines()) if r}  # noqa: E731
+    before, after = read(before_path), read(after_path)
+    lines = ["| method | median Δ test AUC | Δ per seed | uploads/downloads per site |", "|---|---|---|---|"]
+    for method in METHODS:
+        keys = sorted(k for k in before if k[0] == method and k in after)
+        if not keys:
+            continue
+        deltas = [after[k]["metrics"]["test_auc"] - before[k]["metrics"]["test_auc"] for k in keys]
+        first = lambda r: next(iter(r["per_site"].values()))  # noqa: E731
+        counts = [(first(before[k])["uploads"], first(before[k])["downloads"], first(after[k])["downloads"]) for k in keys]
+        if all(first(before[k])["uploads"] == first(after[k])["uploads"] and b == a for k, (_, b, a) in zip(keys, counts)):
+            moved = f"same ({counts[0][0]} up, {counts[0][1]} down)"
+        else:
+            moved = "differ: " + ", ".join(f"{b} → {a}" for _, b, a in counts) + " downloads"
+        lines.append(f"| {method} | {statistics.median(deltas):+.4f} | {', '.join(f'{d:+.4f}' for d in deltas)} | {moved} |")
+    return "\n".join(lines)
 
 
 def main() -> int:

@@ -60,6 +60,13 @@ def parity(folder: str) -> Callable[[], str]:
     return build
 
 
+def parity_changes(folder: str) -> Callable[[], str]:
+    """`refactor_parity.changes(FOLDER/before.jsonl, FOLDER/after.jsonl)`: a change meant to move numbers."""
+    def build() -> str:
+        return script("refactor_parity").changes(COMMITTED / folder / "before.jsonl", COMMITTED / folder / "after.jsonl")
+    return build
+
+
 def script_tables(name: str, function: str = "tables") -> Callable[[], str]:
     """`python benchmarks/NAME.py --table`: the script's own tables of its committed RESULTS file."""
     def build() -> str:
@@ -82,8 +89,10 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "parity/issue9": parity("issue9_parity"),
     "parity/issue25": parity("issue25_parity"),
     "parity/issue27": parity("issue27_parity"),
+    "parity/stratified": parity_changes("stratified_validation"),
     "collab": script_tables("collab_vs_aux", "table"),
     "ssvfl": script_tables("ssvfl"),
+    "cfl": script_tables("cfl"),
     "credit_default": script_tables("credit_default"),
     "imbalance": script_tables("imbalance", "table"),
     "overhead": script_tables("overhead"),
