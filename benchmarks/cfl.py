@@ -13,8 +13,12 @@ better; the tables give the mean over silos, median over seeds.
 MNIST is reduced for CPU: 10 000 training and 2 000 test images (`--train-rows/--test-rows`), pooled and
 split 80/20 like any silo space (9 600 / 2 400 rows).
 
-    python benchmarks/cfl.py --datasets adult mnist --seeds 0 1 2
+    python benchmarks/cfl.py --datasets adult mnist --methods CFL --seeds 0 1 2
+    python benchmarks/cfl.py --datasets adult mnist --methods "local CL" --settings standard --seeds 0 1 2
     python benchmarks/cfl.py --table
+
+Records go to benchmarks/results/cfl.jsonl (committed; `python benchmarks/tables.py` rebuilds the
+report's tables from it); a rerun skips the (dataset, setting, seed, method) cells it already holds.
 """
 from __future__ import annotations
 
@@ -29,16 +33,31 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from common import DEFAULT_DATA_DIR, RUNS, append_jsonl, environment, limit_threads, read_jsonl, run_vfl
+from common import COMMITTED, DEFAULT_DATA_DIR, append_jsonl, environment, limit_threads, read_jsonl, run_vfl
 from vflflare import cli
 from vflflare.algorithms.registry import make_config
 from vflflare.data.silo_split import SETTINGS
 
-RESULTS = RUNS / "cfl.jsonl"
+RESULTS = COMMITTED / "cfl.jsonl"
 SPLITS = Path("/tmp/vflflare-bench/cfl-splits")
 SILOS = {"adult": 5, "mnist": 4}
 IMAGE_ROWS = {"mnist": (10000, 2000)}
 METHODS = {"CFL": {}, "local CL": {"cfl_fedavg": False}}
+NAMES = {"adult": "Adult", "mnist": "MNIST"}
+# Tables 2-5 of the paper, delta accuracy (CFL, LL); MNIST's mixed setting there has 16 silos
+PAPER = {
+    "income": {"standard": (0.041, 0.063), "data_imbalance": (0.039, 0.063), "class_imbalance": (0.046, 0.063),
+               "mixed": (0.042, 0.063)},
+    "MNIST": {"standard": (0.040, 0.075), "data_imbalance": (0.030, 0.079), "class_imbalance": (0.032, 0.097),
+              "mixed": (0.179, 0.347)},
+}
+
+
+def split_settings(dataset: str, setting: str | None, seed: int) -> dict:
+    """The `vflflare split --silo-space` arguments a record's split was made with."""
+    rows = IMAGE_ROWS.get(dataset)
+    return {"dataset": dataset, "sites": SILOS[dataset], "silo_setting": setting, "seed": seed,
+            **({"train_rows": rows[0], "test_rows": rows[1]} if rows else {})}
 
 
 def split_for(data_dir: Path, dataset: str, setting: str, seed: int) -> Path:
@@ -80,7 +99,8 @@ def run_one(dataset: str, setting: str, seed: int, method: str, data_dir: Path) 
     return {"dataset": dataset, "setting": setting, "seed": seed, "method": method, "metrics": result["metrics"],
             "rows": result["rows"], "mb_per_site": {s: round(c["payload_bytes"] / 1e6, 3) for s, c in per_site.items()},
             "comms_per_site": {s: [c["uploads"], c["downloads"]] for s, c in per_site.items()},
-            "wall_s": round(time.perf_counter() - start, 1), "env": environment()}
+            "wall_s": round(time.perf_counter() - start, 1), "split": split_settings(dataset, setting, seed),
+            "config": result["config"], "env": environment()}
 
 
 def deltas(record: dict, global_acc: float, prefix: str = "") -> list[float]:
@@ -100,9 +120,11 @@ def affected_gain(record: dict) -> float | None:
 
 
 def tables(records: list[dict]) -> str:
+    """The report's two tables: delta accuracy per dataset and setting (mean over silos; median over seeds,
+    per seed in brackets), then CFL vs LL side by side with the paper's Tables 2-5."""
     glob = {(r["dataset"], r["seed"]): r["accuracy"] for r in records if r.get("method") == "global LR"}
     cells: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in records:
+    for r in sorted(records, key=lambda r: r["seed"]):
         if r.get("method") not in METHODS or (r["dataset"], r["seed"]) not in glob:
             continue
         g = glob[(r["dataset"], r["seed"])]
@@ -111,14 +133,32 @@ def tables(records: list[dict]) -> str:
             cells[(r["dataset"], r["setting"])]["LL"].append(float(np.mean(deltas(r, g, "ll_"))))
             if affected_gain(r) is not None:
                 cells[(r["dataset"], r["setting"])]["affected"].append(affected_gain(r))
+
+    def fmt(values: list[float], sign: str = "") -> str:
+        return f"{np.median(values):{sign}.3f} ({', '.join(f'{x:.3f}' for x in values)})" if values else ""
+
+    order = sorted(cells, key=lambda k: (list(SILOS).index(k[0]), SETTINGS.index(k[1])))
     out = ["| dataset | setting | CFL | local CL | LL | CFL beats LL | imbalanced silos: CFL - LL accuracy |",
            "|---|---|---|---|---|---|---|"]
-    for (dataset, setting), by in sorted(cells.items(), key=lambda kv: (kv[0][0], SETTINGS.index(kv[0][1]))):
-        fmt = {m: f"{np.median(v):.3f} ({', '.join(f'{x:.3f}' for x in v)})" if v else "" for m, v in by.items()}
+    for dataset, setting in order:
+        by = cells[(dataset, setting)]
         wins = sum(c < l for c, l in zip(by["CFL"], by["LL"]))
-        out.append(f"| {dataset} | {setting} | {fmt.get('CFL', '')} | {fmt.get('local CL', '')} | {fmt.get('LL', '')} "
-                   f"| {wins}/{len(by['CFL'])} seeds | {fmt.get('affected', '')} |")
-    out += ["", "global LR accuracy: " + ", ".join(f"{d} seed {s}: {a:.4f}" for (d, s), a in sorted(glob.items()))]
+        out.append(f"| {NAMES[dataset]} | {setting} | {fmt(by['CFL'])} | {fmt(by['local CL'])} | {fmt(by['LL'])} "
+                   f"| {wins}/{len(by['CFL'])} seeds | {fmt(by['affected'], '+')} |")
+    out += ["", "Global logistic regression accuracy: " + "; ".join(
+        f"{NAMES[d]} " + ", ".join(f"{glob[(d, s)]:.4f}" for s in sorted(s for dd, s in glob if dd == d))
+        for d in SILOS if any(dd == d for dd, _ in glob)) + " (seeds " + ", ".join(
+        str(s) for s in sorted({s for _, s in glob})) + ")."]
+
+    def pair(dataset: str, setting: str) -> str:
+        by = cells.get((dataset, setting), {})
+        return f"{np.median(by['CFL']):.3f} vs {np.median(by['LL']):.3f}" if by.get("CFL") else ""
+
+    out += ["", "| setting | Adult here | paper, income | MNIST here | paper, MNIST |", "|---|---|---|---|---|"]
+    for setting in SETTINGS:
+        paper = {k: f"{v[setting][0]:.3f} vs {v[setting][1]:.3f}" for k, v in PAPER.items()}
+        out.append(f"| {setting} | {pair('adult', setting)} | {paper['income']} | {pair('mnist', setting)} "
+                   f"| {paper['MNIST']}{' (16 silos)' if setting == 'mixed' else ''} |")
     return "\n".join(out)
 
 
@@ -139,7 +179,10 @@ def main() -> None:
             for seed in args.seeds:
                 if (dataset, None, seed, "global LR") not in done:
                     append_jsonl(args.out, {"dataset": dataset, "seed": seed, "method": "global LR",
-                                            "accuracy": global_accuracy(args.data_dir, dataset, seed), "env": environment()})
+                                            "accuracy": global_accuracy(args.data_dir, dataset, seed),
+                                            "split": split_settings(dataset, "standard", seed),
+                                            "model": "StandardScaler + LogisticRegression(max_iter=1000, random_state=seed)",
+                                            "env": environment()})
                 for setting in args.settings:
                     for method in args.methods:
                         if (dataset, setting, seed, method) in done:
