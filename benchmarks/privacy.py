@@ -42,6 +42,7 @@ from common import (
 
 RESULTS = COMMITTED / "privacy.jsonl"
 PLOT = Path(__file__).resolve().parent / "privacy_credit_default.png"
+ONESHOT_PLOT = Path(__file__).resolve().parent / "privacy_oneshot.png"
 OVERLAP = 1000
 ALGORITHMS: dict[str, dict[str, Any]] = {
     "oneshot": {}, "fewshot": {}, "vanilla": {}, "fedbcd": {}, "ssvfl_i": {}, "ssvfl_c": {},
@@ -71,6 +72,17 @@ def split_root(algorithm: str, seed: int, data_dir: Path) -> Path:
     return prepare_split(data_dir, OVERLAP, seed, DEFAULT_SPLITS, label_owner=owner, active_site_labels=bool(owner))
 
 
+def compact(value: Any) -> Any:
+    """Floats to 6 significant digits, recursively: the records of ~400 runs stay a few hundred kB."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {k: compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [compact(v) for v in value]
+    return value
+
+
 def run_one(algorithm: str, seed: int, defense: dict[str, float], data_dir: Path) -> dict[str, Any]:
     from vflflare.algorithms.registry import make_config
     from vflflare.privacy.attack_run import attack_run
@@ -82,13 +94,13 @@ def run_one(algorithm: str, seed: int, defense: dict[str, float], data_dir: Path
     start = time.monotonic()
     result = attack_run(cfg, ["site-1", "site-2"], str(root), unaligned_labels=truth)
     per_site = result["communication"]["per_site"]
-    return {
+    return compact({
         "algorithm": algorithm, "seed": seed, "overlap": OVERLAP, "defenses": result["defenses"],
         "settings": {**ALGORITHMS[algorithm], **defense}, "metrics": result["metrics"], "leak": result["leak"],
         "gradient_norm_median": {s: v.get("gradient_norm_median") for s, v in result["leak_by_site"].items()},
         "majority": result["majority"], "mb_per_site": max(v["payload_bytes"] for v in per_site.values()) / 1e6,
         "wall_s": round(time.monotonic() - start, 1), "env": environment(),
-    }
+    })
 
 
 def defense_rows(algorithm: str, clip: float) -> list[dict[str, float]]:
@@ -178,12 +190,20 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def grid_complete(by: dict[tuple[str, str], list[dict]], algorithm: str, seeds: int) -> bool:
+    """Every defense row of the algorithm has a run for every seed."""
+    names = {label(d) for d in defense_rows(algorithm, 1.0)}
+    return all(len(by.get((algorithm, n), [])) == seeds for n in names | {"none"})
+
+
 def recommendations(records: list[dict], seeds: frozenset[int] = frozenset({0, 1, 2})) -> dict[str, dict]:
     """Per algorithm the rule's choice: the highest median val AUC among rows whose strongest label leak
     (median over seeds) is <= GOAL_LEAK."""
     by = groups(records, set(seeds))
     chosen: dict[str, dict] = {}
     for (algorithm, name), runs in by.items():
+        if not grid_complete(by, algorithm, len(seeds)):  # a rule applied to part of the grid picks nothing
+            continue
         leak = median([strongest(r["leak"]) for r in runs])
         val = median([r["metrics"].get("val_auc") for r in runs])
         if name == "none" or leak is None or leak > GOAL_LEAK or val is None:
@@ -192,7 +212,8 @@ def recommendations(records: list[dict], seeds: frozenset[int] = frozenset({0, 1
             relative = "gradient_noise" in runs[0]["defenses"]
             defense = {k: v for k, v in runs[0]["defenses"].items() if not (relative and k == "gradient_clip")}
 
-            def settings_for(seed: int, recs: list[dict], defense: dict = defense, relative: bool = relative) -> dict:
+            def settings_for(seed: int, recs: list[dict], defense: dict = defense, relative: bool = relative,
+                             algorithm: str = algorithm) -> dict:
                 return {**defense, "gradient_clip": clip_of(recs, algorithm, seed)} if relative else dict(defense)
 
             chosen[algorithm] = {"name": name, "val": val, "settings_for": settings_for}
@@ -267,8 +288,39 @@ def confirm_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+RECEIVED = {"gradients": "per-row gradients", "probabilities": "p^ of its unaligned rows"}
+
+
+def summary_table(records: list[dict]) -> str:
+    """Per algorithm, for the README: what a site without labels receives, what the attacks recover undefended
+    (seeds 0-2), and the rule's setting with its cost and leak on the fresh seeds 3-5."""
+    base, fresh, chosen = groups(records, {0, 1, 2}), groups(records, {3, 4, 5}), recommendations(records)
+    lines = ["| algorithm | a site without labels receives | strongest label attack, undefended | model completion "
+             "(200 labels): trained model / own columns | label party reconstructs (median R²) | recommended "
+             "defense | test AUC cost | strongest label leak with it |", "|---|---|---|---|---|---|---|---|"]
+    for algorithm in ALGORITHMS:
+        runs = base.get((algorithm, "none"))
+        if not runs:
+            continue
+        got = ", ".join(RECEIVED[c] for c in sorted(channels(algorithm)) if c in RECEIVED) or "nothing from the labels"
+        leak = median([strongest(r["leak"]) for r in runs])
+        mc = f"{fmt(median([r['leak'].get('model_completion_200') for r in runs]))} / " \
+             f"{fmt(median([r['leak'].get('model_completion_200_own_columns') for r in runs]))}"
+        r2 = fmt(median([r["leak"].get("feature_reconstruction") for r in runs]), 2)
+        setting, cost, defended = "none needed" if leak is None else "-", "-", "-"
+        if algorithm in chosen:
+            name = chosen[algorithm]["name"]
+            zero, rows = fresh.get((algorithm, "none")), fresh.get((algorithm, name))
+            setting = name
+            if zero and rows:
+                cost = f"{median([r['metrics']['test_auc'] for r in rows]) - median([r['metrics']['test_auc'] for r in zero]):+.3f}"
+                defended = fmt(median([strongest(r["leak"]) for r in rows]))
+        lines.append(f"| {algorithm} | {got} | {fmt(leak)} | {mc} | {r2} | {setting} | {cost} | {defended} |")
+    return "\n".join(lines)
+
+
 def tables(records: list[dict]) -> str:
-    return "\n\n".join([main_table(records), cap_table(records), confirm_table(records)])
+    return "\n\n".join([main_table(records), cap_table(records), confirm_table(records), summary_table(records)])
 
 
 def plot(records: list[dict], path: Path = PLOT) -> Path:
@@ -286,13 +338,44 @@ def plot(records: list[dict], path: Path = PLOT) -> Path:
         if points:
             ax.plot([p[0] for p in points], [p[1] for p in points], "o", label=algorithm, alpha=0.8)
     ax.axvline(GOAL_LEAK, color="grey", ls="--", lw=0.8)
-    ax.set_xlabel("strongest label leak (AUC scale, 0.5 = chance)")
+    return _save(fig, ax, "strongest label leak (AUC scale, 0.5 = chance)",
+                 "credit default, N_o 1000: every defense row, median over seeds 0-2", path)
+
+
+def _save(fig: Any, ax: Any, xlabel: str, title: str, path: Path) -> Path:
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("test AUC")
-    ax.set_title("credit default, N_o 1000: every defense row, median over seeds 0-2")
+    ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
+
+
+def plot_oneshot(records: list[dict], path: Path = ONESHOT_PLOT) -> Path:
+    """One-shot: plain randomized response over eps against gradient noise, cluster leak against test AUC,
+    with the leak randomized response cannot go below when the noised labels are recovered exactly."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by = groups(records, {0, 1, 2})
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for family, marker in (("label_dp_epsilon", "o-"), ("gradient_noise", "s-"), ("none", "k*")):
+        rows = sorted((n for (a, n) in by if a == "oneshot" and n.startswith(family)), key=_order)
+        xs = [median([r["leak"]["gradient_clusters"] for r in by[("oneshot", n)]]) for n in rows]
+        ys = [median([r["metrics"]["test_auc"] for r in by[("oneshot", n)]]) for n in rows]
+        ax.plot(xs, ys, marker, label={"none": "undefended"}.get(family, family))
+        for x, y, n in zip(xs, ys, rows):
+            ax.annotate(n.split(" ", 1)[-1], (x, y), fontsize=7, textcoords="offset points", xytext=(4, 4))
+    eps = [0.25, 0.5, 1.0, 2.0, 4.0]
+    bound = [math.exp(e) / (1 + math.exp(e)) for e in eps]
+    ax.plot(bound, [0.66] * len(bound), "|", color="grey", ms=12, label="e^eps / (1 + e^eps): RR's floor at each eps")
+    ax.axvline(0.65, color="grey", ls="--", lw=0.8)
+    ax.axhline(0.70, color="grey", ls=":", lw=0.8)
+    return _save(fig, ax, "k-means on the partial gradients: leak AUC (0.5 = chance)",
+                 "one-shot, credit default N_o 1000, medians over seeds 0-2", path)
 
 
 def main() -> None:
@@ -309,7 +392,7 @@ def main() -> None:
         run_all(args.algorithms, args.seeds, args.data_dir, args.out, args.workers, args.confirm)
     records = read_jsonl(args.out)
     print(tables(records))
-    print(f"plot: {plot(records)}")
+    print(f"plots: {plot(records)}, {plot_oneshot(records)}")
 
 
 if __name__ == "__main__":

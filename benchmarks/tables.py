@@ -1,4 +1,5 @@
-"""Every table in benchmarks/*.md, rebuilt from the records committed under benchmarks/results/.
+"""Every table in benchmarks/*.md (and the README's marked ones), rebuilt from the records committed under
+benchmarks/results/.
 
 In a report, the line right before each table says where the table comes from:
 
