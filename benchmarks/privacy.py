@@ -97,7 +97,7 @@ def run_one(algorithm: str, seed: int, defense: dict[str, float], data_dir: Path
     return compact({
         "algorithm": algorithm, "seed": seed, "overlap": OVERLAP, "defenses": result["defenses"],
         "settings": {**ALGORITHMS[algorithm], **defense}, "metrics": result["metrics"], "leak": result["leak"],
-        "gradient_norm_median": {s: v.get("gradient_norm_median") for s, v in result["leak_by_site"].items()},
+        "gradient_norm_median": result["gradient_norm_median"],
         "majority": result["majority"], "mb_per_site": max(v["payload_bytes"] for v in per_site.values()) / 1e6,
         "wall_s": round(time.monotonic() - start, 1), "env": environment(),
     })

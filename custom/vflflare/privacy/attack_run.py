@@ -49,16 +49,14 @@ def _labels_of(ids: list[str], rows: torch.Tensor, by_id: dict[str, int]) -> np.
     return np.asarray([by_id[ids[i]] for i in rows.tolist()], dtype=np.int64)
 
 
-def site_leaks(cfg: JobConfig, party: FeatureParty, messages: list, num_classes: int, labels: dict[str, dict[str, int]],
-               unaligned_labels: dict[str, int] | None) -> dict[str, float | None]:
-    """Every label attack of one site without labels; None where the truth to score it is missing."""
+def site_leaks(cfg: JobConfig, party: FeatureParty, messages: list, rounds: list, num_classes: int,
+               labels: dict[str, dict[str, int]], unaligned_labels: dict[str, int] | None) -> dict[str, float | None]:
+    """Every label attack of one site without labels (`rounds`: the gradients it received); None where the
+    truth to score it is missing."""
     view = party.view
     aligned = _labels_of(view.train_ids, party.rows_of("aligned"), labels["train"])
     test = _labels_of(view.test_ids, party.rows_of("test"), labels["test"])
-    rounds = received_gradients(messages, party.site)
     out: dict[str, float | None] = {}
-    if rounds:  # the scale a gradient_clip is chosen against
-        out["gradient_norm_median"] = float(np.median(np.concatenate([norm_scores(r.grads) for r in rounds])))
     for name in label_attacks(cfg, num_classes):
         if name == "gradient_norm":
             out[name] = norm_leak(rounds, aligned)
@@ -87,9 +85,11 @@ def completion_leak(aux: np.ndarray, aux_labels: np.ndarray, rows: np.ndarray, l
     return max(scored["auc"], 1 - scored["auc"]) if "auc" in scored else scored["accuracy"]
 
 
-def input_columns(party: FeatureParty, part: str) -> np.ndarray:
-    """A part's rows as the site's model reads them, one column per input value (categorical indices as numbers)."""
-    return np.concatenate([t.reshape(len(t), -1).double().numpy() for t in party.part(part)], 1)
+def input_columns(party: FeatureParty, part: str, floats_only: bool = False) -> np.ndarray:
+    """A part's rows as the site's model reads them, one column per input value (categorical indices as numbers,
+    or left out with floats_only)."""
+    return np.concatenate([t.reshape(len(t), -1).double().numpy() for t in party.part(part)
+                           if torch.is_floating_point(t) or not floats_only], 1)
 
 
 def reconstruction(party: FeatureParty, messages: list) -> dict[str, Any] | None:
@@ -97,8 +97,7 @@ def reconstruction(party: FeatureParty, messages: list) -> dict[str, Any] | None
     reps = uploaded_representations(messages, party.site, "test")
     if reps is None:
         return None
-    columns = np.concatenate([t.reshape(len(t), -1).double().numpy() for t in party.part("test") if torch.is_floating_point(t)], 1)
-    r2 = reconstruction_r2(reps, columns)
+    r2 = reconstruction_r2(reps, input_columns(party, "test", floats_only=True))
     return {"r2_median": float(np.median(r2)), "r2_max": float(r2.max()), "columns": len(r2),
             "r2": [round(float(v), 4) for v in r2]}
 
@@ -106,7 +105,8 @@ def reconstruction(party: FeatureParty, messages: list) -> dict[str, Any] | None
 def attack_run(cfg: JobConfig, sites: list[str], data_root: str,
                unaligned_labels: dict[str, int] | None = None) -> dict[str, Any]:
     """The job's result record plus 'leak' (per attack, the worst over the parties it targets),
-    'leak_by_site', 'majority' (the majority-class rate of the aligned and test rows) and 'defenses'."""
+    'leak_by_site', 'majority' (the majority-class rate of the aligned and test rows) and
+    'gradient_norm_median' (per site that received gradients)."""
     check_job_sites(COORDINATOR, sites, cfg.sites, 2, data_root)
     prepare_torch(cfg.num_threads)
     plugin = get_algorithm(cfg.algorithm, cfg.plugins)
@@ -120,15 +120,14 @@ def attack_run(cfg: JobConfig, sites: list[str], data_root: str,
               "test": dict(zip(tables.test_ids, tables.test_labels.tolist()))}
     attacked = [s for s in sites if s != cfg.label_owner]
     by_site: dict[str, dict[str, Any]] = {}
+    rounds = {site: received_gradients(net.messages, site) for site in attacked}
     for site in attacked:
         party = runtimes[site].party
-        by_site[site] = site_leaks(cfg, party, net.messages, tables.num_classes, labels, unaligned_labels)
+        by_site[site] = site_leaks(cfg, party, net.messages, rounds[site], tables.num_classes, labels, unaligned_labels)
         if "representations" in cfg.privacy_channels:
             by_site[site]["feature_reconstruction"] = reconstruction(party, net.messages)
     leak: dict[str, Any] = {}
     for name in by_site[attacked[0]]:
-        if name == "gradient_norm_median":
-            continue
         values = [by_site[s][name] for s in attacked if by_site[s][name] is not None]
         if name == "feature_reconstruction":
             leak[name] = max((v["r2_median"] for v in values), default=None)
@@ -137,7 +136,9 @@ def attack_run(cfg: JobConfig, sites: list[str], data_root: str,
     party = runtimes[attacked[0]].party
     majority = {part: majority_rate(_labels_of(ids, party.rows_of(part), labels[table]))
                 for part, ids, table in (("aligned", party.view.train_ids, "train"), ("test", party.view.test_ids, "test"))}
-    return {**result, "leak": leak, "leak_by_site": by_site, "majority": majority}
+    # per site, the median norm of the gradients it received: the scale a gradient_clip is chosen against
+    norms = {s: float(np.median(np.concatenate([norm_scores(r.grads) for r in rounds[s]]))) for s in attacked if rounds[s]}
+    return {**result, "leak": leak, "leak_by_site": by_site, "majority": majority, "gradient_norm_median": norms}
 
 
 LEAK_COLUMNS = ("gradient_norm", "gradient_direction", "gradient_clusters", "probability_clusters",
