@@ -21,6 +21,8 @@ from vflflare.privacy.attacks.gradient_norm import norm_leak
 from vflflare.privacy.attacks.leak import leak_auc, majority_rate
 from vflflare.privacy.attacks.observed import GradientRound, received_gradients
 from vflflare.privacy.defenses import clip_rows, defend_gradients, keep_largest, keep_probability, randomized_response
+from vflflare.privacy.marvell import marvell, optimal_noise
+from vflflare.protocol.inprocess import run_inprocess
 
 SITES = ["site-1", "site-2"]
 
@@ -32,8 +34,8 @@ def linear_head_gradients(n: int = 400, positive: float = 0.2, seed: int = 0) ->
     reps = torch.randn(n, 8, generator=generator).requires_grad_(True)
     labels = (torch.rand(n, generator=generator) < positive).long()
     head = torch.nn.Linear(8, 2)
-    with torch.no_grad():
-        head.weight.mul_(0.1)
+    with torch.no_grad():  # the weights from the seeded generator: torch's global seed differs per process
+        head.weight.copy_(0.1 * torch.randn(2, 8, generator=generator))
         head.bias.copy_(torch.tensor([0.0, float(np.log(positive / (1 - positive)))]))
     F.cross_entropy(head(reps), labels, reduction="sum").backward()
     return reps.grad.numpy(), labels.numpy()
@@ -76,6 +78,36 @@ def test_clipping_plus_noise_brings_the_norm_attack_to_chance():
     defended = defend_gradients(torch.as_tensor(grads), 0.01, 1.0, 1.0, torch.Generator().manual_seed(1)).numpy()
     assert norm_leak(one_round(grads), labels) > 0.99
     assert norm_leak(one_round(defended), labels) < 0.56
+
+
+def test_marvell_hides_a_linear_heads_labels_within_its_power_budget():
+    grads, labels = linear_head_gradients(n=2000)
+    defend = lambda strength: defend_gradients(  # noqa: E731
+        torch.as_tensor(grads), 0.0, 0.0, 1.0, torch.Generator().manual_seed(0), strength, torch.as_tensor(labels)).numpy()
+    strong, weak = defend(4.0), defend(0.05)
+    assert direction_leak(one_round(strong), labels) < 0.6
+    assert norm_leak(one_round(strong), labels) < 0.6
+    assert direction_leak(one_round(weak), labels) > 0.75  # a fraction of |Delta|^2 leaves the direction visible
+    delta = grads[labels == 1].mean(axis=0) - grads[labels == 0].mean(axis=0)
+    power = np.mean(np.sum((strong - grads) ** 2, axis=1))
+    assert power == pytest.approx(4.0 * delta @ delta, rel=0.1)  # the whole budget, no more
+
+
+def test_marvell_leaves_a_one_class_batch_and_respects_the_budget_constraint():
+    grads = torch.randn(10, 4)
+    assert marvell(grads, torch.zeros(10), 4.0, torch.Generator()) is grads  # nothing to separate in the batch
+    spread = {1: (0.5, 0.1), 0: (0.01, 0.1)}
+    u1, u0, v1, v0 = optimal_noise(2.0, spread, 8, 0.2, 3.0)
+    assert 0.2 * (u1 + 7 * v1) + 0.8 * (u0 + 7 * v0) <= 3.0 * (1 + 1e-6)
+    assert u0 > u1  # the tighter class gets the noise along Delta
+
+
+def test_marvell_on_more_than_two_classes_is_an_error_naming_the_setting(tmp_path):
+    assert cli.main(["split", "--dataset", "synthetic", "--synthetic-rows", "600", "--synthetic-classes", "3",
+                     "--overlap", "100", "--out", str(tmp_path)]) == 0
+    config = make_config({"algorithm": "vanilla", "split_epochs": 1, "gradient_marvell": 1.0})
+    with pytest.raises(ValueError, match="gradient_marvell is for binary labels; this job's labels have 3 classes"):
+        run_inprocess(config, SITES, tmp_path)
 
 
 def test_randomized_response_keeps_labels_with_the_stated_probability():
@@ -132,6 +164,8 @@ def test_invalid_defense_settings_are_errors_naming_the_setting():
         make_config({"algorithm": "cfl", "representation_noise": 1.0})
     with pytest.raises(ConfigError, match="gradient_keep must be in"):
         make_config({"algorithm": "vanilla", "gradient_keep": 0})
+    with pytest.raises(ConfigError, match="'ssvfl_i': gradient_marvell has nothing to protect"):
+        make_config({"algorithm": "ssvfl_i", "gradient_marvell": 1.0})
 
 
 FAST = {"ssl_epochs": 2, "classifier_epochs": 20}

@@ -13,7 +13,7 @@ SITES = ["site-1", "site-2"]
 CASES = [  # channel: algorithm, short settings, the defense
     ("labels", "oneshot", {"ssl_epochs": 2}, {"label_dp_epsilon": 1.0}),
     ("gradients", "vanilla", {"split_epochs": 2, "split_patience": 2},
-     {"gradient_clip": 0.01, "gradient_noise": 0.5, "gradient_keep": 0.5}),
+     {"gradient_clip": 0.01, "gradient_noise": 0.5, "gradient_marvell": 1.0, "gradient_keep": 0.5}),
     ("representations", "oneshot", {"ssl_epochs": 2}, {"representation_noise": 1.0}),
 ]
 

@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     attack.add_argument("--data-root", default=os.environ.get("VFLFLARE_DATA_ROOT"))
     attack.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="job settings, defenses among them (label_dp_epsilon, gradient_clip, gradient_noise, "
-                             "gradient_keep, representation_noise)")
+                             "gradient_keep, gradient_marvell, representation_noise)")
     attack.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     attack.set_defaults(func=_cmd_attack)
 

@@ -58,6 +58,9 @@ class DefenseSettings(Settings):
     gradient_clip: float = 0.0
     gradient_noise: float = 0.0
     gradient_keep: float = 1.0
+    # Marvell (Li et al. 2022) on the same gradients, binary labels only: per batch, noise whose power is
+    # this multiple of |mean gradient of class 1 - of class 0|^2, shaped to hide the label; 0 = off
+    gradient_marvell: float = 0.0
     # Gaussian noise on every representation a site uploads, std = this x the root mean square of the
     # uploaded values; 0 = off
     representation_noise: float = 0.0
@@ -68,7 +71,7 @@ class DefenseSettings(Settings):
 
     def validate(self) -> None:
         super().validate()
-        for key in ("label_dp_epsilon", "gradient_clip", "gradient_noise", "representation_noise"):
+        for key in ("label_dp_epsilon", "gradient_clip", "gradient_noise", "gradient_marvell", "representation_noise"):
             self.check(getattr(self, key) >= 0, key, "must be >= 0 (0 = off)")
         self.check(0 < self.gradient_keep <= 1, "gradient_keep", "must be in (0, 1] (1 = off)")
         self.check(self.gradient_noise == 0 or self.gradient_clip > 0, "gradient_noise",
@@ -76,7 +79,7 @@ class DefenseSettings(Settings):
         channels = self.privacy_channels
         self.check(not self.label_dp_epsilon or channels & LABEL_CHANNELS, "label_dp_epsilon",
                    "has nothing to protect: this algorithm sends the sites nothing computed from the labels")
-        for key in ("gradient_clip", "gradient_noise"):
+        for key in ("gradient_clip", "gradient_noise", "gradient_marvell"):
             self.check(not getattr(self, key) or "gradients" in channels, key,
                        "has nothing to protect: this algorithm sends the sites no gradients")
         self.check(self.gradient_keep == 1 or "gradients" in channels, "gradient_keep",
@@ -87,7 +90,7 @@ class DefenseSettings(Settings):
     def defenses(self) -> dict[str, float]:
         """The defenses switched on, by setting: what a result records (the epsilon spent among them)."""
         off = {"label_dp_epsilon": 0.0, "gradient_clip": 0.0, "gradient_noise": 0.0, "gradient_keep": 1.0,
-               "representation_noise": 0.0}
+               "gradient_marvell": 0.0, "representation_noise": 0.0}
         return {key: getattr(self, key) for key, value in off.items() if getattr(self, key) != value}
 
 

@@ -61,7 +61,7 @@ class OneShotLabel(LabelParty):
         head = self.new_head(joint.shape[1], "partial_gradients")
         per_site = [torch.as_tensor(np.asarray(reps[s], dtype=np.float32)).requires_grad_(True) for s in self.sites]
         loss = F.cross_entropy(head(torch.cat(per_site, dim=1)), self.part_labels("aligned"))
-        grads = self.to_sites(dict(zip(self.sites, torch.autograd.grad(loss, per_site))))
+        grads = self.to_sites(dict(zip(self.sites, torch.autograd.grad(loss, per_site))), self.part_labels("aligned"))
         return {site: g.numpy().astype(np.float32) for site, g in grads.items()}
 
 

@@ -11,6 +11,7 @@ uploads.
   label leakage: Li et al., "Label Leakage and Protection in Two-party Split Learning", ICLR 2022, the
   isotropic-noise baseline) and gradient sparsification (Fu et al., "Label Inference Attacks Against
   Vertical Federated Learning", USENIX Security 2022, Sec. 7): keep the largest entries of each row.
+- Marvell (Li et al. 2022; marvell.py): label-dependent noise, optimised per batch, for binary labels.
 - Representation noise: Gaussian noise scaled to the uploaded values' root mean square, against the
   label party reconstructing a site's columns from its representations.
 """
@@ -19,6 +20,8 @@ from __future__ import annotations
 import math
 
 import torch
+
+from vflflare.privacy.marvell import marvell
 
 
 def keep_probability(epsilon: float, num_classes: int) -> float:
@@ -54,15 +57,19 @@ def keep_largest(grads: torch.Tensor, share: float) -> torch.Tensor:
     return torch.where(rows.abs() >= threshold, rows, torch.zeros_like(rows)).reshape(grads.shape)
 
 
-def defend_gradients(grads: torch.Tensor, clip: float, noise: float, keep: float, generator: torch.Generator) -> torch.Tensor:
-    """Clip each row to `clip` (0 = no clipping), add N(0, (noise x clip)^2), keep the `keep` share of each
-    row's largest entries. With every setting off the gradients are returned as they are."""
+def defend_gradients(grads: torch.Tensor, clip: float, noise: float, keep: float, generator: torch.Generator,
+                     marvell_strength: float = 0.0, labels: torch.Tensor | None = None) -> torch.Tensor:
+    """Clip each row to `clip` (0 = no clipping), add N(0, (noise x clip)^2), add Marvell's noise of
+    strength `marvell_strength` given the rows' binary `labels`, keep the `keep` share of each row's largest
+    entries. With every setting off the gradients are returned as they are."""
     if clip > 0:
         grads = clip_rows(grads, clip)
     if noise > 0:
         if clip <= 0:
             raise ValueError("gradient noise needs a clipping norm: its std is noise x clip")
         grads = grads + noise * clip * torch.randn(grads.shape, generator=generator, dtype=grads.dtype)
+    if marvell_strength > 0:
+        grads = marvell(grads, labels, marvell_strength, generator)
     if keep < 1:
         grads = keep_largest(grads, keep)
     return grads

@@ -119,17 +119,22 @@ class LabelParty:
     def generator(self, purpose: str) -> torch.Generator:
         return torch.Generator().manual_seed(derive_seed(self.seed, f"{purpose}:batches"))
 
-    def to_sites(self, grads: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Per-row gradients as the sites without labels receive them: clipped, noised, sparsified as the
-        job's DefenseSettings say (privacy/defenses.py); the label owner's own are never defended."""
+    def to_sites(self, grads: dict[str, torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Per-row gradients (of rows with these labels) as the sites without labels receive them: clipped,
+        noised, sparsified as the job's DefenseSettings say (privacy/defenses.py); the label owner's own are
+        never defended."""
         cfg = self.cfg
-        if cfg.gradient_clip == 0 and cfg.gradient_keep == 1:
+        if cfg.gradient_clip == 0 and cfg.gradient_keep == 1 and cfg.gradient_marvell == 0:
             return grads
+        if cfg.gradient_marvell and self.num_classes != 2:
+            raise ValueError(f"gradient_marvell is for binary labels; this job's labels have {self.num_classes} "
+                             f"classes (use gradient_clip with gradient_noise)")
         if "gradient_defense_generator" not in self.state:
             self.state["gradient_defense_generator"] = self.generator("gradient-defense")
         generator = self.state["gradient_defense_generator"]
         return {site: g if site == cfg.label_owner else
-                defend_gradients(g, cfg.gradient_clip, cfg.gradient_noise, cfg.gradient_keep, generator)
+                defend_gradients(g, cfg.gradient_clip, cfg.gradient_noise, cfg.gradient_keep, generator,
+                                 cfg.gradient_marvell, labels)
                 for site, g in grads.items()}
 
     def part_labels(self, part: str) -> torch.Tensor:

@@ -160,7 +160,7 @@ class SplitNNLabel:
             optimizer.zero_grad()
             self._with_penalty(F.cross_entropy(classifier(stale), labels), classifier).backward()
             optimizer.step()
-        grads = self.to_sites({s: h.grad for s, h in zip(self.sites, per_site)})
+        grads = self.to_sites({s: h.grad for s, h in zip(self.sites, per_site)}, labels)
         if self.cfg.iso_gradients > 0:
             if "iso_generator" not in self.state:
                 self.state["iso_generator"] = self.generator("iso")
