@@ -78,13 +78,16 @@ def test_non_numeric_value_names_line_id_column(split_root):
     assert "categorical_columns" in message  # says how to declare a categorical column
 
 
-@pytest.mark.parametrize("value, problem", [("", "empty value"), ("nan", "NaN value 'nan'"),
-                                            ("NaN", "NaN value"), ("inf", "infinite value")])  # fmt: skip
-def test_missing_and_nan_numeric_values(split_root, value, problem):
+@pytest.mark.parametrize("value, problem", [("", "empty value"), ("nan", "missing value 'nan'"),
+                                            ("NaN", "missing value 'NaN'"), ("inf", "infinite value")])  # fmt: skip
+def test_missing_numeric_values_refused_under_missing_error(split_root, value, problem):
+    (split_root / "site-1" / "schema.json").write_text(json.dumps({"missing": {"numeric": "error"}}))
     path = split_root / "site-1" / "test.csv"
     row_id = edit_cell(path, 7, "mean texture", value)
     message = site_error(split_root)
     assert f"site 'site-1': {path} line 7 (id '{row_id}'), column 'mean texture': {problem}" in message
+    if value != "inf":
+        assert "schema.json 'missing' can fill missing cells instead" in message
 
 
 def test_wrong_field_count(split_root):
@@ -130,9 +133,10 @@ def test_categorical_problems(tmp_path, write_csv):
     folder = tmp_path / "c"
     write_csv(folder / "train.csv", ["id", "color", "f"], [["r1", "red", 1], ["r2", "", 2], ["r3", "blue", 3]])
     write_csv(folder / "test.csv", ["id", "color", "f"], [["t1", "red", 1]])
-    (folder / "schema.json").write_text(json.dumps({"categorical_columns": ["color"]}))
-    assert site_error(tmp_path, "c") == (
-        f"site 'c': {folder / 'train.csv'} line 3 (id 'r2'), column 'color': empty value in a categorical column"
+    (folder / "schema.json").write_text(json.dumps({"categorical_columns": ["color"], "missing": {"categorical": "error"}}))
+    assert site_error(tmp_path, "c").startswith(
+        f"site 'c': {folder / 'train.csv'} line 3 (id 'r2'), column 'color': empty value in a categorical column; "
+        f"schema.json 'missing' can fill"
     )
     (folder / "schema.json").write_text(json.dumps({"categorical_columns": ["colour"]}))
     message = site_error(tmp_path, "c")

@@ -12,10 +12,11 @@ import pytest
 from vflflare.data import table as table_module
 from vflflare.data.errors import DataError
 from vflflare.data.preprocess import Preprocessor
-from vflflare.data.schema import TableSchema
+from vflflare.data.schema import MissingPolicy, TableSchema
 from vflflare.data.table import ColumnPlan, parse_csv, parse_features
 
 SCHEMA = TableSchema(categorical_columns=("city",))
+STRICT = TableSchema(categorical_columns=("city",), missing=MissingPolicy("error", "error"))  # missing cells refused
 
 
 def csv_text(rows: int, bad: dict[tuple[int, str], str] | None = None) -> str:
@@ -50,18 +51,18 @@ def test_chunked_columns_equal_the_text_read(small_chunks):
 
 
 @pytest.mark.parametrize("value, problem", [
-    ("", "empty value in a numeric column"),
+    ("", "empty value in a numeric column; schema.json 'missing' can fill"),
     ("abc", "non-numeric value 'abc'"),
-    ("nan", "NaN value 'nan'; missing values are not allowed"),
+    ("nan", "missing value 'nan'; schema.json 'missing' can fill"),
     ("-inf", "infinite value '-inf'"),
 ])
 @pytest.mark.parametrize("row", [0, 3, 4, 9])  # first row, last of a chunk, first of the next, the last chunk
 def test_bad_cell_in_any_chunk_names_its_line_id_and_column(small_chunks, value, problem, row):
     text = csv_text(10, {(row, "b"): value, (row + 1, "b"): "also bad"})  # the first bad cell is reported
     messages = []
-    for plan in (None, ColumnPlan.features(SCHEMA)):
+    for plan in (None, ColumnPlan.features(STRICT)):
         with pytest.raises(DataError) as error:
-            parse_features(read(text, plan), SCHEMA)
+            parse_features(read(text, plan), STRICT)
         messages.append(str(error.value))
     assert messages[0] == messages[1]
     assert messages[1].startswith(f"site 's': s/train.csv line {row + 2} (id 'r{row}'), column 'b': {problem}")

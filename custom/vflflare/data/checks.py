@@ -17,7 +17,9 @@ of are scored anyway, and would silently wreck the scores. So a site reports, by
   ranges leave a margin of 3x; no clean value is clipped, and the metrics are bit-identical), and the
   same bound serves every transform. A constant column's range is 0, so its bound is its one value:
   every row becomes the training value, hence the fixed 0 input;
-- unseen categories: categorical values training never saw (the unknown index / all-zero one-hot).
+- unseen categories: categorical values training never saw (the unknown index / all-zero one-hot);
+- missing cells, per column, filled as the site's schema.json `missing` says (preprocess.py): in the
+  checked rows, and in the training rows (`train_missing`, added by the loader).
 
 What may cross to the coordinator (`public_checks`): column names, counts and shares, line numbers.
 The values and the training ranges (`SITE_ONLY` keys) stay in the site's own log (`describe_checks`).
@@ -30,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from vflflare.data.table import FeatureTable
+from vflflare.data.table import MISSING_CATEGORY, FeatureTable
 
 # report a column when more than 5 % of its rows lie outside the training range. A row drawn like the
 # n training rows lies outside their range with probability 2 / (n + 1): 0.7 % for the 288 training rows
@@ -92,18 +94,26 @@ def unseen_categories(table: FeatureTable, known: Mapping[str, list[str]]) -> di
     return out
 
 
+def missing_cells(table: FeatureTable) -> dict[str, int]:
+    """Per column with missing cells (NaN numbers, the missing category), how many rows."""
+    counts = {name: int(np.isnan(values).sum()) if name not in table.categorical else int(np.sum(values == MISSING_CATEGORY))
+              for name, values in table.columns.items()}
+    return {name: count for name, count in counts.items() if count}
+
+
 def check_rows(table: FeatureTable, ranges: Mapping[str, tuple[float, float]],
                categories: Mapping[str, list[str]]) -> dict[str, Any]:
     """Every check of `table` (test or scoring rows) against the training statistics: `ranges` (numeric
     column -> training (min, max)) and `categories` (categorical column -> training categories)."""
     return {"file": Path(table.csv.source).name, "rows": table.csv.num_rows,
             "constant_columns": constant_columns(ranges), "out_of_range": out_of_range(table, ranges),
-            "unseen_categories": unseen_categories(table, categories)}
+            "unseen_categories": unseen_categories(table, categories), "missing": missing_cells(table)}
 
 
 def has_findings(checks: Mapping[str, Any]) -> bool:
     """Whether `checks` found anything to report (clean data sends and prints nothing)."""
-    return bool(checks) and any(checks[key] for key in ("constant_columns", "out_of_range", "unseen_categories"))
+    return bool(checks) and any(checks.get(key) for key in ("constant_columns", "out_of_range", "unseen_categories",
+                                                            "missing", "train_missing"))
 
 
 def public_checks(checks: Mapping[str, Any]) -> dict[str, Any]:
@@ -132,6 +142,9 @@ def describe_checks(owner: str, checks: Mapping[str, Any]) -> list[str]:
         lines.append(line + _first_text(entry))
     lines += [f"{owner}: {file}: column {name!r}: {entry['rows']} of {total} rows with a category training never saw, "
               f"fed as unknown" + _first_text(entry) for name, entry in checks["unseen_categories"].items()]
+    for key, where in (("train_missing", "the training rows"), ("missing", file)):
+        lines += [f"{owner}: {where}: column {name!r}: {count} missing cells, filled as schema.json 'missing' says"
+                  for name, count in checks.get(key, {}).items()]
     return lines
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from vflflare.data.checks import missing_cells
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.ids import normalize_table_ids
 from vflflare.data.preprocess import Preprocessor, SiteInput
@@ -88,7 +89,8 @@ def load_site_tables(
     normalize_table_ids(train_csv, schema.id_column, id_normalize)
     train = parse_features(train_csv, schema)
     transform = schema.numeric_transform or numeric_transform
-    preprocessor = Preprocessor.fit(train, numeric_transform=transform)
+    preprocessor = Preprocessor.fit(train, numeric_transform=transform, missing=schema.missing)
+    train_missing = missing_cells(train)
     train_block = preprocessor.transform(train, release=True)  # each float64 column freed once scaled
     test_csv = read(TEST_FILE)
     normalize_table_ids(test_csv, schema.id_column, id_normalize)
@@ -105,8 +107,9 @@ def load_site_tables(
         feature_names=preprocessor.feature_names,
         numeric_transform=transform,
         log_columns=list(preprocessor.log_columns),
-        site_input=SiteInput(schema.id_column, list(schema.categorical_columns), list(id_normalize), preprocessor),
-        data_checks=checks,
+        site_input=SiteInput(schema.id_column, list(schema.categorical_columns), list(id_normalize), preprocessor,
+                             schema.missing),
+        data_checks={**checks, "train_missing": train_missing} if train_missing else checks,
     )
     del train_csv, test_csv, train, test  # the parsed columns and row lines: only messages needed them
     _return_free_memory()

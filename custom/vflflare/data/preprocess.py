@@ -28,6 +28,12 @@ Numeric columns are standardised, optionally after a per-column signed log (`num
 
 The choice is fitted once, on the training table, and applied unchanged to the test table.
 
+Missing cells (schema.json `missing`, data/schema.py MissingPolicy) are filled first: each numeric column
+with its training median, mean (scikit-learn's SimpleImputer, on the site's training rows) or 0, and a 0/1
+indicator input `<column>#missing` follows every column that had missing training cells. The fill values
+are saved with the model, so test and scoring rows are filled as training rows were. Without missing
+cells nothing changes: no indicator, the same block.
+
 Before any transform, every numeric value is clipped to a bound derived from the column's training
 (min, max), and a column constant in training is a fixed 0 input (data/checks.py says why and how far).
 """
@@ -40,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from vflflare.data.checks import check_rows, clip, constant_columns
-from vflflare.data.schema import NUMERIC_TRANSFORMS
+from vflflare.data.schema import NUMERIC_TRANSFORMS, MissingPolicy
 from vflflare.data.table import FeatureTable
 from vflflare.data.errors import VALUE
 from vflflare.data.types import FeatureBlock
@@ -122,7 +128,9 @@ class Preprocessor:
     quantiles: numeric column -> its training quantile knots, for columns turned into normal scores;
     ple: numeric column -> its bin edges, for columns piecewise-linearly encoded (not in scales);
     ranges: numeric column -> its training (min, max), which bound the values fed (data/checks.py); absent
-    from preprocessing saved before it, which then clips nothing.
+    from preprocessing saved before it, which then clips nothing;
+    fills: numeric column -> the value its missing cells get; indicators: the numeric columns followed by a
+    0/1 missing indicator input. Both absent from preprocessing saved before missing values were filled.
     """
 
     columns: tuple[str, ...]
@@ -133,10 +141,13 @@ class Preprocessor:
     quantiles: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)  # "quantile": knots
     ple: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)  # "ple": bin edges
     ranges: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)  # training (min, max)
+    fills: dict[str, float] = dataclasses.field(default_factory=dict)
+    indicators: tuple[str, ...] = ()
 
     @classmethod
     def fit(
-        cls, train: FeatureTable, max_one_hot: int = MAX_ONE_HOT, numeric_transform: str = STANDARD
+        cls, train: FeatureTable, max_one_hot: int = MAX_ONE_HOT, numeric_transform: str = STANDARD,
+        missing: MissingPolicy = MissingPolicy(),
     ) -> "Preprocessor":
         if numeric_transform not in NUMERIC_TRANSFORMS:
             raise ValueError(f"numeric_transform must be one of {list(NUMERIC_TRANSFORMS)}, got {numeric_transform!r}")
@@ -147,11 +158,18 @@ class Preprocessor:
         quantiles: dict[str, tuple[float, ...]] = {}
         ple: dict[str, tuple[float, ...]] = {}
         ranges: dict[str, tuple[float, float]] = {}
+        fills: dict[str, float] = {}
+        indicators: list[str] = []
         for name, values in train.columns.items():
             if name in train.categorical:
                 categories = sorted(set(values.tolist()))
                 (one_hot if len(categories) <= max_one_hot else embedded)[name] = categories
                 continue
+            fills[name] = fill_value(train, name, missing.numeric)
+            if np.isnan(values).any():
+                values = np.where(np.isnan(values), fills[name], values)
+                if missing.indicator:
+                    indicators.append(name)
             ranges[name] = (float(values.min()), float(values.max()))
             if numeric_transform == PLE:  # a constant column gets one bin at its value: encoded 0
                 ple[name] = ple_edges(values)
@@ -175,7 +193,8 @@ class Preprocessor:
                     # of it may differ from it, and clipping makes every later value that one: a fixed 0
                     mean, std = float(values[0]), 1.0
                 scales[name] = (mean, std if std > 0 else 1.0)
-        return cls(tuple(train.columns), scales, one_hot, embedded, tuple(log_columns), quantiles, ple, ranges)
+        return cls(tuple(train.columns), scales, one_hot, embedded, tuple(log_columns), quantiles, ple, ranges, fills,
+                   tuple(indicators))
 
     @property
     def constant_columns(self) -> list[str]:
@@ -188,8 +207,11 @@ class Preprocessor:
         return check_rows(table, self.ranges, {**self.one_hot, **self.embedded})
 
     def values(self, table: FeatureTable, name: str) -> np.ndarray:
-        """A numeric column of `table` clipped to its training bound (data/checks.py), as it is transformed."""
+        """A numeric column of `table`, missing cells filled, clipped to its training bound (data/checks.py),
+        as it is transformed."""
         values = table.columns[name]
+        if name in self.fills and np.isnan(values).any():
+            values = np.where(np.isnan(values), self.fills[name], values)
         return clip(values, *self.ranges[name]) if name in self.ranges else values
 
     @property
@@ -202,6 +224,8 @@ class Preprocessor:
                 names.extend(f"{name}#bin{t}" for t in range(len(self.ple[name]) - 1))
             elif name in self.one_hot:
                 names.extend(f"{name}={category}" for category in self.one_hot[name])
+            if name in self.indicators:
+                names.append(f"{name}#missing")
         return names
 
     @property
@@ -225,6 +249,7 @@ class Preprocessor:
         numeric = np.empty((rows, len(self.numeric_names)), dtype=np.float32, order="F")
         start = 0
         for name in self.columns:
+            missing = np.isnan(table.columns[name]) if name in self.indicators else None
             if name in self.scales:
                 numeric[:, start] = self._scaled(table, name)  # float64 -> float32, as astype would round
                 start += 1
@@ -233,6 +258,9 @@ class Preprocessor:
                          else self._one_hot(table.columns[name], self.one_hot[name]))
                 numeric[:, start : start + block.shape[1]] = block
                 start += block.shape[1]
+            if missing is not None:
+                numeric[:, start] = missing
+                start += 1
             if release and name not in self.embedded:
                 table.release(name)
         categorical: list[np.ndarray] = []
@@ -292,6 +320,23 @@ class Preprocessor:
         return block
 
 
+def fill_value(train: FeatureTable, name: str, strategy: str) -> float:
+    """What a numeric column's missing cells become: its training median or mean (SimpleImputer), or 0.
+    A column with no value in any training row has nothing to learn a fill from: an error naming it."""
+    from sklearn.impute import SimpleImputer
+
+    values = train.columns[name]
+    if strategy in ("zero", "error"):
+        return 0.0
+    if np.isnan(values).all():
+        raise train.csv.error("every training row is missing this column; drop it or set schema.json "
+                              "'missing': {\"numeric\": \"zero\"}", column=name)
+    with np.errstate(over="ignore", invalid="ignore"):  # values near float64's limit: handled just below
+        fill = float(SimpleImputer(strategy=strategy).fit(values.reshape(-1, 1)).statistics_[0])
+    # the mean (or the middle of two values) can overflow; the lower median is a training value
+    return fill if np.isfinite(fill) else float(np.nanpercentile(values, 50, method="lower"))
+
+
 @dataclass
 class SiteInput:
     """What a site needs to turn new rows of its table into f_k's input as at training time: kept with
@@ -301,10 +346,12 @@ class SiteInput:
     categorical_columns: list[str]
     id_normalize: list[str]
     preprocessor: Preprocessor
+    missing: MissingPolicy = MissingPolicy()
 
     def to_dict(self) -> dict[str, Any]:
         return {"id_column": self.id_column, "categorical_columns": self.categorical_columns,
-                "id_normalize": self.id_normalize, "preprocessor": dataclasses.asdict(self.preprocessor)}
+                "id_normalize": self.id_normalize, "preprocessor": dataclasses.asdict(self.preprocessor),
+                "missing": self.missing.to_dict()}
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "SiteInput":
@@ -313,6 +360,9 @@ class SiteInput:
                                     p["one_hot"], p["embedded"], tuple(p["log_columns"]),
                                     {k: tuple(v) for k, v in p.get("quantiles", {}).items()},  # absent before quantile
                                     {k: tuple(v) for k, v in p.get("ple", {}).items()},
-                                    {k: tuple(v) for k, v in p.get("ranges", {}).items()})  # absent before clipping
+                                    {k: tuple(v) for k, v in p.get("ranges", {}).items()},  # absent before clipping
+                                    p.get("fills", {}), tuple(p.get("indicators", ())))
+        # a model saved before missing cells could be filled has no fill values: they stay errors for it
+        missing = MissingPolicy(**values["missing"]) if "missing" in values else MissingPolicy("error", "error", False)
         return cls(values["id_column"], list(values["categorical_columns"]), list(values["id_normalize"]),
-                   preprocessor)
+                   preprocessor, missing)

@@ -27,6 +27,23 @@ MODALITIES = ("table", "image")
 # auto = signed_log for the columns whose training values look heavy-tailed, standard for the rest;
 # quantile = normal scores of the ranks; ple = piecewise-linear encoding over quantile bins.
 NUMERIC_TRANSFORMS = ("standard", "signed_log", "auto", "quantile", "ple")
+NUMERIC_FILLS = ("median", "mean", "zero", "error")
+CATEGORICAL_FILLS = ("category", "error")
+
+
+@dataclass(frozen=True)
+class MissingPolicy:
+    """What a site does with missing cells (schema.json `missing`): a numeric cell is missing when empty or
+    NA, N/A, NaN, null, None (any case); a categorical cell when empty. Numeric cells are filled with a
+    statistic of the site's own training rows (or 0), with a 0/1 indicator column for every column that
+    had missing training cells; categorical ones become their own category. "error" refuses them."""
+
+    numeric: str = "median"
+    categorical: str = "category"
+    indicator: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"numeric": self.numeric, "categorical": self.categorical, "indicator": self.indicator}
 
 
 @dataclass(frozen=True)
@@ -62,6 +79,7 @@ class TableSchema:
     modality: str = "table"
     image_size: tuple[int, int] | None = None
     path_column: str = DEFAULT_PATH_COLUMN
+    missing: MissingPolicy = MissingPolicy()
 
     def to_dict(self) -> dict[str, Any]:
         values: dict[str, Any] = {"id_column": self.id_column, "categorical_columns": list(self.categorical_columns)}
@@ -77,6 +95,8 @@ class TableSchema:
             del values["categorical_columns"]
         if self.image_size is not None:
             values["image_size"] = list(self.image_size)
+        if self.missing != MissingPolicy():
+            values["missing"] = self.missing.to_dict()
         return values
 
     def label_spec(self) -> LabelSpec:
@@ -88,13 +108,13 @@ class TableSchema:
 def read_table_schema(owner: str, path: Path) -> TableSchema:
     """``schema.json`` of a site folder, or the defaults when the file is absent."""
     values = _read_json_object(owner, path, {"id_column", "categorical_columns", "label_column", "num_classes",
-                                             "numeric_transform", "modality", "image_size", "path_column"})
+                                             "numeric_transform", "modality", "image_size", "path_column", "missing"})
     if values is None:
         return TableSchema()
     modality = values.get("modality", "table")
     if modality not in MODALITIES:
         raise DataError.at(owner, path, f"'modality' must be one of {list(MODALITIES)}, got {modality!r}")
-    kind_keys = {"table": {"categorical_columns", "numeric_transform"}, "image": {"image_size", "path_column"}}
+    kind_keys = {"table": {"categorical_columns", "numeric_transform", "missing"}, "image": {"image_size", "path_column"}}
     foreign = sorted(set(values) & set().union(*(keys for kind, keys in kind_keys.items() if kind != modality)))
     if foreign:
         raise DataError.at(owner, path, f"{foreign} do not apply to modality {modality!r}")
@@ -131,7 +151,25 @@ def read_table_schema(owner: str, path: Path) -> TableSchema:
     if path_column in (id_column, label_column):
         raise DataError.at(owner, path, f"'path_column' {path_column!r} is also the ID or label column")
     return TableSchema(id_column, tuple(categorical), label_column, num_classes, numeric_transform, modality,
-                       _image_size(owner, path, values.get("image_size")), path_column)
+                       _image_size(owner, path, values.get("image_size")), path_column,
+                       _missing(owner, path, values.get("missing")))
+
+
+def _missing(owner: str, path: Path, value: Any) -> MissingPolicy:
+    if value is None:
+        return MissingPolicy()
+    if not isinstance(value, dict) or set(value) - {"numeric", "categorical", "indicator"}:
+        raise DataError.at(owner, path, f"'missing' must be an object with keys numeric, categorical, indicator; "
+                                        f"got {value!r}")
+    policy = MissingPolicy(**value)
+    if policy.numeric not in NUMERIC_FILLS:
+        raise DataError.at(owner, path, f"'missing.numeric' must be one of {list(NUMERIC_FILLS)}, got {policy.numeric!r}")
+    if policy.categorical not in CATEGORICAL_FILLS:
+        raise DataError.at(owner, path, f"'missing.categorical' must be one of {list(CATEGORICAL_FILLS)}, "
+                                        f"got {policy.categorical!r}")
+    if not isinstance(policy.indicator, bool):
+        raise DataError.at(owner, path, f"'missing.indicator' must be true or false, got {policy.indicator!r}")
+    return policy
 
 
 def _image_size(owner: str, path: Path, value: Any) -> tuple[int, int] | None:

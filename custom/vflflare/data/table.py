@@ -3,13 +3,16 @@
 CSV is parsed with the standard `csv` module rather than pandas so that every row keeps the line
 it started on (header = line 1): a bad cell is then reported as "line 18 (id '4411'), column
 'PAY_0'", which is what a site operator needs to fix it. Values are kept exactly as written:
-no row is dropped, no string is stripped, NaN is an error rather than a missing value.
+no row is dropped, no string is stripped, and a missing cell is filled only as the site's schema.json
+says (counted in the data checks) or is an error.
 
 A site's feature tables can be large (a million rows of 50 columns is 50 million cells, gigabytes as
 Python strings), so they are read with a `ColumnPlan`: chunk by chunk, numeric columns go straight
 to float64 and only the text columns (ID, categories, labels) stay strings. A bad numeric cell is
 remembered as its row and text, so the message is the one a table of strings would give, and it is
-raised at the same point: when the column is asked for as numbers. Small files (labels, source
+raised at the same point: when the column is asked for as numbers. A missing numeric cell (empty, NA,
+NaN, ...: MISSING_NUMBERS) is read as NaN and its first row remembered: the site's schema.json `missing`
+policy decides whether it is filled (preprocess.py) or an error. Small files (labels, source
 datasets) are read without a plan and keep every cell as text.
 """
 from __future__ import annotations
@@ -27,6 +30,9 @@ from vflflare.data.errors import VALUE, DataError
 from vflflare.data.schema import LABELS_FILE, SCHEMA_FILE, LabelSpec, TableSchema
 
 _CATEGORICAL_HINT = " (if the column is categorical, list it in schema.json 'categorical_columns')"
+_MISSING_HINT = "; schema.json 'missing' can fill missing cells instead (see docs: data format)"
+MISSING_NUMBERS = frozenset({"", "na", "n/a", "nan", "null", "none"})  # after strip(), any case
+MISSING_CATEGORY = "(missing)"  # the category an empty categorical cell becomes under missing.categorical: category
 CHUNK_ROWS = 8192  # rows held as strings at a time when reading with a ColumnPlan
 
 
@@ -60,12 +66,13 @@ class ColumnPlan:
 
 @dataclass
 class NumberColumn:
-    """A column parsed as float64 while reading. `bad`: the first cell (row, text) that is empty,
-    non-numeric, NaN or infinite; the column then has no usable values and asking for them raises
-    the error that cell gives (CsvTable.floats)."""
+    """A column parsed as float64 while reading, NaN where a cell is missing. `bad`: the first cell (row,
+    text) that is non-numeric or infinite; the column then has no usable values and asking for them raises
+    the error that cell gives (CsvTable.floats). `missing`: the first missing cell (row, text)."""
 
     values: np.ndarray
     bad: tuple[int, str] | None = None
+    missing: tuple[int, str] | None = None
 
 
 @dataclass
@@ -152,13 +159,16 @@ class CsvTable:
             columns[name] = [values[row] for row in rows]
         return CsvTable(self.owner, self.source, self.header, [], lines_kept, ids, columns)
 
-    def floats(self, name: str, hint: str = "") -> np.ndarray:
-        """float64 values of a numeric column; empty, non-numeric, NaN and infinite cells are errors."""
+    def floats(self, name: str, hint: str = "", missing_ok: bool = False) -> np.ndarray:
+        """float64 values of a numeric column; non-numeric and infinite cells are errors, and so are missing
+        ones unless `missing_ok` (then NaN)."""
         stored = self._stored(name)
         column = stored if isinstance(stored, NumberColumn) else parse_numbers(stored)
-        if column.bad is not None:
-            row, text = column.bad
-            raise self.error(_number_problem(text, hint), row=row, column=name, value=repr(text))
+        problems = [(cell, hint) for cell, hint in ((column.bad, hint), (None if missing_ok else column.missing,
+                                                                          _MISSING_HINT)) if cell is not None]
+        if problems:  # the first in row order
+            (row, text), problem_hint = min(problems, key=lambda problem: problem[0][0])
+            raise self.error(_number_problem(text, problem_hint), row=row, column=name, value=repr(text))
         return column.values
 
     def integers(self, name: str, what: str = "value") -> np.ndarray:
@@ -174,8 +184,9 @@ class CsvTable:
 
 
 def parse_numbers(texts: Sequence[str]) -> NumberColumn:
-    """float64 values of `texts`, or the first cell that is not a finite number. numpy parses the whole
-    sequence at once (as Python's float() does); only a sequence it rejects is gone through cell by cell."""
+    """float64 values of `texts` (NaN where missing), or the first cell that is neither a finite number nor
+    missing. numpy parses the whole sequence at once (as Python's float() does); only a sequence it
+    rejects is gone through cell by cell."""
     try:
         array_ = np.array(texts, dtype=np.float64)
     except ValueError:
@@ -183,12 +194,17 @@ def parse_numbers(texts: Sequence[str]) -> NumberColumn:
     if array_ is not None and np.isfinite(array_).all():
         return NumberColumn(array_)
     parsed = np.empty(len(texts), dtype=np.float64)
+    missing = None
     for row, text in enumerate(texts):
+        if text.strip().lower() in MISSING_NUMBERS:
+            parsed[row] = np.nan
+            missing = missing or (row, text)
+            continue
         number = _finite_float(text)
         if number is None:
-            return NumberColumn(parsed[:row], bad=(row, text))
+            return NumberColumn(parsed[:row], bad=(row, text), missing=missing)
         parsed[row] = number
-    return NumberColumn(parsed)
+    return NumberColumn(parsed, missing=missing)
 
 
 def _finite_float(text: str) -> float | None:
@@ -207,8 +223,8 @@ def _number_problem(text: str, hint: str) -> str:
         number = float(text)
     except ValueError:
         return f"non-numeric value {VALUE}{hint}"
-    if math.isnan(number):
-        return f"NaN value {VALUE}; missing values are not allowed"
+    if math.isnan(number) or text.strip().lower() in MISSING_NUMBERS:
+        return f"missing value {VALUE}{hint}"
     return f"infinite value {VALUE}"
 
 
@@ -223,12 +239,15 @@ class _Numbers:
         self.buffer = np.empty(capacity, dtype=np.float64)
         self.size = 0
         self.bad: tuple[int, str] | None = None
+        self.missing: tuple[int, str] | None = None
 
     def add(self, texts: Sequence[str]) -> None:
         if self.bad is not None:  # after a bad cell the column is an error; its values are not needed
             self.size += len(texts)
             return
         parsed = parse_numbers(texts)
+        if parsed.missing is not None and self.missing is None:
+            self.missing = (self.size + parsed.missing[0], parsed.missing[1])
         if parsed.bad is not None:
             row, text = parsed.bad
             self.bad, self.buffer = (self.size + row, text), np.empty(0, dtype=np.float64)
@@ -244,7 +263,7 @@ class _Numbers:
 
     def finish(self) -> NumberColumn:
         values = self.buffer[: self.size] if self.bad is None else self.buffer
-        return NumberColumn(values, self.bad)
+        return NumberColumn(values, self.bad, self.missing)
 
 
 class _ColumnStore:
@@ -400,15 +419,17 @@ def parse_features(table: CsvTable, schema: TableSchema) -> FeatureTable:
             raise table.error(f"declared categorical in schema.json but not in the header {VALUE}", column=name,
                               value=table.header)
     columns: dict[str, np.ndarray] = {}
+    fill_categories = schema.missing.categorical != "error"
     for name in names:
         if name in schema.categorical_columns:
-            values = table.column(name)
-            for row, value in enumerate(values):
-                if value == "":
-                    raise table.error("empty value in a categorical column", row=row, column=name)
-            columns[name] = np.array(values, dtype=object)
+            values = np.array(table.column(name), dtype=object)
+            empty = np.flatnonzero(values == "")
+            if len(empty) and not fill_categories:
+                raise table.error(f"empty value in a categorical column{_MISSING_HINT}", row=int(empty[0]), column=name)
+            values[empty] = MISSING_CATEGORY
+            columns[name] = values
         else:
-            columns[name] = table.floats(name, hint=_CATEGORICAL_HINT)
+            columns[name] = table.floats(name, hint=_CATEGORICAL_HINT, missing_ok=schema.missing.numeric != "error")
     return FeatureTable(table, columns, [name for name in names if name in schema.categorical_columns])
 
 

@@ -75,7 +75,8 @@ def read_new_rows(site: str, path: Path, site_input: SiteInput) -> tuple[list[st
         raise DataError.at(owner, path, f"column {extra[0]!r} was not a training column ({len(extra)} such: {extra}); "
                            f"the model was trained on {trained}: remove the others", column=extra[0])
     normalize_table_ids(table, site_input.id_column, site_input.id_normalize)
-    features = parse_features(table, TableSchema(site_input.id_column, tuple(site_input.categorical_columns)))
+    features = parse_features(table, TableSchema(site_input.id_column, tuple(site_input.categorical_columns),
+                                                 missing=site_input.missing))
     checks = site_input.preprocessor.check(features)
     return features.ids, site_input.preprocessor.transform(features), checks
 
