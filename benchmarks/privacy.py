@@ -6,6 +6,11 @@ Cell: credit default, 2 parties, N_o 1000 (`vflflare split --overlap 1000 --seed
 with the labels at site-1, `--label-owner site-1 --active-site-labels`), split seed = job seed.
 Package defaults, except FedHSSL's 10 global iterations (as in FEDHSSL_REPORT §5; 40 take ~8 min a run).
 
+Second cell (`--dataset mnist`, records in privacy_mnist.jsonl): MNIST halves, small, as IMAGES_REPORT's CPU
+table (N_o 256, 1500 training and 1000 test images per split, `images.py` SCALES["cpu"] settings: CNN of
+width 16, B 32, lr 0.01, 20 SSL epochs, 5 pretraining epochs). Ten classes, so the label attacks score the
+share of rows whose label they recover (beside the majority-class rate), and Marvell (binary) is left out.
+
 Defenses and strengths (fixed before any run):
 - label_dp_epsilon 0.25, 0.5, 1, 2, 4 (randomized response on the aligned training labels);
 - gradients: gradient_clip = C, the median per-row norm of the gradients the sites received in the
@@ -44,6 +49,7 @@ from common import (
 )
 
 RESULTS = COMMITTED / "privacy.jsonl"
+MNIST, MNIST_RESULTS, MNIST_OVERLAP = "mnist", COMMITTED / "privacy_mnist.jsonl", 256
 PLOT = Path(__file__).resolve().parent / "privacy_credit_default.png"
 ONESHOT_PLOT = Path(__file__).resolve().parent / "privacy_oneshot.png"
 OVERLAP = 1000
@@ -71,9 +77,40 @@ def channels(algorithm: str) -> frozenset[str]:
     return get_algorithm(algorithm).Config.privacy_channels
 
 
-def split_root(algorithm: str, seed: int, data_dir: Path) -> Path:
+def split_root(algorithm: str, seed: int, data_dir: Path, dataset: str = "credit_default") -> Path:
     owner = ALGORITHMS[algorithm].get("label_owner")
-    return prepare_split(data_dir, OVERLAP, seed, DEFAULT_SPLITS, label_owner=owner, active_site_labels=bool(owner))
+    if dataset != MNIST:
+        return prepare_split(data_dir, OVERLAP, seed, DEFAULT_SPLITS, label_owner=owner, active_site_labels=bool(owner))
+    import images
+    from vflflare import cli
+
+    out = images.split_dir("cpu", MNIST, MNIST_OVERLAP, seed, DEFAULT_SPLITS)
+    out = out.with_name(out.name + (f"_labels_{owner}_all" if owner else ""))
+    if not (out / "manifest.json").exists():
+        extra = ["--label-owner", owner, "--active-site-labels"] if owner else []
+        if cli.main([*images.split_args("cpu", MNIST, MNIST_OVERLAP, seed, data_dir, out), *extra]) != 0:
+            raise RuntimeError(f"vflflare split failed for MNIST, seed {seed}")
+    return out
+
+
+def cell_settings(algorithm: str, dataset: str) -> dict[str, Any]:
+    """The algorithm's settings in the cell: the package defaults on credit default, IMAGES_REPORT's CPU
+    scale on MNIST."""
+    if dataset != MNIST:
+        return dict(ALGORITHMS[algorithm])
+    import images
+
+    return {**images.method_settings("cpu", algorithm), **ALGORITHMS[algorithm]}
+
+
+def truth(data_dir: Path, dataset: str) -> dict[str, int]:
+    """Every training row's true label by ID: what few-shot's probability attack is scored against."""
+    if dataset != MNIST:
+        return SourceTable(data_dir).labels.to_dict()
+    from vflflare.data.image_sources import load_image_source
+
+    labels = load_image_source(MNIST, data_dir).train_labels
+    return {f"{MNIST}-train-{i:05d}": int(label) for i, label in enumerate(labels)}
 
 
 def compact(value: Any) -> Any:
@@ -87,32 +124,35 @@ def compact(value: Any) -> Any:
     return value
 
 
-def run_one(algorithm: str, seed: int, defense: dict[str, float], data_dir: Path) -> dict[str, Any]:
+def run_one(algorithm: str, seed: int, defense: dict[str, float], data_dir: Path,
+            dataset: str = "credit_default") -> dict[str, Any]:
     from vflflare.algorithms.registry import make_config
     from vflflare.privacy.attack_run import attack_run
 
     limit_threads()
-    root = split_root(algorithm, seed, data_dir)
-    truth = SourceTable(data_dir).labels.to_dict()
-    cfg = make_config({"algorithm": algorithm, "seed": seed, **ALGORITHMS[algorithm], **defense})
+    root = split_root(algorithm, seed, data_dir, dataset)
+    settings = {**cell_settings(algorithm, dataset), **defense}
+    cfg = make_config({"algorithm": algorithm, "seed": seed, **settings})
     start = time.monotonic()
-    result = attack_run(cfg, ["site-1", "site-2"], str(root), unaligned_labels=truth)
+    result = attack_run(cfg, ["site-1", "site-2"], str(root), unaligned_labels=truth(data_dir, dataset))
     per_site = result["communication"]["per_site"]
     return compact({
-        "algorithm": algorithm, "seed": seed, "overlap": OVERLAP, "defenses": result["defenses"],
-        "settings": {**ALGORITHMS[algorithm], **defense}, "metrics": result["metrics"], "leak": result["leak"],
+        "algorithm": algorithm, "seed": seed, "overlap": MNIST_OVERLAP if dataset == MNIST else OVERLAP,
+        **({"dataset": dataset} if dataset == MNIST else {}), "defenses": result["defenses"],
+        "settings": settings, "metrics": result["metrics"], "leak": result["leak"],
         "gradient_norm_median": result["gradient_norm_median"],
         "majority": result["majority"], "mb_per_site": max(v["payload_bytes"] for v in per_site.values()) / 1e6,
         "wall_s": round(time.monotonic() - start, 1), "env": environment(),
     })
 
 
-def defense_rows(algorithm: str, clip: float) -> list[dict[str, float]]:
-    """The defended settings of one algorithm: each defense it has a channel for, at each strength."""
+def defense_rows(algorithm: str, clip: float, binary: bool = True) -> list[dict[str, float]]:
+    """The defended settings of one algorithm: each defense it has a channel for, at each strength
+    (Marvell only for binary labels)."""
     have = channels(algorithm)
     rows = []
     for key, strengths in STRENGTHS.items():
-        if CHANNEL[key] & have:
+        if CHANNEL[key] & have and (binary or key != "gradient_marvell"):
             for value in strengths:
                 rows.append({"gradient_clip": clip, key: value} if key == "gradient_noise" else {key: value})
     return rows
@@ -133,13 +173,15 @@ def key(record: dict) -> tuple:
     return record["algorithm"], record["seed"], tuple(sorted(record["settings"].items()))
 
 
-def run_all(algorithms: list[str], seeds: list[int], data_dir: Path, out: Path, workers: int, confirm: bool) -> None:
+def run_all(algorithms: list[str], seeds: list[int], data_dir: Path, out: Path, workers: int, confirm: bool,
+            dataset: str = "credit_default") -> None:
     done = {key(r) for r in read_jsonl(out)}
 
     def submit_all(jobs: list[tuple[str, int, dict]]) -> None:
-        todo = [j for j in jobs if (j[0], j[1], tuple(sorted({**ALGORITHMS[j[0]], **j[2]}.items()))) not in done]
+        todo = [j for j in jobs
+                if (j[0], j[1], tuple(sorted({**cell_settings(j[0], dataset), **j[2]}.items()))) not in done]
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [(j, pool.submit(run_one, j[0], j[1], j[2], data_dir)) for j in todo]
+            futures = [(j, pool.submit(run_one, j[0], j[1], j[2], data_dir, dataset)) for j in todo]
             for (algorithm, seed, defense), future in futures:
                 record = future.result()
                 append_jsonl(out, record)
@@ -152,7 +194,8 @@ def run_all(algorithms: list[str], seeds: list[int], data_dir: Path, out: Path, 
         chosen = recommendations(records)
         submit_all([(a, s, chosen[a]["settings_for"](s, records)) for a in algorithms if a in chosen for s in seeds])
         return
-    submit_all([(a, s, d) for a in algorithms for s in seeds for d in defense_rows(a, clip_of(records, a, s) or 0.0)
+    submit_all([(a, s, d) for a in algorithms for s in seeds
+                for d in defense_rows(a, clip_of(records, a, s) or 0.0, binary=dataset != MNIST)
                 if "gradient_noise" not in d or d["gradient_clip"] > 0])
 
 
@@ -327,6 +370,39 @@ def tables(records: list[dict]) -> str:
     return "\n\n".join([main_table(records), cap_table(records), confirm_table(records), summary_table(records)])
 
 
+def mnist_table(records: list[dict]) -> str:
+    """MNIST halves: per algorithm and defense row, test accuracy, the share of rows each label attack
+    recovers (beside the majority-class rate), model completion, reconstruction; DCS against the majority
+    rate as chance."""
+    by = groups(records, {0, 1, 2})
+    head = ["algorithm", "defense", "test acc", "Δ test acc", "gradient_clusters", "probability_clusters",
+            "MC 200", "MC 200, own columns", "majority rate", "reconstruction R²", "DCS", "MB / site"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for algorithm in ALGORITHMS:
+        base = by.get((algorithm, "none"))
+        if not base:
+            continue
+        mp_star = median([r["metrics"]["test_accuracy"] for r in base])
+        for name in ["none"] + sorted({n for (a, n) in by if a == algorithm and n != "none"}, key=_order):
+            runs = by[(algorithm, name)]
+            mp = median([r["metrics"]["test_accuracy"] for r in runs])
+            chance = median([r["majority"]["aligned"] for r in runs])
+            ap = median([strongest(r["leak"]) for r in runs])
+            score = None if ap is None else 1 / (1 + math.sqrt((1 - BETA) * (ap - chance) ** 2 + BETA * (mp - mp_star) ** 2))
+            leak = lambda key: fmt(median([r["leak"].get(key) for r in runs]))  # noqa: E731
+            cells = [algorithm, name, fmt(mp), f"{mp - mp_star:+.3f}", leak("gradient_clusters"),
+                     leak("probability_clusters"), leak("model_completion_200"), leak("model_completion_200_own_columns"),
+                     fmt(chance), fmt(median([r["leak"].get("feature_reconstruction") for r in runs]), 2), fmt(score),
+                     f"{median([r['mb_per_site'] for r in runs]):.2f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def mnist_tables() -> str:
+    """The MNIST cell's table from its committed records (benchmarks/tables.py)."""
+    return mnist_table(read_jsonl(MNIST_RESULTS))
+
+
 def plot(records: list[dict], path: Path = PLOT) -> Path:
     import matplotlib
 
@@ -389,12 +465,17 @@ def main() -> None:
     parser.add_argument("--confirm", action="store_true", help="undefended + the recommended setting only")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--dataset", choices=["credit_default", MNIST], default="credit_default")
+    parser.add_argument("--out", type=Path, help="JSON lines (default: the dataset's committed records)")
     parser.add_argument("--table", action="store_true", help="only print the tables and draw the plot")
     args = parser.parse_args()
+    out = args.out or (MNIST_RESULTS if args.dataset == MNIST else RESULTS)
     if not args.table:
-        run_all(args.algorithms, args.seeds, args.data_dir, args.out, args.workers, args.confirm)
-    records = read_jsonl(args.out)
+        run_all(args.algorithms, args.seeds, args.data_dir, out, args.workers, args.confirm, args.dataset)
+    records = read_jsonl(out)
+    if args.dataset == MNIST:
+        print(mnist_table(records))
+        return
     print(tables(records))
     print(f"plots: {plot(records)}, {plot_oneshot(records)}")
 
