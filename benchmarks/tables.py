@@ -68,6 +68,11 @@ def parity_changes(folder: str) -> Callable[[], str]:
     return build
 
 
+def script_text(name: str, function: str) -> Callable[[], str]:
+    """`NAME.FUNCTION()`: tables a script builds from committed folders of its own choosing."""
+    return lambda: getattr(script(name), function)()
+
+
 def script_tables(name: str, function: str = "tables") -> Callable[[], str]:
     """`python benchmarks/NAME.py --table`: the script's own tables of its committed RESULTS file."""
     def build() -> str:
@@ -85,6 +90,10 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "leaderboard/grid_adult": bench_report("leaderboard/grid_adult"),
     "leaderboard/default": bench_report("leaderboard/default"),
     "leaderboard/ple_ensemble3": bench_report("leaderboard/ple_ensemble3", "leaderboard/default"),
+    **{f"leaderboard/{change}_{dataset}": bench_report(f"leaderboard/{change}_{dataset}", f"leaderboard/grid_{dataset}")
+       for change in ("quantile", "mlp128x2", "ple", "ensemble3", "wd1e-4", "ple_ensemble3")
+       for dataset in ("credit_default", "adult")},
+    "leaderboard/changes": script_text("leaderboard_changes", "tables"),
     "leaderboard/fair_trees": bench_report(FAIR, pairs=(
         ("VFLHLP", TUNED), ("VFLHLP", ALONE_TUNED), ("SS-VFL-I", TUNED), ("VFLHLP", "central XGBoost"))),
     "parity/issue9": parity("issue9_parity"),
@@ -99,6 +108,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "overhead": script_tables("overhead"),
     "label_disclosure": script_tables("label_disclosure"),
     "privacy": script_tables("privacy"),
+    "privacy_mnist": script_text("privacy", "mnist_tables"),
 }
 
 
