@@ -31,10 +31,11 @@ def test_kmeans_on_partial_gradients_recovers_aligned_labels(seed):
     sites = ["site-a", "site-b"]
     cfg = make_config(seed=seed, classifier_hidden=0)
     reps = {}
-    for site, cols in zip(sites, [slice(0, 15), slice(15, 30)]):
+    for position, (site, cols) in enumerate(zip(sites, [slice(0, 15), slice(15, 30)])):
         empty = FeatureBlock(np.zeros((0, 15), np.float32), np.zeros((0, 0), np.int64), [])
         block = FeatureBlock(x[rows, cols], np.zeros((len(rows), 0), np.int64), [])
-        party = FeatureParty(site, TabularView(SiteTables(site, [str(r) for r in rows], block, [], empty, [])), cfg)
+        party = FeatureParty(site, TabularView(SiteTables(site, [str(r) for r in rows], block, [], empty, [])), cfg,
+                             position=position)
         party.align(np.arange(len(rows)), np.array([], dtype=np.int64), np.array([], dtype=np.int64))
         reps[site] = party.representations(["aligned"])["aligned"]
     tables = LabelTables([str(r) for r in rows], y[rows].astype(np.int64), [], np.zeros(0, np.int64), 2)

@@ -39,7 +39,7 @@ def build(cfg, site_class: type = FeatureParty, label_class: type = LabelParty) 
 
         tables = SiteTables(site, [f"id{r}" for r in own], block(own), [f"id{r}" for r in test], block(test),
                             [f"f{c}" for c in cols])
-        party = site_class(site, TabularView(tables), cfg)
+        party = site_class(site, TabularView(tables), cfg, position=k)
         position = {r: i for i, r in enumerate(own)}
         positions = [np.array([position[r] for r in rows]) for rows in (aligned, val)]
         party.align(*positions, np.arange(len(test)))

@@ -43,14 +43,16 @@ class FeatureParty:
     steps: tuple[str, ...] = ("represent",)
     colocated: Any = None  # the label party this site hosts, if it owns the labels (site_runtime._host_label)
 
-    def __init__(self, site: str, view: SiteView, cfg: JobConfig, tracker: Tracker | None = None) -> None:
-        """Build f_k from cfg.model (cfg.image_model for a site holding images), seeded by
-        derive_seed(cfg.seed, site)."""
+    def __init__(self, site: str, view: SiteView, cfg: JobConfig, tracker: Tracker | None = None, *,
+                 position: int) -> None:
+        """Build f_k from cfg.model (cfg.image_model for a site holding images), seeded by the job seed and
+        the site's `position` in the job's site list, never its name: the same data and seed give the same
+        numbers whatever the sites are called (the k-th site seeds as "site-k" always did)."""
         self.site = site
         self.view = view
         self.cfg = cfg
         self.tracker = tracker or LogTracker(f"vflflare.{site}")
-        self.seed = derive_seed(cfg.seed, site)
+        self.seed = derive_seed(cfg.seed, f"site-{position + 1}")
         self.state = PartyState(f"site '{site}'")
         self.state["generator"] = torch.Generator().manual_seed(self.seed)
         self.device = site_device(cfg.device, f"site '{site}'")

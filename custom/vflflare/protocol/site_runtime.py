@@ -143,7 +143,7 @@ class SiteRuntime:
         self.tracker.info(f"site '{self.site}': {describe_view(tables)}")
         for line in describe_checks(f"site '{self.site}'", tables.data_checks):  # with values: stays here
             self.tracker.info(line)
-        self.party = self._plugin.Site(self.site, tables, cfg, self.tracker)
+        self.party = self._plugin.Site(self.site, tables, cfg, self.tracker, position=sites.index(self.site))
         self._cfg = cfg
         # column names and counts go into the job's alignment report (setup.py)
         checks = {"data_checks": public_checks(tables.data_checks)} if has_findings(tables.data_checks) else {}
