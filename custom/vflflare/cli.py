@@ -123,6 +123,19 @@ def _cmd_attack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_check_data(args: argparse.Namespace) -> int:
+    from vflflare.data.check_data import check_data, describe, problems
+    from vflflare.data.errors import DataError
+
+    try:
+        checks, report = check_data(Path(args.path), args.id_normalize)
+    except DataError as error:
+        print(error)
+        return 1
+    print("\n".join(describe(checks, report)))
+    return 1 if problems(checks) else 0
+
+
 def _cmd_he_keys(args: argparse.Namespace) -> int:
     from vflflare.privacy.ckks import write_contexts
 
@@ -182,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     inproc.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     inproc.add_argument("--json", help="also write the result record here")
     inproc.set_defaults(func=_cmd_inprocess)
+
+    check = sub.add_parser("check-data", help="every problem in a site folder or a data root at once, before a job")
+    check.add_argument("path", help="one site's folder (train.csv, test.csv, schema.json) or a data root")
+    check.add_argument("--id-normalize", nargs="*", default=[], help="the job's id_normalize steps")
+    check.set_defaults(func=_cmd_check_data)
 
     attack = sub.add_parser("attack", help="run one algorithm in process and every attack on what each party received")
     attack.add_argument("--algorithm", default=JobConfig.algorithm, help=", ".join(algorithms))

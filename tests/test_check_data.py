@@ -1,0 +1,79 @@
+"""Issue 28 item 3: `vflflare check-data` reports every problem of a site folder or a data root at once,
+each with file, line and column, the parties' ID overlap as setup computes it, and exits non-zero on errors."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from vflflare import cli
+
+
+def edit(path: Path, changes: dict[tuple[int, str], str]) -> list[list[str]]:
+    """Set cells by (data row, column name); returns the rows as written (header first)."""
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    for (row, column), value in changes.items():
+        rows[row + 1][rows[0].index(column)] = value
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    return rows
+
+
+def check(capsys, *args: str) -> tuple[int, str]:
+    code = cli.main(["check-data", *map(str, args)])
+    return code, capsys.readouterr().out
+
+
+def test_a_clean_root_passes_and_shows_the_overlap(split_root, capsys):
+    code, out = check(capsys, split_root)
+    assert code == 0
+    assert out.splitlines()[-1] == "no problems found"
+    assert "site-1: ok, " in out and "site-2: ok, " in out and "labels at server: ok, " in out
+    assert "150 train rows and 114 test rows are at every party" in out
+
+
+def test_every_problem_of_a_file_is_reported_at_once(split_root, capsys):
+    path = split_root / "site-1" / "train.csv"
+    column = next(csv.reader(path.open()))[1]
+    rows = edit(path, {(2, column): "abc", (4, column): "inf", (6, "id"): ""})
+    edit(path, {(9, "id"): rows[9][0]})  # data row 9 (line 11) takes the ID of data row 8 (line 10)
+    for row in range(20, 28):
+        edit(path, {(row, column): "x"})
+    code, out = check(capsys, split_root)
+    assert code == 1
+    assert f"{path} line 4 (id '{rows[3][0]}'), column '{column}': non-numeric value 'abc'" in out
+    assert f"{path} line 6 (id '{rows[5][0]}'), column '{column}': infinite value 'inf'" in out
+    assert f"{path} line 8, column 'id': empty ID" in out
+    assert f"line 11 (id '{rows[9][0]}'), column 'id': duplicate ID '{rows[9][0]}', first seen on line 10" in out
+    assert f"... and 4 more like the above (train.csv, column '{column}': non-numeric)" in out  # 9, 5 shown
+    assert out.splitlines()[-1] == "12 problem(s)"
+
+
+def test_one_site_folder_and_what_only_the_loader_sees(split_root, capsys):
+    code, out = check(capsys, split_root / "site-2")
+    assert code == 0 and "site-2: ok" in out and "ID overlap" not in out
+    labels = split_root / "server" / "train_labels.csv"
+    edit(labels, {(0, "label"): "7"})
+    code, out = check(capsys, split_root)
+    assert code == 1
+    assert f"{labels} line 2" in out and "outside 0..1" in out
+
+
+def test_ids_that_differ_only_in_spacing_get_the_normalisation_hint(split_root, capsys):
+    path = split_root / "site-2" / "test.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    for row in rows[1:11]:
+        row[0] = f" {row[0]}"
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    code, out = check(capsys, split_root)
+    assert "104 test rows are at every party" in out
+    assert "hint: 0 more train and 10 more test rows would align with id_normalize: ['strip']" in out
+    code, out = check(capsys, split_root, "--id-normalize", "strip")
+    assert "114 test rows are at every party" in out
+
+
+def test_a_path_that_is_neither_is_an_error(tmp_path, capsys):
+    code, out = check(capsys, tmp_path)
+    assert code == 1 and "neither a site folder" in out
