@@ -366,8 +366,32 @@ def summary_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+FRESH_GRADIENT = ("gradient_noise 3 x C", "gradient_marvell 4")  # the two settings the rule picked, in turn
+
+
+def fresh_gradient_table(records: list[dict]) -> str:
+    """Seeds 3-5: isotropic noise 3C (the rule's pick before Marvell was in the grid) beside Marvell 4 (its
+    pick for five algorithms after), where each ran: test AUC change and strongest label leak."""
+    fresh = groups(records, {3, 4, 5})
+    lines = ["| algorithm | " + " | ".join(f"{n}: Δ test AUC, leak" for n in FRESH_GRADIENT) + " |",
+             "|---|" + "---|" * len(FRESH_GRADIENT)]
+    for algorithm in ALGORITHMS:
+        base = fresh.get((algorithm, "none"))
+        if not base or not any((algorithm, n) in fresh for n in FRESH_GRADIENT):
+            continue
+        mp_star = median([r["metrics"]["test_auc"] for r in base])
+        cells = []
+        for name in FRESH_GRADIENT:
+            runs = fresh.get((algorithm, name))
+            cells.append(f"{median([r['metrics']['test_auc'] for r in runs]) - mp_star:+.3f}, "
+                         f"{fmt(median([strongest(r['leak']) for r in runs]))}" if runs else "-")
+        lines.append(f"| {algorithm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def tables(records: list[dict]) -> str:
-    return "\n\n".join([main_table(records), cap_table(records), confirm_table(records), summary_table(records)])
+    return "\n\n".join([main_table(records), cap_table(records), confirm_table(records), summary_table(records),
+                        fresh_gradient_table(records)])
 
 
 def mnist_table(records: list[dict]) -> str:
