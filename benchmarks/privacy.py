@@ -36,6 +36,7 @@ test AUC. CAP (FedHSSL Eq. 8): per defense, the mean over its strengths of test 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import time
@@ -170,7 +171,12 @@ def clip_of(records: list[dict], algorithm: str, seed: int) -> float | None:
 
 
 def key(record: dict) -> tuple:
-    return record["algorithm"], record["seed"], tuple(sorted(record["settings"].items()))
+    return run_key(record["algorithm"], record["seed"], record["settings"])
+
+
+def run_key(algorithm: str, seed: int, settings: dict[str, Any]) -> tuple:
+    """A run's identity: its settings as sorted JSON (an image cell's settings hold nested values)."""
+    return algorithm, seed, json.dumps(settings, sort_keys=True)
 
 
 def run_all(algorithms: list[str], seeds: list[int], data_dir: Path, out: Path, workers: int, confirm: bool,
@@ -178,8 +184,7 @@ def run_all(algorithms: list[str], seeds: list[int], data_dir: Path, out: Path, 
     done = {key(r) for r in read_jsonl(out)}
 
     def submit_all(jobs: list[tuple[str, int, dict]]) -> None:
-        todo = [j for j in jobs
-                if (j[0], j[1], tuple(sorted({**cell_settings(j[0], dataset), **j[2]}.items()))) not in done]
+        todo = [j for j in jobs if run_key(j[0], j[1], {**cell_settings(j[0], dataset), **j[2]}) not in done]
         with ProcessPoolExecutor(max_workers=workers) as pool:
             futures = [(j, pool.submit(run_one, j[0], j[1], j[2], data_dir, dataset)) for j in todo]
             for (algorithm, seed, defense), future in futures:
