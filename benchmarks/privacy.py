@@ -272,28 +272,32 @@ def recommendations(records: list[dict], seeds: frozenset[int] = frozenset({0, 1
     return chosen
 
 
+def defense_rows_in_order(by: dict[tuple[str, str], list[dict]], metric: str):
+    """(algorithm, defense row, its runs, the undefended median of `metric`), undefended first, in table order."""
+    for algorithm in ALGORITHMS:
+        base = by.get((algorithm, "none"))
+        if not base:
+            continue
+        mp_star = median([r["metrics"][metric] for r in base])
+        for name in ["none"] + sorted({n for (a, n) in by if a == algorithm and n != "none"}, key=_order):
+            yield algorithm, name, by[(algorithm, name)], mp_star
+
+
 def main_table(records: list[dict]) -> str:
     by = groups(records, {0, 1, 2})
     head = ["algorithm", "defense", "test AUC", "Δ test AUC", *LABEL_ATTACKS, "MC 200", "MC 200, own columns",
             "reconstruction R²", "DCS", "MB / site"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for algorithm in ALGORITHMS:
-        base = by.get((algorithm, "none"))
-        if not base:
-            continue
-        mp_star = median([r["metrics"]["test_auc"] for r in base])
-        names = ["none"] + sorted({n for (a, n) in by if a == algorithm and n != "none"}, key=_order)
-        for name in names:
-            runs = by[(algorithm, name)]
-            mp = median([r["metrics"]["test_auc"] for r in runs])
-            ap = median([strongest(r["leak"]) for r in runs])
-            leaks = [median([r["leak"].get(k) for r in runs]) for k in LABEL_ATTACKS]
-            cells = [algorithm, name, fmt(mp), f"{mp - mp_star:+.3f}", *map(fmt, leaks),
-                     fmt(median([r["leak"].get("model_completion_200") for r in runs])),
-                     fmt(median([r["leak"].get("model_completion_200_own_columns") for r in runs])),
-                     fmt(median([r["leak"].get("feature_reconstruction") for r in runs]), 2),
-                     fmt(dcs(ap, mp, mp_star)), f"{median([r['mb_per_site'] for r in runs]):.2f}"]
-            lines.append("| " + " | ".join(cells) + " |")
+    for algorithm, name, runs, mp_star in defense_rows_in_order(by, "test_auc"):
+        mp = median([r["metrics"]["test_auc"] for r in runs])
+        ap = median([strongest(r["leak"]) for r in runs])
+        leaks = [median([r["leak"].get(k) for r in runs]) for k in LABEL_ATTACKS]
+        cells = [algorithm, name, fmt(mp), f"{mp - mp_star:+.3f}", *map(fmt, leaks),
+                 fmt(median([r["leak"].get("model_completion_200") for r in runs])),
+                 fmt(median([r["leak"].get("model_completion_200_own_columns") for r in runs])),
+                 fmt(median([r["leak"].get("feature_reconstruction") for r in runs]), 2),
+                 fmt(dcs(ap, mp, mp_star)), f"{median([r['mb_per_site'] for r in runs]):.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -407,23 +411,17 @@ def mnist_table(records: list[dict]) -> str:
     head = ["algorithm", "defense", "test acc", "Δ test acc", "gradient_clusters", "probability_clusters",
             "MC 200", "MC 200, own columns", "majority rate", "reconstruction R²", "DCS", "MB / site"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for algorithm in ALGORITHMS:
-        base = by.get((algorithm, "none"))
-        if not base:
-            continue
-        mp_star = median([r["metrics"]["test_accuracy"] for r in base])
-        for name in ["none"] + sorted({n for (a, n) in by if a == algorithm and n != "none"}, key=_order):
-            runs = by[(algorithm, name)]
-            mp = median([r["metrics"]["test_accuracy"] for r in runs])
-            chance = median([r["majority"]["aligned"] for r in runs])
-            ap = median([strongest(r["leak"]) for r in runs])
-            score = None if ap is None else 1 / (1 + math.sqrt((1 - BETA) * (ap - chance) ** 2 + BETA * (mp - mp_star) ** 2))
-            leak = lambda key: fmt(median([r["leak"].get(key) for r in runs]))  # noqa: E731
-            cells = [algorithm, name, fmt(mp), f"{mp - mp_star:+.3f}", leak("gradient_clusters"),
-                     leak("probability_clusters"), leak("model_completion_200"), leak("model_completion_200_own_columns"),
-                     fmt(chance), fmt(median([r["leak"].get("feature_reconstruction") for r in runs]), 2), fmt(score),
-                     f"{median([r['mb_per_site'] for r in runs]):.2f}"]
-            lines.append("| " + " | ".join(cells) + " |")
+    for algorithm, name, runs, mp_star in defense_rows_in_order(by, "test_accuracy"):
+        mp = median([r["metrics"]["test_accuracy"] for r in runs])
+        chance = median([r["majority"]["aligned"] for r in runs])
+        ap = median([strongest(r["leak"]) for r in runs])
+        score = None if ap is None else 1 / (1 + math.sqrt((1 - BETA) * (ap - chance) ** 2 + BETA * (mp - mp_star) ** 2))
+        leak = lambda key: fmt(median([r["leak"].get(key) for r in runs]))  # noqa: E731
+        cells = [algorithm, name, fmt(mp), f"{mp - mp_star:+.3f}", leak("gradient_clusters"),
+                 leak("probability_clusters"), leak("model_completion_200"), leak("model_completion_200_own_columns"),
+                 fmt(chance), fmt(median([r["leak"].get("feature_reconstruction") for r in runs]), 2), fmt(score),
+                 f"{median([r['mb_per_site'] for r in runs]):.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
