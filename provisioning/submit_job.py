@@ -23,6 +23,7 @@ from pathlib import Path
 from vflflare.results import RESULTS_FILE
 
 COMPLETED = "FINISHED:COMPLETED"
+STATUS_EVERY = 10.0  # seconds between the status lines printed while a job runs
 
 
 def kit_username(kit: str | Path) -> str:
@@ -44,7 +45,6 @@ def submit_and_collect(kit: str | Path, job: str | Path, out: str | Path, user: 
     """Submit `job` with the admin kit, wait up to `timeout` s, download the server's job workspace
     into `out`. Returns {"job_id", "status", "results_path" (or None), "results" (or None)}."""
     from nvflare.fuel.flare_api.flare_api import new_secure_session
-    from nvflare.fuel.flare_api.api_spec import JobTimeout
 
     kit, job, out = Path(kit).resolve(), Path(job).resolve(), Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -59,12 +59,22 @@ def submit_and_collect(kit: str | Path, job: str | Path, out: str | Path, user: 
         try:
             job_id = session.submit_job(str(job))
             log(f"submitted {job.name} as {user}: job {job_id}")
-            try:
-                meta = session.wait_for_job(job_id, timeout=timeout, poll_interval=2.0)
-                status = str(meta.get("status"))
-            except JobTimeout:
+            started, shown = time.monotonic(), [0.0]
+
+            def progress(_session, _job_id, meta: dict) -> bool:  # a status line every STATUS_EVERY s
+                waited = time.monotonic() - started
+                if waited - shown[0] >= STATUS_EVERY:
+                    shown[0] = waited
+                    log(f"job {job_id}: {meta.get('status')} after {waited:.0f} s")
+                return True
+
+            _, meta = session.monitor_job_and_return_job_meta(job_id, timeout=timeout, poll_interval=2.0,
+                                                               cb=progress)
+            if meta is None:  # the monitor's timeout
                 status = f"TIMEOUT after {timeout:.0f} s"
                 session.abort_job(job_id)
+            else:
+                status = str(meta.get("status"))
             log(f"job {job_id}: {status}")
             location = session.download_job_result(job_id, str(out))
         finally:

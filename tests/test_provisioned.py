@@ -6,8 +6,10 @@ as a recipe through NVFlare's ProdEnv."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -28,6 +30,7 @@ from deployment_helpers import (
 from submit_job import submit_and_collect
 from vflflare.cli import find_results
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.protocol.model_store import LABEL_DIR, models_dir, read_predictions
 from vflflare.recipes import VFLRecipe
 from vflflare.algorithms.registry import make_config
 from vflflare.flare.provisioning import enable_adhoc_connections
@@ -98,6 +101,15 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
     for kit in site_kits:
         assert (kit / "startup" / "client_context.tenseal").is_file()
         assert not (kit / "startup" / "server_context.tenseal").exists()
+    # start.sh where python3 cannot import NVFlare: a message and exit 1, not a silent restart loop
+    fake = tmp_path / "python_without_nvflare"
+    fake.mkdir()
+    (fake / "python3").write_text("#!/bin/sh\nexit 1\n")
+    (fake / "python3").chmod(0o755)
+    for kit in (server_kit, site_kits[0]):
+        start = subprocess.run(["bash", str(kit / "startup" / "start.sh")], capture_output=True, text=True,
+                               timeout=30, env={**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"})
+        assert start.returncode == 1 and "cannot import nvflare; activate the environment" in start.stderr, start
 
     # each organisation keeps its own table in its own place, named in its kit's local/vflflare.json
     data = tmp_path / "split"
@@ -108,6 +120,8 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
     for kit, party in [(server_kit, "server")] + list(zip(site_kits, sites)):
         own_root = tmp_path / "orgs" / kit.name / "data"
         shutil.copytree(data / party, own_root / party)
+        if party != "server":  # new rows to score after training: the test rows
+            shutil.copy(own_root / party / "test.csv", own_root / party / "score.csv")
         write_site_config(kit, own_root)
 
     # services run as on machines without vflflare installed: the job brings it in app/custom
@@ -127,8 +141,18 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
         run = recipe.execute(ProdEnv(startup_kit_location=str(admin_kit), username=submitter, login_timeout=30))
         downloaded = run.get_result(timeout=300, clean_up=False)
         recipe_results = json.loads(find_results(downloaded).read_text()) if downloaded else None
+        # scoring with the latest model; nothing set anywhere: each party kept its model beside its data
+        scoring = submit_and_collect(admin_kit, REPO / "jobs" / "vertical_inference", tmp_path / "scored", submitter,
+                                     timeout=300, connect_timeout=30, log=print)
 
     assert outcome["status"] == "FINISHED:COMPLETED", outcome
+    # the predictions reach the analyst through download_job: the label party ran at the server
+    scored = scoring["results"]
+    assert scoring["status"] == "FINISHED:COMPLETED" and "error" not in scored, scoring
+    fetched = scoring["results_path"].parent / scored["training"]["predictions_in_job"]
+    server_runs = tmp_path / "orgs" / server_kit.name / "data"
+    expected = models_dir(server_runs, scored["training"]["model_job"]) / LABEL_DIR / "test_predictions.csv"
+    assert read_predictions(fetched) == read_predictions(expected)
     results = outcome["results"]
     assert results is not None and "error" not in results, results
     assert results["sites"] == sites and results["label_owner"] == "server"

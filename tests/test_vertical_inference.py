@@ -19,7 +19,7 @@ from vflflare.jobs import write_job
 from vflflare.protocol.alignment import AlignmentError
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.model_store import LABEL_DIR, ModelStoreError, config_hash, models_dir, read_predictions
-from vflflare.protocol.scoring import read_new_rows
+from vflflare.protocol.scoring import predictions_path, read_new_rows
 
 SITES = ["site-1", "site-2"]
 
@@ -149,15 +149,16 @@ def test_unseen_categories_are_scored_as_unknown_and_counted(tmp_path):
 
 @pytest.mark.simulator
 def test_the_simulator_trains_then_scores_with_the_shipped_job(tmp_path, monkeypatch):
-    """Train one-shot in the NVFlare simulator, then run jobs/vertical_inference (model_job: latest)."""
+    """Train one-shot in the NVFlare simulator, then run jobs/vertical_inference (model_job: latest) in a new
+    workspace, with nothing set: the models are kept beside the data, not in the wiped workspace."""
     data = _split(tmp_path / "data")
-    monkeypatch.setenv("VFLFLARE_RUNS_ROOT", str(tmp_path / "runs"))  # the simulator wipes its workspace
+    monkeypatch.delenv("VFLFLARE_RUNS_ROOT", raising=False)
     trained = run_job(tmp_path / "train", "oneshot", data_root=data)
     assert "error" not in trained, trained.get("error")
     scored = cli.simulate(str(Path(__file__).resolve().parents[1] / "jobs" / "vertical_inference"),
                           str(tmp_path / "score_ws"), 2, 2, str(data))
     assert "error" not in scored, scored.get("error")
-    expected = read_predictions(models_dir(tmp_path / "runs", trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
+    expected = read_predictions(models_dir(data, trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
     assert read_predictions(Path(scored["training"]["predictions"])) == expected
     assert scored["metrics"]["scored_rows"] == trained["rows"]["test"]
 
@@ -186,7 +187,7 @@ def test_a_poc_trains_then_scores(tmp_path):
     from deployment_helpers import POC_RUN, REPO, env_with, free_port, results_path_from, run_bounded
 
     data = _split(tmp_path / "data")
-    env = env_with(VFLFLARE_DATA_ROOT=None, VFLFLARE_RUNS_ROOT=str(tmp_path / "runs"))
+    env = env_with(VFLFLARE_DATA_ROOT=None, VFLFLARE_RUNS_ROOT=None)  # nothing set: the models stay beside the data
     results = {}
     for job in ("oneshot_vfl", "vertical_inference"):
         ws = tmp_path / f"poc_{job}"
@@ -197,5 +198,26 @@ def test_a_poc_trains_then_scores(tmp_path):
         results[job] = json.loads(results_path_from(run.output).read_text())
     trained, scored = results["oneshot_vfl"], results["vertical_inference"]
     assert scored["training"]["model_job"] == trained["job_id"]  # "latest": the POC training job
-    expected = read_predictions(models_dir(tmp_path / "runs", trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
+    expected = read_predictions(models_dir(data, trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
     assert read_predictions(Path(scored["training"]["predictions"])) == expected
+
+
+def test_predictions_keep_the_users_row_order_and_id_column_and_never_overwrite(tmp_path):
+    data = _split(tmp_path / "data")
+    for site in SITES:
+        (data / site / "schema.json").write_text(json.dumps({"id_column": "customer"}))
+        for name in ("train.csv", "test.csv", "score.csv"):
+            _rewrite(data / site / name, lambda rows: [["customer", *rows[0][1:]], *rows[1:]])
+        _rewrite(data / site / "score.csv", lambda rows: [rows[0], *reversed(rows[1:])])
+    trained, scored = _train_and_score(tmp_path, "oneshot", data)
+    path = Path(scored["training"]["predictions"])
+    assert path.name == f"predictions-{scored['job_id']}.csv"
+    with path.open(newline="") as f:
+        written = list(csv.reader(f))
+    with (data / "site-1" / "score.csv").open(newline="") as f:
+        given = [row[0] for row in list(csv.reader(f))[1:]]
+    assert written[0] == ["customer", "score"]
+    assert [row[0] for row in written[1:]] == given  # site-1's score.csv order, not the alignment's
+    # the simulator names every job simulate_job: a second scoring run under the same id gets a new file
+    assert predictions_path(str(tmp_path / "runs" / "server"), scored["job_id"]).name == \
+        f"predictions-{scored['job_id']}-2.csv"

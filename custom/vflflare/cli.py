@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,30 @@ def find_results(workspace: str | Path) -> Path | None:
     return found[-1] if found else None
 
 
+def quiet_log_config() -> str:
+    """NVFlare's own log configuration with its console at WARNING and vflflare's lines (progress, the
+    alignment report, the results table) at INFO, as `time message`; the log files in the workspace keep
+    everything. A file for `nvflare simulator -l`, outside the workspace (the simulator empties it)."""
+    from nvflare.fuel.utils.log_utils import default_log_dict
+
+    config = json.loads(json.dumps(default_log_dict))
+    config["handlers"]["consoleHandler"]["level"] = "WARNING"
+    config["formatters"]["vflflareConsole"] = {"format": "%(asctime)s %(message)s", "datefmt": "%H:%M:%S"}
+    config["filters"]["vflflareOnly"] = {"()": "nvflare.fuel.utils.log_utils.LoggerNameFilter",
+                                         "logger_names": ["vflflare"]}
+    config["handlers"]["vflflareConsole"] = {"class": "logging.StreamHandler", "level": "INFO", "stream": "ext://sys.stdout",
+                                             "formatter": "vflflareConsole", "filters": ["vflflareOnly"]}
+    config["loggers"]["root"]["handlers"].append("vflflareConsole")
+    path = Path(tempfile.mkdtemp(prefix="vflflare_log_")) / "log_config.json"
+    path.write_text(json.dumps(config, indent=2))
+    return str(path)
+
+
 def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: str | None = None,
-             timeout: float | None = None, sites: list[str] | None = None) -> dict:
+             timeout: float | None = None, sites: list[str] | None = None, verbose: bool = True) -> dict:
     """Run `nvflare simulator` on a job folder and return its vflflare_results.json. `sites` names the
-    simulated sites (default site-1 .. site-n)."""
+    simulated sites (default site-1 .. site-n); without `verbose` the console shows NVFlare's warnings and
+    vflflare's own lines only."""
     env = dict(os.environ)
     if data_root:
         env["VFLFLARE_DATA_ROOT"] = str(Path(data_root).resolve())
@@ -55,6 +76,8 @@ def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: 
     # the nvflare CLI of this interpreter's environment, whatever PATH says
     clients = ["-c", ",".join(check_unique(sites, "the simulated sites"))] if sites else ["-n", str(n_clients)]
     cmd = [sys.executable, "-m", "nvflare.cli", "simulator", str(job), "-w", str(workspace), *clients, "-t", str(threads)]
+    if not verbose:
+        cmd += ["-l", quiet_log_config()]
     proc = subprocess.run(cmd, env=env, timeout=timeout)
     path = find_results(workspace)
     if path is None:
@@ -66,9 +89,9 @@ def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     sites = parse_site_names(args.sites, "--sites")
-    results = simulate(args.job, args.workspace, args.n_clients, args.threads, args.data_root, sites=sites)
-    print(format_table(results))
-    print(f"results: {results['results_path']}")
+    results = simulate(args.job, args.workspace, args.n_clients, args.threads, args.data_root, sites=sites,
+                       verbose=args.verbose)
+    print(f"results: {results['results_path']}")  # the table: printed by the job's coordinator, above
     return 1 if "error" in results else 0
 
 
@@ -185,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     sim.add_argument("--sites", help="comma-separated site names (instead of -n: site-1 .. site-n)")
     sim.add_argument("-t", "--threads", type=int, default=2)
     sim.add_argument("--data-root", help="sets VFLFLARE_DATA_ROOT (default: the embedded breast-cancer split)")
+    sim.add_argument("--verbose", action="store_true", help="NVFlare's full console log (default: its warnings "
+                     "and vflflare's own lines; the workspace's log files hold everything either way)")
     sim.set_defaults(func=_cmd_simulate)
 
     inproc = sub.add_parser("inprocess", help="run the same phases without NVFlare (reference, benchmarks)")

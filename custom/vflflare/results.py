@@ -54,7 +54,8 @@ def format_table(results: dict) -> str:
         lines.append(f"  run id {results['run_id']} (resume: {results['run_id']}), "
                      f"{results.get('replayed_exchanges', 0)} exchange(s) replayed")
     for name, value in sorted(results.get("metrics", {}).items()):
-        lines.append(f"  {name:<28} {value:.4f}")
+        shown = f"{int(value)}" if name.endswith("rows") and float(value).is_integer() else f"{value:.4f}"
+        lines.append(f"  {name:<28} {shown}")  # a count as an integer, a score to 4 places
     alignment = results.get("alignment")
     if alignment and "union" in alignment:  # a silo space (protocol/silo_setup.py)
         lines.append(f"  silo space: {alignment['union']} training rows in the union, {alignment['in_every_silo']} in "
@@ -92,4 +93,25 @@ def format_table(results: dict) -> str:
         for p in results["phases"]:
             wall[p["name"]] = wall.get(p["name"], 0.0) + p["wall_s"]
         lines.append("  phase wall time (s): " + ", ".join(f"{name} {s:.2f}" for name, s in wall.items()))
-    return "\n".join(lines)
+    return "\n".join(lines + next_steps(results))
+
+
+def next_steps(results: dict) -> list[str]:
+    """The last lines: where a training job's models are and the command that scores with them; where a
+    scoring job's predictions are."""
+    if "error" in results:
+        return []
+    scored = results.get("training", {})
+    if results.get("algorithm") == "vertical_inference" and scored.get("predictions"):
+        where = f"at {scored.get('label_owner')}: {scored['predictions']}"
+        if scored.get("predictions_in_job"):
+            where += f" (a copy, {scored['predictions_in_job']}, in this job's result folder for download_job)"
+        return [f"predictions {where}"]
+    if results.get("job_id") and "union" not in results.get("alignment", {}):  # a silo space keeps no model
+        job = results["job_id"]
+        here = f"; the label model here: {results['label_model']}" if results.get("label_model") else ""
+        return [f"models of job {job} kept by each party under its runs root (its data root, or VFLFLARE_RUNS_ROOT)"
+                f"{here}",
+                f"score new rows (score.csv beside each site's train.csv): python job.py --algorithm vertical_inference "
+                f"--set model_job={job} --env sim|poc|prod (or `vflflare simulate jobs/vertical_inference`)"]
+    return []

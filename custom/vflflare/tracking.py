@@ -6,6 +6,7 @@ the in-process driver and unit tests use the logging one.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Protocol
 
 
@@ -24,3 +25,21 @@ class LogTracker:
 
     def info(self, message: str) -> None:
         self.log.info(message)
+
+
+class Progress:
+    """One log line per step of a training loop (an epoch, a round): `what i/N`, the step's numbers, the time
+    so far and, at the pace so far, the time left (at most, for a loop that may stop early)."""
+
+    def __init__(self, tracker: Tracker, what: str, total: int, first: int = 0, early_stop: bool = False) -> None:
+        self.tracker, self.what, self.total, self.first = tracker, what, total, first
+        self.bound = " at most" if early_stop else ""
+        self.start = time.monotonic()
+
+    def step(self, done: int, detail: str = "") -> None:
+        """`done` steps of `total` finished (counting any before a resume, `first`)."""
+        elapsed = time.monotonic() - self.start
+        pace = elapsed / max(done - self.first, 1)
+        left = pace * (self.total - done)
+        self.tracker.info(f"{self.what} {done}/{self.total}" + (f", {detail}" if detail else "")
+                          + f"; {elapsed:.0f} s, about {left:.0f} s left{self.bound if done < self.total else ''}")

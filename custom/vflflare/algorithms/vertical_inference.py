@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ from vflflare.algorithms.plugin import Algorithm
 from vflflare.config import SERVER, JobConfig
 from vflflare.data.checks import describe_checks
 from vflflare.protocol.model_store import LABEL_DIR, ModelStoreError, label_owner, models_dir
-from vflflare.protocol.scoring import APPLY, LATEST, LOAD, PREDICTIONS_DIR, REPRESENT, SCORE_FILE, apply_head
+from vflflare.protocol.scoring import APPLY, LATEST, LOAD, REPRESENT, SCORE_FILE, apply_head, predictions_path
 from vflflare.protocol.transport import Transport
 
 
@@ -86,9 +85,10 @@ class VerticalInference(Algorithm):
             replies = net.exchange(REPRESENT, {s: {"positions": positions[s], "ids": wants_ids[s]} for s in sites})
             reps = {s: np.asarray(r["reps"]) for s, r in replies.items()}
             if owner == SERVER:
-                out = Path(self.runs_root or ".") / PREDICTIONS_DIR / (self.job_id or "inprocess") / "predictions.csv"
+                out = predictions_path(self.runs_root, self.job_id or "inprocess")
                 folder = models_dir(self.runs_root or ".", model_job) / LABEL_DIR
-                scored = apply_head(folder, reps, list(replies[sites[0]]["ids"]), out)
+                first = replies[sites[0]]
+                scored = apply_head(folder, reps, list(first["ids"]), out, list(first["rows"]), first["id_column"])
             else:
                 scored = net.exchange(APPLY, {owner: {"reps": reps, "positions": positions[owner],
                                                       "job_id": self.job_id or "inprocess"}})[owner]

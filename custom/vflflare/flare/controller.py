@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import traceback
 import uuid
 
@@ -111,7 +112,7 @@ class VFLController(Controller):
             cfg = self.cfg
             results = run_algorithm(
                 net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize), tracker,
-                server_he, runs_root=runs_root(engine.get_workspace().get_root_dir()), run_id=run_id,
+                server_he, runs_root=runs_root(data_root, SERVER), run_id=run_id,
                 job_id=fl_ctx.get_job_id(),
             )
         except Exception as error:  # any failure ends the job with the reason in the result file
@@ -129,10 +130,22 @@ class VFLController(Controller):
         tracker.close()
         net.close()
         results = completed(results)
+        self._keep_predictions(run_dir, results)
         path = self._write(run_dir, results)
-        table = format_table(results)
-        self.log_info(fl_ctx, f"results written to {path}\n{table}")
-        print(table, flush=True)
+        self.log_info(fl_ctx, f"results written to {path}")
+        print(format_table(results), flush=True)  # once, on the console of whoever runs the server
+
+    @staticmethod
+    def _keep_predictions(run_dir: str, results: dict) -> None:
+        """A scoring job whose label party ran here: a copy of its predictions in the job's run folder, so
+        `download_job` (and submit_job.py) bring them to the analyst. With the labels at a site they stay at
+        that site: its file pairs its row IDs with its model's scores, which the coordinator never held."""
+        scored = results.get("training", {})
+        if scored.get("label_owner") != SERVER or not os.path.isfile(scored.get("predictions", "")):
+            return
+        kept = os.path.join(run_dir, os.path.basename(scored["predictions"]))
+        shutil.copyfile(scored["predictions"], kept)
+        scored["predictions_in_job"] = os.path.basename(kept)
 
     @staticmethod
     def _write(run_dir: str, results: dict) -> str:

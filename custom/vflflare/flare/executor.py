@@ -58,7 +58,7 @@ class VFLExecutor(Executor):
             self.log_info(fl_ctx, f"data root: {data_root or '<embedded default>'}; vflflare code: {Path(__file__).parents[1]}")
             # alignment "psi": the intersection from this job's PSI workflow or an earlier PSI job
             self.runtime = SiteRuntime(site, data_root, self.tracker, psi_source(fl_ctx, site, data_root),
-                                       runs_root=runs_root(self._engine.get_workspace().get_root_dir()))
+                                       runs_root=runs_root(data_root, site))
             # per-batch steps: plain requests to this job's cell; the coordinator's liveness probes: aux
             cell = self._engine.get_cell()
             getattr(cell, "core_cell", cell).register_request_cb(STEP_CHANNEL, STEP_TOPIC, self._on_step)

@@ -10,6 +10,10 @@ people who sign the project see who may run what. NVFlare writes the policy into
 site startup kit as `local/authorization.json.default`. A site can still tighten it with its own
 `local/authorization.json`.
 
+`StartCheckBuilder` makes each server and site kit's `startup/start.sh` stop at once, with a message,
+when the `python3` on PATH cannot import NVFlare (NVFlare's script would start its restart loop in the
+background, return 0 and log "No module named nvflare" forever).
+
 vflflare jobs bring their own code (app/custom). NVFlare 2.9 then checks the submitter's `byoc`
 right, on the server and on every site. The policy must grant `submit_job` and `byoc` to the role
 that submits jobs.
@@ -77,3 +81,34 @@ class AdhocConnectionsBuilder(Builder):
         # StaticFileBuilder has written any comm_config.json of its own and before the kits are moved
         server = project.get_server()
         enable_adhoc_connections(ctx.get_local_dir(server), self.host or server.get_default_host(), self.ports)
+
+
+START_CHECK = """\
+# vflflare.flare.provisioning.StartCheckBuilder: fail here, not in a restart loop, without NVFlare
+if ! python3 -c "import nvflare" >/dev/null 2>&1; then
+  echo "start.sh: $(command -v python3 || echo 'no python3') on PATH cannot import nvflare; activate the" \\
+       "environment NVFlare is installed in (e.g. source /path/to/.venv/bin/activate), then run start.sh again" >&2
+  exit 1
+fi
+"""
+
+
+def add_start_check(start_sh: str | Path) -> Path:
+    """START_CHECK right after the shebang of a kit's start.sh (once)."""
+    path = Path(start_sh)
+    text = path.read_text()
+    if START_CHECK not in text:
+        shebang, _, rest = text.partition("\n")
+        path.write_text(f"{shebang}\n{START_CHECK}{rest}")
+    return path
+
+
+class StartCheckBuilder(Builder):
+    def build(self, project: Project, ctx: ProvisionContext) -> None:
+        pass
+
+    def finalize(self, project: Project, ctx: ProvisionContext) -> None:
+        for participant in [p for p in (project.get_server(), *project.get_clients()) if p is not None]:
+            start = Path(ctx.get_kit_dir(participant)) / "start.sh"
+            if start.is_file():
+                add_start_check(start)

@@ -166,8 +166,7 @@ class ScoreFilePSI(PSI):
     def load_items(self) -> List[str]:
         site = self.fl_ctx.get_identity_name()
         data_root = resolve_party_data_root(self.data_root, self.fl_ctx, site)
-        workspace = self.fl_ctx.get_engine().get_workspace().get_root_dir()
-        scorer = SiteScorer(site, data_root, runs_root(workspace))
+        scorer = SiteScorer(site, data_root, runs_root(data_root, site))
         self.intersection = None
         return score_items(scorer.new_rows(self.model_job, self.score_file)["ids"])
 

@@ -50,7 +50,8 @@ class FlareTracker:
             tag, value, step = item
             dxo = create_analytic_dxo(tag=tag, value=value, data_type=AnalyticsDataType.SCALAR, global_step=step)
             with self.engine.new_context() as fl_ctx:
-                self.component.log_info(fl_ctx, f"{tag} [{step}] {value:.5f}")
+                # the curves go to TensorBoard; the log keeps the progress lines (tracking.Progress)
+                self.component.log_debug(fl_ctx, f"{tag} [{step}] {value:.5f}")
                 if self.on_site:
                     send_analytic_dxo(self.component, dxo, fl_ctx, SITE_EVENT, fire_fed_event=True)
                 else:

@@ -170,8 +170,9 @@ def format_report(report: Mapping) -> str:
     for party, parts in report["parties"].items():
         cells = [f"{part} {c['matched']}/{c['rows']} matched" for part, c in parts.items()]
         lines.append(f"  {party:<24} " + ", ".join(cells))
-    lines.append("  aligned: " + ", ".join(f"{k} {report[k]}" for k in ("aligned_train", "val", "test")
-                                          if k in report))
+    counts = [f"{k} {report[k]}" for k in ("aligned_train", "val", "test") if k in report]
+    if counts:  # a report before the split into train, val and test has none
+        lines.append("  aligned: " + ", ".join(counts))
     if report.get("hint"):
         lines.append(f"  hint: {report['hint']}")
     for site, checks in report.get("data_checks", {}).items():  # each site's test rows against its training rows

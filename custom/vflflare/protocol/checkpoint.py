@@ -10,8 +10,8 @@ their checkpoint of the last replayed exchange, verifying its hash, and the run 
 Coordinator-side computation (a label party on the server) is re-executed on the journaled inputs,
 which is deterministic (seeded, see test_determinism.py).
 
-Layout under a party's runs root (its NVFlare workspace root unless VFLFLARE_RUNS_ROOT is set, or the
-in-process checkpoint root):
+Layout under a party's runs root (`runs_root`: VFLFLARE_RUNS_ROOT, else its data root, else
+~/.vflflare/runs; or the in-process checkpoint root):
 ``vflflare_runs/<run id>/journal/`` on the coordinator, ``vflflare_runs/<run id>/<site>/`` on a site.
 
 A per-batch phase (split-NN) is not journaled batch by batch. Instead it marks save points
@@ -33,7 +33,8 @@ from vflflare.protocol.payload import Payload, decode, encode
 from vflflare.protocol.state import PartyState
 
 RUNS_DIR = "vflflare_runs"
-RUNS_ROOT_ENV = "VFLFLARE_RUNS_ROOT"  # overrides the workspace root, e.g. for the simulator, which wipes it
+RUNS_ROOT_ENV = "VFLFLARE_RUNS_ROOT"  # overrides where a party keeps checkpoints, models and predictions
+HOME_RUNS_ROOT = Path.home() / ".vflflare" / "runs"  # a party on the embedded default has no data root
 MARK = "_checkpoint"  # the key an exchange payload carries to ask for a checkpoint, and its reply the hash
 RESTORE_TASK = "resume_from_checkpoint"
 SAVE_TASK = "save_checkpoint"  # a save point inside a per-batch phase: the site answers {} and saves (MARK)
@@ -44,8 +45,17 @@ class ResumeError(RuntimeError):
     """A run cannot be resumed as asked: the message names the run, the party and the file."""
 
 
-def runs_root(workspace_root: str) -> str:
-    return os.environ.get(RUNS_ROOT_ENV) or workspace_root
+def runs_root(data_root: str | None, party: str) -> str:
+    """Where a party keeps checkpoints, saved models and predictions: VFLFLARE_RUNS_ROOT, else the folder
+    holding its data folder `<data root>/<party>` (beside it, outside any simulator or POC workspace, which
+    are wiped; a linked folder, as poc/run.sh gives each party, counts where it really is), else
+    ~/.vflflare/runs for the embedded default."""
+    if os.environ.get(RUNS_ROOT_ENV):
+        return os.environ[RUNS_ROOT_ENV]
+    if data_root is None:
+        return str(HOME_RUNS_ROOT)
+    own = Path(data_root) / party
+    return str(own.resolve().parent) if own.is_dir() else data_root
 
 
 def run_dir(root: str | Path, run_id: str) -> Path:

@@ -1,7 +1,8 @@
 """What a training job leaves for scoring new rows later (issue 14): every feature site's bottom model and
 preprocessing, the label party's head, and a manifest per party.
 
-Layout, under each party's runs root (its NVFlare workspace root unless VFLFLARE_RUNS_ROOT is set):
+Layout, under each party's runs root (checkpoint.runs_root: VFLFLARE_RUNS_ROOT, else its data root, else
+~/.vflflare/runs):
 ``vflflare_models/<job id>/<site>/`` holds a site's ``encoder.pt`` (its f_k, the module itself),
 ``preprocessing.json`` (the fitted Preprocessor and the input schema: column order, scales, categorical
 vocabularies, ID column and ID normalisation) and ``manifest.json``; ``vflflare_models/<job id>/label/``
@@ -136,16 +137,16 @@ def load_label_model(folder: Path) -> tuple[torch.nn.Module, dict[str, Any]]:
     return head.eval(), manifest
 
 
-def write_predictions(path: Path, ids: list[str], probs: np.ndarray) -> None:
+def write_predictions(path: Path, ids: list[str], probs: np.ndarray, id_column: str = "id") -> None:
     """ID, then the probability of each class (binary: `score`, the positive class's)."""
     probs = np.asarray(probs, dtype=np.float64)
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
         if probs.shape[1] == 2:
-            writer.writerow(["id", "score"])
+            writer.writerow([id_column, "score"])
             writer.writerows((i, repr(float(p))) for i, p in zip(ids, probs[:, 1]))
         else:
-            writer.writerow(["id", *(f"p{c}" for c in range(probs.shape[1]))])
+            writer.writerow([id_column, *(f"p{c}" for c in range(probs.shape[1]))])
             writer.writerows((i, *(repr(float(v)) for v in row)) for i, row in zip(ids, probs))
 
 

@@ -112,7 +112,7 @@ class SiteScorer:
         for line in describe_checks(site_owner(self.site), checks) if self.log is not None else []:
             self.log(line)  # with the values: the site's own log
         return {"job": job, "folder": folder, "encoder": encoder, "manifest": manifest, "path": path, "ids": ids,
-                "block": block, "checks": checks}
+                "block": block, "checks": checks, "id_column": site_input.id_column}
 
     def load(self, payload: Payload) -> Payload:
         """payload: model_job (a job id, or "latest": this site's newest saved model), score_file, and salt
@@ -130,7 +130,8 @@ class SiteScorer:
             raise ModelStoreError(f"site '{self.site}': the model saved at {folder / self.site} does not match its "
                                   f"preprocessing ({rows['block'].numeric.shape[1]} numeric inputs, "
                                   f"{rows['block'].categorical.shape[1]} categorical): {error}") from error
-        self._loaded = {"ids": ids, "batch": batch, "encoder": rows["encoder"], "folder": folder, "path": str(path)}
+        self._loaded = {"ids": ids, "batch": batch, "encoder": rows["encoder"], "folder": folder, "path": str(path),
+                        "id_column": rows["id_column"]}
         reply = {"job_id": rows["job"], "config_hash": rows["manifest"]["config_hash"],
                  "algorithm": rows["manifest"]["algorithm"], "rows": len(ids),
                  "data_checks": public_checks(rows["checks"]),
@@ -153,17 +154,19 @@ class SiteScorer:
         with torch.no_grad():
             reps = loaded["encoder"](*loaded["batch"].take(positions)).numpy().astype(np.float32)
         reply: Payload = {"reps": reps}
-        if payload.get("ids"):
-            reply["ids"] = [loaded["ids"][i] for i in positions.tolist()]
+        if payload.get("ids"):  # with the rows' places in the score file and its ID column: the user's order
+            reply.update(ids=[loaded["ids"][i] for i in positions.tolist()], rows=positions.tolist(),
+                         id_column=loaded["id_column"])
         return reply
 
     def apply(self, payload: Payload) -> Payload:
         """The label party at this site: the head over payload["reps"] (site -> array), predictions.csv by
         this site's own IDs of payload["positions"]."""
         loaded = self._require()
-        ids = [loaded["ids"][i] for i in self._positions(payload)]
-        path = Path(self.runs_root or ".") / PREDICTIONS_DIR / payload["job_id"] / "predictions.csv"
-        return apply_head(loaded["folder"] / LABEL_DIR, payload["reps"], ids, path)
+        positions = self._positions(payload)
+        ids = [loaded["ids"][i] for i in positions]
+        out = predictions_path(self.runs_root, payload["job_id"])
+        return apply_head(loaded["folder"] / LABEL_DIR, payload["reps"], ids, out, positions, loaded["id_column"])
 
     def _positions(self, payload: Payload) -> list[int]:
         given = payload.get("positions")
@@ -175,9 +178,22 @@ class SiteScorer:
         return self._loaded
 
 
-def apply_head(folder: Path, reps: dict[str, np.ndarray], ids: list[str], out: Path) -> Payload:
+def predictions_path(runs_root: str | None, job_id: str) -> Path:
+    """<runs root>/vflflare_predictions/predictions-<job id>.csv, or -2, -3, ...: a scoring run never
+    overwrites another's predictions (the simulator names every job simulate_job)."""
+    folder = Path(runs_root or ".") / PREDICTIONS_DIR
+    path, n = folder / f"predictions-{job_id}.csv", 1
+    while path.exists():
+        n += 1
+        path = folder / f"predictions-{job_id}-{n}.csv"
+    return path
+
+
+def apply_head(folder: Path, reps: dict[str, np.ndarray], ids: list[str], out: Path, rows: list[int],
+               id_column: str) -> Payload:
     """The label party's step: class probabilities of the head saved in `folder` over the sites'
-    representations (in the order it was trained with), written to `out` as predictions.csv."""
+    representations (in the order it was trained with), written to `out` in the score file's row order
+    (`rows`: each row's place in it) under its ID column's name."""
     head, manifest = load_label_model(folder)
     missing = [s for s in manifest["sites"] if s not in reps]
     if missing:
@@ -189,6 +205,7 @@ def apply_head(folder: Path, reps: dict[str, np.ndarray], ids: list[str], out: P
     except RuntimeError as error:
         raise ModelStoreError(f"label party: the head at {folder} does not take these representations "
                               f"({joint.shape[1]} wide): {error}") from error
+    order = np.argsort(np.asarray(rows), kind="stable")
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_predictions(out, ids, probs)
+    write_predictions(out, [ids[i] for i in order], np.asarray(probs)[order], id_column)
     return {"predictions": str(out), "rows": len(ids)}

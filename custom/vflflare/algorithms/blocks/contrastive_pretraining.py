@@ -14,6 +14,7 @@ from torch import nn
 from vflflare.config import Settings
 from vflflare.models.heads import ProjectionHead
 from vflflare.seeding import derive_seed, seeded_init
+from vflflare.tracking import Progress
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
 from vflflare.ssl.losses import NTXentLoss
@@ -79,6 +80,7 @@ class ContrastivePretrainSite:
         steps_per_epoch = n // batch  # full batches only: a trailing batch of 1 row has no negatives
         self.encoder.train()
         epoch_loss, steps = float("nan"), 0
+        bar = Progress(self.tracker, f"{self.site}: contrastive pretraining epoch", cfg.pretrain_epochs)
         for epoch in range(cfg.pretrain_epochs):
             started = time.monotonic()
             order = torch.randperm(n, generator=generator)
@@ -93,8 +95,8 @@ class ContrastivePretrainSite:
                 steps += 1
             epoch_loss = total / steps_per_epoch
             self.tracker.scalar("pretrain/contrastive_loss", epoch_loss, epoch)
-            self.tracker.info(f"{self.site}: contrastive pretraining epoch {epoch + 1}/{cfg.pretrain_epochs}, "
-                              f"loss {epoch_loss:.4f}, {steps_per_epoch * batch / (time.monotonic() - started):.0f} rows/s")
+            bar.step(epoch + 1, f"loss {epoch_loss:.4f}, "
+                                f"{steps_per_epoch * batch / (time.monotonic() - started):.0f} rows/s")
         self.tracker.info(
             f"{self.site}: contrastive pretraining done, {cfg.pretrain_epochs} epochs ({steps} steps of {batch}) "
             f"on {n} local training rows, last loss {epoch_loss:.4f}"

@@ -14,6 +14,7 @@ import torch
 from vflflare.config import Settings
 from vflflare.models.heads import MLPHead
 from vflflare.seeding import derive_seed, seeded_init
+from vflflare.tracking import Progress
 from vflflare.ssl.fixmatch import CLASS_BALANCE, FixMatchLoss
 
 
@@ -86,6 +87,7 @@ class FixMatchSite:
         steps = math.ceil(n_u / unlabeled_batch) if n_u else math.ceil(n_l / cfg.batch_size)
         self.encoder.train()
         epoch_loss = mask_rate = 0.0
+        bar = Progress(self.tracker, f"{self.site}: {phase} SSL epoch", cfg.ssl_epochs)
         for epoch in range(cfg.ssl_epochs):
             started = time.monotonic()
             order = torch.randperm(n_u, generator=generator)
@@ -106,8 +108,8 @@ class FixMatchSite:
             epoch_loss, mask_rate = total / steps, masked / steps
             self.tracker.scalar(f"ssl/{phase}_loss", epoch_loss, epoch)
             self.tracker.scalar(f"ssl/{phase}_pseudo_label_rate", mask_rate, epoch)
-            self.tracker.info(f"{self.site}: {phase} SSL epoch {epoch + 1}/{cfg.ssl_epochs}, loss {epoch_loss:.4f}, "
-                              f"pseudo-labels {mask_rate:.2f}, {n_u / (time.monotonic() - started):.0f} unlabeled rows/s")
+            bar.step(epoch + 1, f"loss {epoch_loss:.4f}, pseudo-labels {mask_rate:.2f}, "
+                                f"{n_u / (time.monotonic() - started):.0f} unlabeled rows/s")
         self.tracker.info(
             f"{self.site}: {phase} SSL done, {cfg.ssl_epochs} epochs on {n_l} labeled + {n_u} unlabeled rows, "
             f"last loss {epoch_loss:.4f}"

@@ -26,7 +26,7 @@ from vflflare.protocol.checkpoint import CheckpointedTransport
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
 from vflflare.seeding import derive_seed
-from vflflare.tracking import Tracker
+from vflflare.tracking import Progress, Tracker
 
 
 @dataclass
@@ -259,6 +259,7 @@ def train_split_nn(
                 # can be worse on validation than the few-shot model, and would otherwise be kept
                 _, progress["best"] = _validate(net, label)
                 _commit(net, label)
+        bar = Progress(tracker, "split-NN epoch", epochs, first=progress["epochs_run"], early_stop=True)
         while not progress["stopped"] and progress["epochs_run"] < epochs:
             epoch = progress["epochs_run"]
             loss = _train_epoch(net, label, rng.permutation(n_rows), cfg.batch_size)
@@ -277,6 +278,7 @@ def train_split_nn(
                 progress["since_best"] += 1
                 progress["stopped"] = progress["since_best"] >= cfg.split_patience
             progress.update(epochs_run=epoch + 1, metric=metric)
+            bar.step(epoch + 1, f"train loss {loss:.4f}, {metric} {score:.4f}")
             _save_point(net, label, cfg, progress, rng, info, last=progress["stopped"] or epoch + 1 == epochs)
         tracker.info(f"split-NN stopped after {progress['epochs_run']} epochs, best {progress['metric']} "
                      f"{progress['best']:.4f}")

@@ -1,0 +1,175 @@
+"""Rehearse the provisioned deployment on one machine, step by step as README "Rehearse on one machine"
+describes it, with the real startup kits, start.sh scripts and admin API:
+
+    .venv/bin/python provisioning/rehearse.py --out /tmp/vfl_rehearsal [--job jobs/oneshot_vfl] [--data-root SPLIT]
+
+1. a copy of project.yml whose server is `localhost` (`default_host`) on free ports, provisioned into
+   OUT/prov (`nvflare provision`);
+2. data: `--data-root`, a split whose folders are named as the project's sites (and `server/` for the
+   labels), else a breast-cancer split for them written to OUT/data; each kit's `local/vflflare.json`
+   names it;
+3. each server and site kit's `startup/start.sh`, with this environment's `bin` first on PATH (the
+   kits call `python3`);
+4. the job, submitted as the project's `lead` user once every site is connected, its status printed while it
+   runs, its result downloaded into OUT/results (provisioning/submit_job.py);
+5. `shutdown all` through the admin API as the project admin, then any process of the kits still running is
+   stopped.
+
+Exit status: 0 when the job completed without error, 1 otherwise. Every process it started is stopped.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+from submit_job import submit_and_collect  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def localhost_project(source: Path, dest: Path, fl_port: int, admin_port: int) -> dict:
+    """A copy of project.yml whose server listens on the given localhost ports (sites and admins connect to
+    localhost; the server keeps its name, which its TLS certificate is issued for)."""
+    project = yaml.safe_load(source.read_text())
+    server = next(p for p in project["participants"] if p["type"] == "server")
+    server.update({"fed_learn_port": fl_port, "admin_port": admin_port, "default_host": "localhost"})
+    dest.write_text(yaml.safe_dump(project, sort_keys=False))
+    return project
+
+
+def participants(project: dict, kind: str) -> list[dict]:
+    return [p for p in project["participants"] if p["type"] == kind]
+
+
+def venv_env() -> dict:
+    """This environment with the running interpreter's bin first on PATH: what the kits' `python3` must be."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.pop("VFLFLARE_DATA_ROOT", None)  # each kit's local/vflflare.json names its data
+    return env
+
+
+def provision(project_file: Path, out: Path) -> Path:
+    """`nvflare provision`; the prod_00 folder holding every participant's startup kit."""
+    subprocess.run([sys.executable, "-m", "nvflare.cli", "provision", "-p", str(project_file), "-w", str(out),
+                    "--force"], check=True, stdout=subprocess.DEVNULL, env=venv_env())
+    return sorted(out.glob("*/prod_00"))[0]
+
+
+def wait_until_connected(kit: Path, user: str, sites: list[str], timeout: float):
+    """An admin session once the server answers and every site is connected."""
+    from nvflare.fuel.flare_api.flare_api import new_secure_session
+
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        session = None
+        try:
+            session = new_secure_session(user, str(kit), timeout=10)
+            last = sorted(c.name for c in session.get_system_info().client_info)
+            if set(sites) <= set(last):
+                return session
+            session.close()
+        except Exception as error:  # the server is still starting
+            last = f"{type(error).__name__}: {error}"
+            if session is not None:
+                session.close()
+        time.sleep(2)
+    raise TimeoutError(f"sites {sites} not connected within {timeout:.0f} s (last: {last})")
+
+
+def stop_kits(procs: list[subprocess.Popen]) -> None:
+    """What `shutdown all` left running: each start.sh's process group (the restart loop and its service)."""
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    time.sleep(2)
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="a new folder for kits, data, logs and results")
+    parser.add_argument("--job", type=Path, default=REPO / "jobs" / "oneshot_vfl")
+    parser.add_argument("--project", type=Path, default=HERE / "project.yml")
+    parser.add_argument("--data-root", type=Path, help="a split with one folder per site of the project and server/")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for the job")
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    fl_port = free_port()
+    admin_port = free_port()
+    project = localhost_project(args.project, out / "project.yml", fl_port, admin_port)
+    prod = provision(out / "project.yml", out / "prov")
+    server, = participants(project, "server")
+    sites = [p["name"] for p in participants(project, "client")]
+    lead = next(p["name"] for p in participants(project, "admin") if p["role"] == "lead")
+    operator = next(p["name"] for p in participants(project, "admin") if p["role"] == "project_admin")
+    print(f"1. provisioned {len(project['participants'])} kits into {prod} (server on localhost:{fl_port})")
+
+    data = args.data_root.resolve() if args.data_root else out / "data"
+    if not args.data_root:
+        subprocess.run([sys.executable, "-m", "vflflare.cli", "split", "--dataset", "breast_cancer", "--sites",
+                        ",".join(sites), "--overlap", "150", "--out", str(data)], check=True, stdout=subprocess.DEVNULL)
+    from vflflare.flare.site_config import write_site_config
+
+    kits = [prod / server["name"], *(prod / s for s in sites)]
+    for kit in kits:
+        write_site_config(kit, data)
+    print(f"2. data root {data}: {', '.join(sites)} and server/ (each kit's local/vflflare.json)")
+
+    procs: list[subprocess.Popen] = []
+    try:
+        for kit in kits:
+            log = open(out / f"{kit.name}.console.log", "w")
+            procs.append(subprocess.Popen(["bash", str(kit / "startup" / "start.sh")], cwd=kit, stdout=log,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=venv_env(),
+                                          start_new_session=True))
+            if kit == kits[0]:
+                time.sleep(3)  # the server first, as its operator would
+        session = wait_until_connected(prod / lead, lead, sites, 180)
+        print(f"3. started {', '.join(k.name for k in kits)}; every site connected")
+        session.close()
+        outcome = submit_and_collect(prod / lead, args.job, out / "results", lead, timeout=args.timeout,
+                                     connect_timeout=30, log=lambda line: print(f"4. {line}", flush=True))
+        results = outcome["results"]
+        if results is not None:
+            from vflflare.results import format_table
+
+            print(format_table(results))
+        print(f"results: {outcome['results_path']}")
+        ok = outcome["status"] == "FINISHED:COMPLETED" and results is not None and "error" not in results
+    finally:
+        try:
+            admin = wait_until_connected(prod / operator, operator, [], 30)
+            admin.shutdown("all")
+            admin.close()
+            print(f"5. shut down as {operator} (admin API: shutdown all)")
+        except Exception as error:  # the system is already down or never came up
+            print(f"5. shutdown: {type(error).__name__}: {error}")
+        stop_kits(procs)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
