@@ -42,6 +42,9 @@ SERVER = "server"
 COMPLETED = "FINISHED:COMPLETED"
 
 
+STATUS_EVERY = 10  # seconds between the status lines printed while the job runs
+
+
 class SetupError(RuntimeError):
     """The POC could not be prepared or started (exit status 2)."""
 
@@ -189,9 +192,17 @@ class PocRun:
         reply = self.nvflare("job", "submit", "-j", str(staged), "--startup-kit", kit, timeout=180, json_out=True)
         job_id = reply["data"]["job_id"]
         self.log(f"submitted {staged.name} as job {job_id}")
-        reply = self.nvflare("job", "wait", job_id, "--timeout", str(self.args.timeout), "--interval", "2",
-                             "--startup-kit", kit, timeout=self.args.timeout + 60, json_out=True, check=False)
-        status = (reply.get("data") or {}).get("status") or f"not finished ({reply.get('detail') or reply.get('message') or reply})"
+        started = time.monotonic()
+        while True:  # a status line every STATUS_EVERY s while the job runs
+            left = self.args.timeout - (time.monotonic() - started)
+            reply = self.nvflare("job", "wait", job_id, "--timeout", str(max(1, int(min(STATUS_EVERY, left)))),
+                                 "--interval", "2", "--startup-kit", kit, timeout=STATUS_EVERY + 120, json_out=True,
+                                 check=False)
+            status = (reply.get("data") or {}).get("status")
+            if status or left <= STATUS_EVERY or "TIMEOUT" not in json.dumps(reply):  # done, out of time, or an error
+                break
+            self.log(f"job {job_id}: running, {time.monotonic() - started:.0f} s")
+        status = status or f"not finished ({reply.get('detail') or reply.get('message') or reply})"
         self.log(f"job {job_id}: {status}")
         if status.startswith("not finished"):
             self.nvflare("job", "abort", job_id, "--startup-kit", kit, timeout=120, json_out=True, check=False)
