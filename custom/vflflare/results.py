@@ -96,11 +96,22 @@ def format_table(results: dict) -> str:
     return "\n".join(lines + next_steps(results))
 
 
+FIXES = (  # (an error type named in the failure, what to do): the first that appears wins
+    ("DataError", "fix the file named above; `vflflare check-data <data root>` lists every such problem at once"),
+    ("AlignmentError", "`vflflare check-data <data root>` shows the rows each party shares and the id_normalize hint"),
+    ("ConfigError", "fix the setting named above (`--set key=value`; the README's settings tables list them)"),
+    ("ModelStoreError", "score with the model of one training job at every party (`model_job`), unchanged since"),
+    ("ResumeError", "resume with the run id and settings of the stopped run, on the same data"),
+    ("TransportError", "check that the site named above is running and connected, then submit the job again"),
+)
+
+
 def next_steps(results: dict) -> list[str]:
-    """The last lines: where a training job's models are and the command that scores with them; where a
-    scoring job's predictions are."""
+    """The last lines: for a failed job, what to do about it; where a training job's models are and the
+    command that scores with them; where a scoring job's predictions are."""
     if "error" in results:
-        return []
+        fix = next((hint for name, hint in FIXES if name in results["error"]), None)
+        return [f"FAILED: {results['error'].splitlines()[0][:300]}"] + ([f"what to do: {fix}"] if fix else [])
     scored = results.get("training", {})
     if results.get("algorithm") == "vertical_inference" and scored.get("predictions"):
         where = f"at {scored.get('label_owner')}: {scored['predictions']}"
