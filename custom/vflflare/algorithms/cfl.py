@@ -40,6 +40,7 @@ from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
 from vflflare.seeding import derive_seed, seeded_init
+from vflflare.tracking import Progress
 from vflflare.ssl.losses.cfl import CFLLoss
 from vflflare.ssl.tuple_views import tuple_views
 
@@ -194,10 +195,12 @@ class CFL(Algorithm):
                 f"columns; got {widths}. Pad the narrower slices with constant columns, or split with "
                 f"`vflflare split --silo-space`, which cuts equal slices")
         losses = []
+        bar = Progress(self.tracker, "CFL round", self.cfg.cfl_rounds)
         for round_ in range(self.cfg.cfl_rounds):
             with net.ledger.phase("local_training"):  # train E, D on the tuple representations
                 replies = net.exchange("cfl_local_training", {s: {"round": round_} for s in net.sites})
             losses.append({s: r["loss"] for s, r in replies.items()})
+            bar.step(round_ + 1, "loss " + ", ".join(f"{s} {r['loss']:.4f}" for s, r in replies.items()))
             if self.cfg.cfl_fedavg:
                 partial_model_aggregation(net, self.he_context, phase="fedavg")  # (w_e, w_d) up, the average down
         self.info["loss"] = losses

@@ -47,6 +47,7 @@ from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
 from vflflare.seeding import derive_seed, seeded_init
+from vflflare.tracking import Progress
 from vflflare.ssl.losses import Predictor, momentum_update, target_copy
 from vflflare.ssl.losses.hybrid import cross_party_loss, guided_local_loss
 from vflflare.ssl.methods import SSL_METHODS, SSLMethod, make_pair_loss
@@ -322,7 +323,9 @@ class FedHSSL(Algorithm):
         active = net.sites[0] if cfg.label_owner == SERVER else cfg.label_owner
         rng = np.random.default_rng(derive_seed(cfg.seed, "cross-order"))
         n_cross = self.cross_rows(rows)
-        for iteration in range(cfg.global_iterations if steps else 0):
+        iterations = cfg.global_iterations if steps else 0
+        bar = Progress(self.tracker, "FedHSSL pretraining iteration", iterations)
+        for iteration in range(iterations):
             if "cross" in steps:  # step 1: cross-party SSL on the aligned rows
                 cross_party_ssl(net, active, n_cross, cfg.pretrain_batch_size, rng, self.tracker, iteration,
                                 cfg.iso_pretrain)
@@ -331,6 +334,7 @@ class FedHSSL(Algorithm):
                     net.exchange("guided_local_ssl", {s: {"iteration": iteration} for s in net.sites})
             if "pma" in steps:  # step 3: partial model aggregation of f_lt o h_l
                 partial_model_aggregation(net, self.he_context, iso={active: cfg.iso_pretrain})
+            bar.step(iteration + 1)
         return self.finetune(net, label, rows)
 
     def finetune(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
