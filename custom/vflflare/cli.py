@@ -146,6 +146,15 @@ def _cmd_attack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_settings(args: argparse.Namespace) -> int:
+    from vflflare.algorithms.registry import get_algorithm
+    from vflflare.settings_reference import markdown
+
+    print(f"Settings of '{args.algorithm}' jobs (`--set key=value`, a recipe's `config`, or config_fed_server.json):\n")
+    print(markdown(get_algorithm(args.algorithm).Config))
+    return 0
+
+
 def _cmd_check_data(args: argparse.Namespace) -> int:
     from vflflare.data.check_data import check_data, describe, problems
     from vflflare.data.errors import DataError
@@ -220,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     inproc.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     inproc.add_argument("--json", help="also write the result record here")
     inproc.set_defaults(func=_cmd_inprocess)
+
+    settings = sub.add_parser("settings", help="every setting of an algorithm's jobs: default, block, meaning")
+    settings.add_argument("--algorithm", default=JobConfig.algorithm, help=", ".join(algorithms))
+    settings.set_defaults(func=_cmd_settings)
 
     check = sub.add_parser("check-data", help="every problem in a site folder or a data root at once, before a job")
     check.add_argument("path", help="one site's folder (train.csv, test.csv, schema.json) or a data root")

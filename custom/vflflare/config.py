@@ -56,8 +56,8 @@ class DefenseSettings(Settings):
     # (0 = off), then Gaussian noise of std gradient_noise x gradient_clip, then only the largest
     # gradient_keep share of each row's entries kept (1 = all)
     gradient_clip: float = 0.0
-    gradient_noise: float = 0.0
-    gradient_keep: float = 1.0
+    gradient_noise: float = 0.0  # the noise std as a multiple of gradient_clip (needs gradient_clip)
+    gradient_keep: float = 1.0  # the share of each gradient row's largest entries kept (1 = all)
     # Marvell (Li et al. 2022) on the same gradients, binary labels only: per batch, noise whose power is
     # this multiple of |mean gradient of class 1 - of class 0|^2, shaped to hide the label; 0 = off
     gradient_marvell: float = 0.0
@@ -97,7 +97,7 @@ class DefenseSettings(Settings):
 @dataclass
 class JobConfig(DefenseSettings):
     algorithm: str = "oneshot"  # a registered plug-in (vflflare.algorithms.ALGORITHMS)
-    seed: int = 0
+    seed: int = 0  # every random draw of the job derives from it (seeding.py); split seed = job seed in the benchmarks
     label_owner: str = SERVER  # "server" or a site name
     # hash: salted ID digests intersected by the coordinator; psi: the intersection from NVFlare's DH-PSI
     # (jobs/psi or a PSI phase in the same job), canonical order derived locally (protocol/alignment.py)
@@ -120,11 +120,11 @@ class JobConfig(DefenseSettings):
     # the bottom model of a site holding images (models/image.py): cnn (small, MNIST and CI), wrn
     # (WideResNet, the one-shot paper's CIFAR-10 backbone) or resnet (MONAI's, for your own images)
     image_model: dict[str, Any] = field(default_factory=lambda: {"name": "cnn"})
-    rep_dim: int = 32
+    rep_dim: int = 32  # width of each site's representation h_k (the bottom model's output)
     classifier_hidden: int = 0  # 0 = linear classifier head on the concatenated representations
     # optimisation (paper: B 32, lr 0.01)
     batch_size: int = 32
-    lr: float = 0.01
+    lr: float = 0.01  # learning rate of every optimizer without its own
     # L2 penalty of every optimizer (Adam's weight_decay), bottoms and heads alike; the papers use none
     weight_decay: float = 0.0
     val_fraction: float = 0.2  # share of aligned labeled rows held out for model selection
@@ -134,14 +134,14 @@ class JobConfig(DefenseSettings):
     labeled_fraction: float = 1.0
     # the label party's classifier on fixed representations (one-shot Alg. 1 step 6, SS-VFL-I)
     classifier_epochs: int = 100
-    classifier_patience: int = 10
+    classifier_patience: int = 10  # its early stopping: epochs without a better validation score
     # resume (protocol/checkpoint.py): journal every phase exchange and checkpoint every party's state
     # under a run id (the NVFlare job id); resume: that run id, to go on from its last completed exchange
     checkpoint: bool = False
-    resume: str = ""
+    resume: str = ""  # the run id to go on with ("" = a new run)
     # transport
     fp16: bool = False
-    num_threads: int = 1
+    num_threads: int = 1  # torch threads per party
     # where each site trains its bottom model and local heads (torch_runtime.site_device): cpu, or auto (the
     # site's GPU if it has one), cuda, cuda:N. The label party's heads on representations stay on the CPU.
     device: str = "cpu"

@@ -99,7 +99,7 @@ def format_table(results: dict) -> str:
 FIXES = (  # (an error type named in the failure, what to do): the first that appears wins
     ("DataError", "fix the file named above; `vflflare check-data <data root>` lists every such problem at once"),
     ("AlignmentError", "`vflflare check-data <data root>` shows the rows each party shares and the id_normalize hint"),
-    ("ConfigError", "fix the setting named above (`--set key=value`; the README's settings tables list them)"),
+    ("ConfigError", "fix the setting named above; `vflflare settings --algorithm <name>` lists every setting"),
     ("ModelStoreError", "score with the model of one training job at every party (`model_job`), unchanged since"),
     ("ResumeError", "resume with the run id and settings of the stopped run, on the same data"),
     ("TransportError", "check that the site named above is running and connected, then submit the job again"),

@@ -48,14 +48,14 @@ from vflflare.ssl.tuple_views import tuple_views
 @dataclass
 class CFLSettings(Settings):
     cfl_rounds: int = 10  # the paper gives none; its Fig. 7 loss settles after ~200 steps, 10 rounds are ~2 800 on Adult
-    cfl_local_epochs: int = 1
+    cfl_local_epochs: int = 1  # passes over a silo's rows per round
     cfl_hidden: int = 256  # Table 1's encoder size
-    cfl_batch_size: int = 128
-    cfl_lr: float = 0.001
+    cfl_batch_size: int = 128  # rows per step of a silo's local training
+    cfl_lr: float = 0.001  # Adam's learning rate for the silo's encoder and decoder
     cfl_noise_rate: float = 0.2  # z of Algorithm 1
-    cfl_gaussian_std: float = 0.1
-    cfl_temperature: float = 0.5
-    pearson_reordering: bool = True
+    cfl_gaussian_std: float = 0.1  # std of the Gaussian noise of the tuple views
+    cfl_temperature: float = 0.5  # tau of the contrastive loss
+    pearson_reordering: bool = True  # order each silo's columns by Pearson correlation first (the paper's step)
     # false: every silo trains alone, no FedAvg (the paper's non-FL contrastive baseline, with CFL's own
     # tuple views and loss rather than SubTab's feature subsets)
     cfl_fedavg: bool = True

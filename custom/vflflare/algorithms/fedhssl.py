@@ -67,7 +67,7 @@ VARIANTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 @dataclass
 class HybridSSLSettings(Settings):
-    variant: str = "fedhssl"
+    variant: str = "fedhssl"  # fedhssl or one of the paper's ablations (module docstring)
     ssl_method: str = "simsiam"  # simsiam | byol | moco
     global_iterations: int = 40  # paper: 40 (10 for NUSWIDE), 1 epoch of step 1 and of step 2 each
     pretrain_batch_size: int = 512  # paper

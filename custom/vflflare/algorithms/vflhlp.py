@@ -74,7 +74,7 @@ def active_submodel(head: nn.Module, start: int, width: int) -> list[torch.Tenso
 
 @dataclass
 class VFLHLPSettings(Settings):
-    variant: str = "vflhlp"
+    variant: str = "vflhlp"  # vflhlp or an ablation of it (module docstring)
     beta: float = 0.1  # Eq. 7; not given by the paper (module docstring)
     active_epochs: int = 100  # (1): at most this many passes over the active party's labeled rows
     scarf_temperature: float = 1.0  # tau of Eq. 6 (SCARF's default; the paper gives none)

@@ -20,10 +20,10 @@ from vflflare.ssl.fixmatch import CLASS_BALANCE, FixMatchLoss
 
 @dataclass
 class FixMatchSettings(Settings):
-    ssl_epochs: int = 10
+    ssl_epochs: int = 10  # passes of each site's local FixMatch SSL over its unlabeled rows
     mask_rate: float = 0.2  # r_m (paper)
     noise_std: float = 0.1  # sigma (paper)
-    lambda_u: float = 1.0
+    lambda_u: float = 1.0  # weight of the unlabeled (consistency) loss
     fixmatch_threshold: float = 0.95  # FixMatch's tau
     unlabeled_ratio: int = 7  # FixMatch's mu
     class_balance: str = "none"  # none | distribution_alignment | balanced_threshold

@@ -31,7 +31,7 @@ from vflflare.tracking import Progress, Tracker
 
 @dataclass
 class SplitNNSettings(Settings):
-    split_epochs: int = 100
+    split_epochs: int = 100  # at most this many passes over the aligned labeled rows (early stopping ends it sooner)
     split_patience: int = 20  # paper: stop baselines after 20 rounds without improvement
     local_steps: int = 1  # FedBCD Q (paper: 5); 1 = vanilla VFL
     # after every epoch also score the test rows, for learning curves (TensorBoard split/test_*) and
