@@ -1,5 +1,5 @@
-"""Every table in benchmarks/*.md (and the README's marked ones), rebuilt from the records committed under
-benchmarks/results/.
+"""Every table in benchmarks/*.md (and the marked ones of the README and docs/*.md), rebuilt from the records
+committed under benchmarks/results/.
 
 In a report, the line right before each table says where the table comes from:
 
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     built: dict[str, list[list[str]]] = {}
     differ_all, pending_all = [], []
-    for report in [*sorted(HERE.glob("*.md")), REPO / "README.md"]:
+    for report in [*sorted(HERE.glob("*.md")), REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
         text, differ, pending = rebuild(report, built, strict=report.parent == HERE)
         differ_all += differ
         pending_all += pending
