@@ -44,6 +44,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workspace", default="/tmp/vflflare_ws/job_py", help="simulator workspace root")
     parser.add_argument("--startup-kit", help="admin startup kit of a provisioned project (prod)")
     parser.add_argument("--bundle-code", action="store_true", help="ship the vflflare package inside the job")
+    parser.add_argument("--mlflow", metavar="URI", help="also stream the curves to this MLflow tracking URI "
+                        "('' : an SQLite store in the server's job result folder)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for a poc/prod job")
     return parser.parse_args()
 
@@ -73,7 +75,8 @@ def main() -> int:
         os.environ["VFLFLARE_DATA_ROOT"] = str(Path(args.data_root).resolve())
     count, names = site_args(args.sites)
     recipe = VFLRecipe(algorithm=args.algorithm, min_clients=count, sites=names, config=parse_overrides(args.set),
-                       label_owner=args.label_owner, he=args.he, psi=args.psi, bundle_code=args.bundle_code)
+                       label_owner=args.label_owner, he=args.he, psi=args.psi, bundle_code=args.bundle_code,
+                       mlflow_uri=args.mlflow)
     started = time.time()
     run = recipe.execute(exec_env(args))
     workspace = run.get_result(timeout=args.timeout, clean_up=False)

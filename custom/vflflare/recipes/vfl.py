@@ -123,6 +123,9 @@ class VFLRecipe(_VFLJobRecipe):
         name: the job name (default "<algorithm>_vfl").
         plugin_files: Python files of plug-ins outside vflflare, put into the job's app/custom.
         bundle_code: put the vflflare package into the job's app/custom.
+        mlflow_uri: also stream every curve (the TensorBoard scalars of each site and the coordinator) to
+            MLflow through NVFlare's MLflowReceiver: a tracking URI (http://..., file:..., sqlite:...), or ""
+            for an SQLite store in the job's result folder on the server. None: TensorBoard only.
     """
 
     def __init__(
@@ -139,6 +142,7 @@ class VFLRecipe(_VFLJobRecipe):
         name: str | None = None,
         plugin_files: list[str] | None = None,
         bundle_code: bool = False,
+        mlflow_uri: str | None = None,
     ) -> None:
         min_clients = expected_count(min_clients, sites)
         settings = {**(config or {}), "algorithm": algorithm, **({"sites": list(sites)} if sites else {})}
@@ -155,6 +159,12 @@ class VFLRecipe(_VFLJobRecipe):
                      score=cfg if plugin.psi_items == "score_file" else None, sites=cfg.sites or None)
         job.to_server(VFLController(config=settings, min_sites=min_clients), id="vfl_controller")
         job.to_server(TBAnalyticsReceiver(events=TRACKING_EVENTS), id="tb_receiver")
+        if mlflow_uri is not None:  # the same curves, streamed by NVFlare's own MLflow receiver
+            from nvflare.app_opt.tracking.mlflow.mlflow_receiver import MLflowReceiver
+
+            job.to_server(MLflowReceiver(tracking_uri=mlflow_uri or None, events=TRACKING_EVENTS,
+                                         kw_args={"experiment_name": f"vflflare {algorithm}",
+                                                  "run_name": name or f"{algorithm}_vfl"}), id="mlflow_receiver")
         tasks = plugin.site_tasks()
         job.to_clients(VFLExecutor(), id="vfl_executor", tasks=tasks)
         if cfg.he:  # CKKS on every task's data and result at the sites (aux steps: in the executor)
