@@ -23,7 +23,7 @@ from pathlib import Path
 from nvflare.recipe import PocEnv, ProdEnv, SimEnv
 
 from vflflare.algorithms.registry import ALGORITHMS
-from vflflare.cli import find_results, parse_overrides, parse_site_names
+from vflflare.cli import find_results, parse_overrides, parse_site_names, quiet_log_config
 from vflflare.config import SERVER
 from vflflare.recipes import VFLRecipe
 from vflflare.results import format_table
@@ -47,6 +47,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--mlflow", metavar="URI", help="also stream the curves to this MLflow tracking URI "
                         "('' : an SQLite store in the server's job result folder)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for a poc/prod job")
+    parser.add_argument("--verbose", action="store_true", help="sim: NVFlare's full console log (default: its "
+                        "warnings and vflflare's own lines; the workspace's log files hold everything either way)")
     return parser.parse_args()
 
 
@@ -59,7 +61,8 @@ def site_args(text: str) -> tuple[int | None, list[str] | None]:
 def exec_env(args: argparse.Namespace):
     count, names = site_args(args.sites)
     if args.env == "sim":
-        return SimEnv(num_clients=count or 0, clients=names, workspace_root=args.workspace)
+        return SimEnv(num_clients=count or 0, clients=names, workspace_root=args.workspace,
+                      log_config=None if args.verbose else quiet_log_config())
     if args.env == "poc":
         # the POC's processes run `python3` from PATH: make it this interpreter's environment
         os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
