@@ -408,7 +408,7 @@ def mnist_table(records: list[dict]) -> str:
     recovers (beside the majority-class rate), model completion, reconstruction; DCS against the majority
     rate as chance."""
     by = groups(records, {0, 1, 2})
-    head = ["algorithm", "defense", "test acc", "Δ test acc", "gradient_clusters", "probability_clusters",
+    head = ["algorithm", "defense", "seeds", "test acc", "Δ test acc", "gradient_clusters", "probability_clusters",
             "MC 200", "MC 200, own columns", "majority rate", "reconstruction R²", "DCS", "MB / site"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for algorithm, name, runs, mp_star in defense_rows_in_order(by, "test_accuracy"):
@@ -417,7 +417,8 @@ def mnist_table(records: list[dict]) -> str:
         ap = median([strongest(r["leak"]) for r in runs])
         score = None if ap is None else 1 / (1 + math.sqrt((1 - BETA) * (ap - chance) ** 2 + BETA * (mp - mp_star) ** 2))
         leak = lambda key: fmt(median([r["leak"].get(key) for r in runs]))  # noqa: E731
-        cells = [algorithm, name, fmt(mp), f"{mp - mp_star:+.3f}", leak("gradient_clusters"),
+        cells = [algorithm, name, ", ".join(str(r["seed"]) for r in sorted(runs, key=lambda r: r["seed"])), fmt(mp),
+                 f"{mp - mp_star:+.3f}", leak("gradient_clusters"),
                  leak("probability_clusters"), leak("model_completion_200"), leak("model_completion_200_own_columns"),
                  fmt(chance), fmt(median([r["leak"].get("feature_reconstruction") for r in runs]), 2), fmt(score),
                  f"{median([r['mb_per_site'] for r in runs]):.2f}"]
