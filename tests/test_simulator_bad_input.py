@@ -39,7 +39,7 @@ def test_non_numeric_value_on_a_site(tmp_path, data_root):
     path = data_root / "site-1" / "test.csv"
     lines = path.read_text().splitlines()
     cells = lines[3].split(",")
-    cells[2] = "n/a"
+    cells[2] = "abc"  # ("n/a" is a missing value now, filled by default)
     lines[3] = ",".join(cells)
     path.write_text("\n".join(lines) + "\n")
     column = lines[0].split(",")[2]

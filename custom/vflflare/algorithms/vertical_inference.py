@@ -88,7 +88,10 @@ class VerticalInference(Algorithm):
                 out = predictions_path(self.runs_root, self.job_id or "inprocess")
                 folder = models_dir(self.runs_root or ".", model_job) / LABEL_DIR
                 first = replies[sites[0]]
-                scored = apply_head(folder, reps, list(first["ids"]), out, list(first["rows"]), first["id_column"])
+                # hash alignment: the coordinator's own positions put the rows in the first site's score.csv
+                # order; PSI: none to use (they would be new to it), so the canonical order of the intersection
+                order = positions[sites[0]] if positions[sites[0]] is not None else list(range(len(first["ids"])))
+                scored = apply_head(folder, reps, list(first["ids"]), out, order, first["id_column"])
             else:
                 scored = net.exchange(APPLY, {owner: {"reps": reps, "positions": positions[owner],
                                                       "job_id": self.job_id or "inprocess"}})[owner]

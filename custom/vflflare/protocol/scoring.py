@@ -154,9 +154,8 @@ class SiteScorer:
         with torch.no_grad():
             reps = loaded["encoder"](*loaded["batch"].take(positions)).numpy().astype(np.float32)
         reply: Payload = {"reps": reps}
-        if payload.get("ids"):  # with the rows' places in the score file and its ID column: the user's order
-            reply.update(ids=[loaded["ids"][i] for i in positions.tolist()], rows=positions.tolist(),
-                         id_column=loaded["id_column"])
+        if payload.get("ids"):  # and the ID column's name, for the label party's predictions file
+            reply.update(ids=[loaded["ids"][i] for i in positions.tolist()], id_column=loaded["id_column"])
         return reply
 
     def apply(self, payload: Payload) -> Payload:
