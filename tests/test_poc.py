@@ -123,10 +123,10 @@ def test_poc_run_matches_simulator(tmp_path, data_kind):
     sim_ws, poc_ws = tmp_path / "sim", tmp_path / "poc_ws"
     sim_env = env_with(VFLFLARE_DATA_ROOT=str(data))
     poc_cmd = ["bash", str(POC_RUN), str(JOB), "--sites", "2", "--data-root", str(data), "--workspace", str(poc_ws),
-               "--port", str(free_port()), "--timeout", "240", "--start-timeout", "90", "--stop-timeout", "60"]
+               "--port", str(free_port()), "--timeout", "240", "--start-timeout", "180", "--stop-timeout", "60"]
     with ThreadPoolExecutor(max_workers=1) as pool:  # the simulator runs while the POC waits on its processes
         sim_future = pool.submit(run_bounded, simulator_cmd(JOB, sim_ws, 2), 300, sim_ws, tmp_path / "sim.log", sim_env)
-        poc = run_bounded(poc_cmd, 420, poc_ws / "poc", tmp_path / "poc.log", env_with(VFLFLARE_DATA_ROOT=None))
+        poc = run_bounded(poc_cmd, 540, poc_ws / "poc", tmp_path / "poc.log", env_with(VFLFLARE_DATA_ROOT=None))
         sim = sim_future.result()
 
     print(f"POC {poc.wall_s:.0f} s, simulator {sim.wall_s:.0f} s (concurrently)")
