@@ -11,8 +11,6 @@ import textwrap
 from functools import lru_cache
 from typing import Any
 
-from vflflare.config import Settings
-
 
 @lru_cache(maxsize=None)
 def field_comments(cls: type) -> dict[str, str]:
@@ -59,7 +57,3 @@ def markdown(config: type) -> str:
         default = repr(row["default"]).replace("|", "\\|")
         lines.append(f"| `{row['name']}` | `{default}` | {row['block']} | {row['meaning'].replace('|', '/')} |")
     return "\n".join(lines)
-
-
-def is_settings_class(cls: Any) -> bool:
-    return isinstance(cls, type) and issubclass(cls, Settings)
