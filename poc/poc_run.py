@@ -176,8 +176,21 @@ class PocRun:
 
     def start(self, sites: list[str]) -> None:
         self.started = True
-        self.nvflare("poc", "start", "--timeout", str(self.args.start_timeout), timeout=self.args.start_timeout + 60,
-                     new_session=True)
+        self.nvflare("poc", "start", "--no-wait", timeout=120, new_session=True)
+        # Our own wait, each check a bounded process: `poc start`'s built-in wait once hung past its
+        # --timeout in an admin session that never answered, and a fresh session then succeeds.
+        kit, deadline, registered = str(self.admin_kit()), time.monotonic() + self.args.start_timeout, set()
+        while not set(sites) <= registered:
+            if time.monotonic() > deadline:
+                raise SetupError(f"the POC's sites did not all connect in {self.args.start_timeout} s: connected "
+                                 f"{sorted(registered) or 'none'} of {sites}; see {self.prod}/*/log.txt")
+            time.sleep(2)
+            try:
+                reply = self.nvflare("system", "status", "server", "--startup-kit", kit, timeout=60, json_out=True,
+                                     check=False)
+            except SetupError:
+                continue
+            registered = {c.get("client_name") for c in (reply.get("data") or {}).get("clients") or []}
         self.log(f"POC started: server and {len(sites)} sites connected")
 
     def admin_kit(self) -> Path:
