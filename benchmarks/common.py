@@ -192,7 +192,7 @@ def run_vfl(
 ) -> tuple[dict, dict[str, SiteRuntime]]:
     """run_inprocess, keeping the site runtimes for inspection."""
     runtimes = {s: runtime(s, str(root)) for s in sites}
-    net = InProcessTransport(runtimes, fp16=cfg.fp16)
+    net = InProcessTransport(runtimes, cfg.wire_dtype)
     result = run_algorithm(
         net, cfg, lambda: load_label_tables(SERVER, sites, str(root), cfg.seed), LogTracker("vflflare.server")
     )
@@ -201,10 +201,11 @@ def run_vfl(
 
 def test_inference_bytes(result: dict) -> int:
     """Payload of the test-row representations in a result: inference, not training, traffic.
-    Every method uploads them exactly once (rep_dim float32 per row and site)."""
+    Every method uploads them exactly once (rep_dim floats per row and site, as one tensor)."""
     cfg = result["config"]
-    width = 2 if cfg.get("fp16") else 4
-    return int(result["rows"]["test"]) * int(cfg["rep_dim"]) * width * len(result["sites"])
+    dtype = cfg.get("wire_dtype") or ("float16" if cfg.get("fp16") else "float32")
+    width, per_tensor = {"float32": (4, 0), "float16": (2, 0), "bfloat16": (2, 0), "int8": (1, 4)}[dtype]
+    return (int(result["rows"]["test"]) * int(cfg["rep_dim"]) * width + per_tensor) * len(result["sites"])
 
 
 def append_jsonl(path: Path, record: dict) -> None:

@@ -210,7 +210,7 @@ def run_one(scale: str, dataset: str, overlap: int, seed: int, method: str, root
     TimedRuntime.key = (*pretrain_key(cfg, root), json.dumps(cfg.image_model, sort_keys=True)) if method in PRETRAINING else ()
     cached = method in PRETRAINING and (SITES[0], *TimedRuntime.key) in TimedRuntime.cache
     runtimes = {s: TimedRuntime(s, str(root)) for s in SITES}
-    net = InProcessTransport(runtimes, fp16=cfg.fp16)
+    net = InProcessTransport(runtimes, cfg.wire_dtype)
     for runtime in runtimes.values():
         runtime.ledger = net.ledger
     start = time.perf_counter()

@@ -79,7 +79,7 @@ def _sample_tree(child: subprocess.Popen) -> int:
 
 # ---------------------------------------------------------------- sites: one process per site
 def _site_main(site: str, data_root: str, pipe) -> None:  # noqa: ANN001 - a multiprocessing Connection
-    """A site process: answer (task, payload) requests with (reply, fp16, error) until None arrives,
+    """A site process: answer (task, payload) requests with (reply, wire_dtype, error) until None arrives,
     then send the memory log: the RSS and peak RSS after every task."""
     from vflflare.protocol.site_runtime import SiteRuntime
 
@@ -88,25 +88,25 @@ def _site_main(site: str, data_root: str, pipe) -> None:  # noqa: ANN001 - a mul
     while (request := pipe.recv()) is not None:
         task, payload = request
         try:
-            pipe.send((runtime.handle(task, payload), runtime.fp16, None))
+            pipe.send((runtime.handle(task, payload), runtime.wire_dtype, None))
         except Exception as error:  # noqa: BLE001 - handed to the coordinator, which raises it
-            pipe.send((None, runtime.fp16, error))
+            pipe.send((None, runtime.wire_dtype, error))
         log.append({"task": task, "rss_mb": _rss_mb(), "peak_mb": _peak_mb()})
     pipe.send(log)
 
 
 class SiteProcess:
-    """What InProcessTransport needs of a SiteRuntime (`handle`, `fp16`), answered by a site process."""
+    """What InProcessTransport needs of a SiteRuntime (`handle`, `wire_dtype`), answered by a site process."""
 
     def __init__(self, site: str, data_root: str, context: mp.context.BaseContext) -> None:
         self.pipe, child_end = context.Pipe()
         self.process = context.Process(target=_site_main, args=(site, data_root, child_end), name=site)
         self.process.start()
-        self.fp16 = False
+        self.wire_dtype = "float32"
 
     def handle(self, task: str, payload: dict) -> dict:
         self.pipe.send((task, payload))
-        reply, self.fp16, error = self.pipe.recv()
+        reply, self.wire_dtype, error = self.pipe.recv()
         if error is not None:
             raise error
         return reply
@@ -135,7 +135,7 @@ def sites_peak(data_root: str, algorithm: str, settings: list[str], sites: int) 
     started = time.perf_counter()
     try:
         prepare_torch(cfg.num_threads)
-        net = InProcessTransport(processes, fp16=cfg.fp16)
+        net = InProcessTransport(processes, cfg.wire_dtype)
         labels = lambda: load_label_tables(SERVER, names, data_root, cfg.seed, cfg.id_normalize)  # noqa: E731
         results = run_algorithm(net, cfg, labels, LogTracker("vflflare.server"))
     finally:

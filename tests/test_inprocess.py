@@ -7,9 +7,9 @@ from vflflare.algorithms.registry import make_config
 SITES = ["site-1", "site-2"]
 
 
-def test_fp16_halves_the_payload_and_keeps_the_metric():
+def test_float16_halves_the_payload_and_keeps_the_metric():
     full = run_inprocess(make_config(algorithm="oneshot"), SITES, None)
-    half = run_inprocess(make_config(algorithm="oneshot", fp16=True), SITES, None)
+    half = run_inprocess(make_config(algorithm="oneshot", wire_dtype="float16"), SITES, None)
     for site in SITES:
         assert half["communication"]["per_site"][site]["payload_bytes"] * 2 == full["communication"]["per_site"][site]["payload_bytes"]
         assert half["communication"]["per_site"][site]["uploads"] == 2

@@ -5,7 +5,7 @@ import pytest
 from vflflare import wire
 from vflflare.protocol.alignment import stratified_val_mask, AlignmentError, align, hash_ids
 from vflflare.protocol.ledger import CommLedger
-from vflflare.protocol.payload import decode, encode, payload_bytes
+from vflflare.protocol.payload import payload_bytes
 
 
 def test_wire_round_trip_keeps_dtypes_shapes_and_structure():
@@ -23,11 +23,9 @@ def test_wire_refuses_objects_it_cannot_load_safely():
         wire.dumps({"x": object()})
 
 
-def test_payload_bytes_count_float_tensors_only_and_fp16_halves_them():
+def test_payload_bytes_count_float_tensors_only():
     payload = {"h": np.zeros((10, 32), np.float32), "rows": np.arange(10), "k": 3}
     assert payload_bytes(payload) == 10 * 32 * 4
-    assert payload_bytes(encode(payload, fp16=True)) == 10 * 32 * 2
-    assert decode(encode(payload, fp16=True))["h"].dtype == np.float32
 
 
 def test_ledger_counts_payload_messages_and_control_separately():

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from vflflare.data.ids import ID_NORMALIZATIONS
 from vflflare.data.schema import NUMERIC_TRANSFORMS
+from vflflare.protocol.payload import WIRE_DTYPES
 from vflflare.protocol.topology import duplicates
 
 SERVER = "server"
@@ -139,8 +140,9 @@ class JobConfig(DefenseSettings):
     # under a run id (the NVFlare job id); resume: that run id, to go on from its last completed exchange
     checkpoint: bool = False
     resume: str = ""  # the run id to go on with ("" = a new run)
-    # transport
-    fp16: bool = False
+    # transport: the precision of every plaintext float tensor on the wire (protocol/payload.py):
+    # float32 | float16 | bfloat16 | int8 (one scale per tensor). Parties compute in float32 throughout.
+    wire_dtype: str = "float32"
     num_threads: int = 1  # torch threads per party
     # where each site trains its bottom model and local heads (torch_runtime.site_device): cpu, or auto (the
     # site's GPU if it has one), cuda, cuda:N. The label party's heads on representations stay on the CPU.
@@ -185,6 +187,9 @@ class JobConfig(DefenseSettings):
                    f"may hold only {list(ID_NORMALIZATIONS)}")
         self.check(self.min_aligned >= 0, "min_aligned", "must be >= 0")
         self.check(self.alignment in ALIGNMENTS, "alignment", f"must be one of {list(ALIGNMENTS)}")
+        self.check(self.wire_dtype in WIRE_DTYPES, "wire_dtype", f"must be one of {list(WIRE_DTYPES)}")
+        self.check(not (self.he and self.wire_dtype != "float32"), "wire_dtype",
+                   "must stay float32 with he: true (the tensors cross as CKKS ciphertexts)")
         self.check(self.batch_size >= 1, "batch_size", "must be >= 1")
         self.check(re.fullmatch(DEVICES, self.device) is not None, "device", "must be cpu, auto, cuda or cuda:N")
         self.check(self.lr > 0, "lr", "must be > 0")
@@ -207,6 +212,8 @@ class JobConfig(DefenseSettings):
         hints = typing.get_type_hints(cls)
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
+        if "fp16" in unknown:
+            raise ConfigError(f"algorithm '{algorithm}': fp16 is now wire_dtype (fp16: true is wire_dtype: float16)")
         if unknown:
             raise ConfigError(f"algorithm '{algorithm}' has no setting {unknown}; its settings: {sorted(known)}")
         for key, value in values.items():

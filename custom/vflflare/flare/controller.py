@@ -95,7 +95,7 @@ class VFLController(Controller):
         sites = sorted(c.name for c in engine.get_clients())
         run_dir = engine.get_workspace().get_run_dir(fl_ctx.get_job_id())
         net = FlareTransport(
-            self, fl_ctx, abort_signal, sites, self.cfg.fp16, self.task_timeout, self.step_timeout, he=self.cfg.he,
+            self, fl_ctx, abort_signal, sites, self.cfg.wire_dtype, self.task_timeout, self.step_timeout, he=self.cfg.he,
             health=self.health, stall_timeout=self.cfg.stall_timeout, join_timeout=self.cfg.join_timeout,
         )
         net.ledger.on_phase = lambda name: self.log_info(fl_ctx, f"vflflare phase '{name}' started")

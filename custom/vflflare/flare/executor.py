@@ -14,7 +14,7 @@ from nvflare.apis.signal import Signal
 from nvflare.fuel.f3.message import Message
 
 from vflflare import wire
-from vflflare.protocol.payload import Payload, encode, tensor_kinds
+from vflflare.protocol.payload import Payload, decode, encode, tensor_kinds
 from vflflare.protocol.checkpoint import runs_root
 from vflflare.protocol.error_disclosure import public_message
 from vflflare.protocol.site_runtime import SiteRuntime
@@ -88,8 +88,7 @@ class VFLExecutor(Executor):
                     workspace_context(fl_ctx, "client")  # a missing or wrong key fails the job here
             if step and tensor_kinds(payload)["encrypted"]:
                 payload = ckks.decrypt_payload(payload, workspace_context(fl_ctx, "client"))
-            reply = self.runtime.handle(task, payload)
-            reply = encode(reply, self.runtime.fp16)
+            reply = encode(self.runtime.handle(task, decode(payload)), self.runtime.wire_dtype)
             if step and self.he:
                 reply = ckks.encrypt_payload(reply, workspace_context(fl_ctx, "client"))
             return to_shareable(wire.dumps(reply))

@@ -48,7 +48,7 @@ class FlareTransport:
         fl_ctx: FLContext,
         abort_signal: Signal,
         sites: list[str],
-        fp16: bool,
+        wire_dtype: str,
         task_timeout: float,
         step_timeout: float,
         he: bool = False,
@@ -65,9 +65,8 @@ class FlareTransport:
         self.he = he
         self._key_ids: dict[str, str] = {}  # HE key fingerprint -> first site that used it
         self.sites = sites
-        self.fp16 = fp16
         self.task_timeout, self.step_timeout = task_timeout, step_timeout
-        self.ledger = CommLedger()
+        self.ledger = CommLedger(wire_dtype)
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(sites)), thread_name_prefix="vflflare-step")
         self.health = health if health is not None else SiteHealth()
         self.prober = SiteProber(self._ping, self.health, sites, stall_timeout, join_timeout)
@@ -162,7 +161,7 @@ class FlareTransport:
     def _outgoing(self, site: str, payload: Payload, task: str = "") -> bytes:
         if self.he:
             self._check_he(site, task, payload, "down")
-        sent = encode(payload, self.fp16)
+        sent = encode(payload, self.ledger.wire_dtype)
         data = wire.dumps(sent)
         self.ledger.record(site, "down", sent, len(data))
         return data

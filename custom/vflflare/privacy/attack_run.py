@@ -111,7 +111,7 @@ def attack_run(cfg: JobConfig, sites: list[str], data_root: str,
     prepare_torch(cfg.num_threads)
     plugin = get_algorithm(cfg.algorithm, cfg.plugins)
     runtimes = {s: SiteRuntime(s, data_root) for s in sites}
-    net = RecordingTransport(InProcessTransport(runtimes, fp16=cfg.fp16))
+    net = RecordingTransport(InProcessTransport(runtimes, cfg.wire_dtype))
     owner = cfg.label_owner if cfg.label_owner in sites else SERVER
     tables = load_label_tables(owner, sites, data_root, cfg.seed, cfg.id_normalize, plugin.uses_active_site_labels)
     result = run_algorithm(net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),

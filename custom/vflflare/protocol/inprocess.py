@@ -20,20 +20,19 @@ from vflflare.tracking import LogTracker
 
 
 class InProcessTransport:
-    def __init__(self, runtimes: dict[str, SiteRuntime], fp16: bool = False) -> None:
+    def __init__(self, runtimes: dict[str, SiteRuntime], wire_dtype: str = "float32") -> None:
         self.runtimes = runtimes
         self.sites = list(runtimes)
-        self.ledger = CommLedger()
-        self.fp16 = fp16
+        self.ledger = CommLedger(wire_dtype)
 
     def _send(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
         replies = {}
         for site, payload in payloads.items():
-            sent = encode(payload, self.fp16)
+            sent = encode(payload, self.ledger.wire_dtype)
             request = wire.dumps(sent)
             self.ledger.record(site, "down", sent, len(request))
             runtime = self.runtimes[site]
-            reply = encode(runtime.handle(task, decode(wire.loads(request))), runtime.fp16)
+            reply = encode(runtime.handle(task, decode(wire.loads(request))), runtime.wire_dtype)
             data = wire.dumps(reply)
             self.ledger.record(site, "up", reply, len(data))
             replies[site] = decode(wire.loads(data))
@@ -54,7 +53,7 @@ def run_inprocess(cfg: JobConfig, sites: list[str], data_root: str | None, runs_
         return str(Path(runs_root) / party) if runs_root else None
 
     runtimes = {s: SiteRuntime(s, data_root, runs_root=root(s)) for s in sites}
-    net = InProcessTransport(runtimes, fp16=cfg.fp16)
+    net = InProcessTransport(runtimes, cfg.wire_dtype)
     job_id = uuid.uuid4().hex[:12] if runs_root else None
     results = run_algorithm(
         net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),

@@ -22,7 +22,8 @@ def _zero() -> dict[str, int]:
 
 
 class CommLedger:
-    def __init__(self) -> None:
+    def __init__(self, wire_dtype: str = "float32") -> None:
+        self.wire_dtype = wire_dtype  # the precision float tensors crossed in (payload.encode)
         self._lock = threading.Lock()
         self.per_site: dict[str, dict[str, int]] = defaultdict(_zero)
         self.per_phase: dict[str, dict[str, int]] = defaultdict(_zero)
@@ -107,6 +108,7 @@ class CommLedger:
             "per_phase": {k: dict(v) for k, v in self.per_phase.items()},
             "per_phase_site": {p: {s: dict(v) for s, v in sorted(row.items())} for p, row in self.per_phase_site.items()},
             "tensor_kinds": {d: dict(v) for d, v in self.tensor_kinds.items()},
+            "wire_dtype": self.wire_dtype,
         }
 
     def wall_s(self) -> float:

@@ -70,7 +70,7 @@ class SiteRuntime:
         self.tracker = tracker or LogTracker(f"vflflare.{site}")
         self.party: FeatureParty | None = None
         self.label: LabelParty | None = None
-        self.fp16 = False
+        self.wire_dtype = "float32"
         self._lock = threading.Lock()  # tasks and aux messages may arrive on different threads
         self._tasks: dict[str, Callable[[Payload], Payload]] = {
             "setup": self._setup,
@@ -134,7 +134,7 @@ class SiteRuntime:
         cfg = make_config(payload["config"])
         self._plugin = get_algorithm(cfg.algorithm)
         self._steps = self._plugin.Site.site_steps()
-        self.fp16 = cfg.fp16
+        self.wire_dtype = cfg.wire_dtype
         torch.set_num_threads(cfg.num_threads)
         sites, salt = list(payload["sites"]), payload.get("salt")
         if self._plugin.silo_space:
