@@ -7,8 +7,10 @@ Steps (each one printed with its wall time):
     gets that port and is provisioned again with `-i`
  3. data: each party gets its own data location: <workspace>/site_data/<party>/ holding only a link
     to its folder of --data-root, named in <party's POC workspace>/local/vflflare.json
- 4. ad-hoc connections (unless --no-adhoc): the server's local/comm_config.json lets each site's job
-    process connect straight to the server's job process over mutual TLS
+ 4. ad-hoc connections (unless --no-adhoc or --link-*): the server's local/comm_config.json lets each
+    site's job process connect straight to the server's job process over mutual TLS; with
+    --link-rtt-ms/--link-mbit the sites instead dial an emulated wide-area link to the server
+    (wan_link.py), which every site message then crosses
  5. start: `nvflare poc start` (server and sites)
  6. submit: `nvflare job submit` with the POC project admin's startup kit, `nvflare job wait`
  7. collect: `nvflare job download` (the server's job workspace, with vflflare_results.json) and a
@@ -33,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from localproc import become_subreaper, free_port, port_is_free, stop_processes  # noqa: E402
+from wan_link import WanLink  # noqa: E402
 from vflflare.flare.provisioning import enable_adhoc_connections  # noqa: E402
 from vflflare.flare.site_config import SITE_CONFIG_FILE, write_site_config  # noqa: E402
 from vflflare.results import RESULTS_FILE  # noqa: E402
@@ -65,6 +68,8 @@ class PocRun:
         self.env.pop("VFLFLARE_DATA_ROOT", None)
         self.env.setdefault("PYTHONUNBUFFERED", "1")
         self.prod: Path | None = None
+        self.port = 0
+        self.link: WanLink | None = None
         self.started = False
         self.t0 = time.monotonic()
 
@@ -143,6 +148,7 @@ class PocRun:
             patched.write_text(yaml.safe_dump(project, sort_keys=False))
             self.nvflare("poc", "prepare", "-i", str(patched), "--force", timeout=180)
         self.prod = self.poc / project["name"] / "prod_00"
+        self.port = port
         he = "with HE contexts " if self.args.he else ""
         self.log(f"POC workspace {he}for {', '.join(sites)} at {self.poc} (port {port})")
 
@@ -168,9 +174,25 @@ class PocRun:
             write_site_config(self.prod / party, data_root)
         self.log(f"data: each party's local/{SITE_CONFIG_FILE} names its own folder of {root}")
 
+    def configure_link(self, sites: list[str]) -> None:
+        """The sites' startup kits dial the emulated link instead of the server."""
+        if self.args.link_rtt_ms is None and self.args.link_mbit is None:
+            return
+        self.link = WanLink(self.port, self.args.link_rtt_ms or 0.0, self.args.link_mbit)
+        self.link.start()
+        for site in sites:
+            path = self.prod / site / "startup" / "fed_client.json"
+            config = json.loads(path.read_text())
+            for server in config["servers"]:
+                server["service"]["target"] = f"localhost:{self.link.port}"
+            path.write_text(json.dumps(config, indent=2))
+        speed = f"{self.args.link_mbit:g} Mbit/s" if self.args.link_mbit else "unlimited bandwidth"
+        self.log(f"link: the sites reach the server through an emulated link, round trip "
+                 f"{self.args.link_rtt_ms or 0:g} ms, {speed} (port {self.link.port}); no ad-hoc connections")
+
     def configure_adhoc(self) -> None:
         """The server's local/comm_config.json: its job cells listen for the sites' job cells directly."""
-        if self.args.adhoc:
+        if self.args.adhoc and self.link is None:
             enable_adhoc_connections(self.prod / SERVER / "local", "localhost")
             self.log("ad-hoc connections: site job cells connect straight to the server's job cell (stcp, mutual TLS)")
 
@@ -251,6 +273,13 @@ class PocRun:
                 self.log("POC stopped")
             except SetupError as error:
                 self.log(f"`nvflare poc stop` did not finish cleanly: {error}")
+        if self.link is not None:
+            self.link.stop()
+            stats = {"rtt_ms": self.args.link_rtt_ms or 0.0, "mbit": self.args.link_mbit, "up_bytes": self.link.stats.up,
+                     "down_bytes": self.link.stats.down, "connections": self.link.stats.connections}
+            (self.results_root / "link.json").parent.mkdir(parents=True, exist_ok=True)
+            (self.results_root / "link.json").write_text(json.dumps(stats) + "\n")
+            self.log(f"link: {stats['up_bytes']} bytes up, {stats['down_bytes']} down, {stats['connections']} connections")
         left = stop_processes(marker=f"{self.poc}{os.sep}", descendants=True)
         if left:
             self.log(f"stopped {len(left)} leftover process(es): {left}")
@@ -266,6 +295,7 @@ class PocRun:
         staged = self.stage()
         self.prepare(sites)
         self.configure_data([SERVER] + sites)
+        self.configure_link(sites)
         self.configure_adhoc()
         self.start(sites)
         job_id, status = self.submit_and_wait(staged)
@@ -306,6 +336,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-adhoc", dest="adhoc", action="store_false",
                         help="route every message through the server's and sites' parent processes, NVFlare's default "
                         "(default here: site job cells connect straight to the server's job cell over mutual TLS)")
+    parser.add_argument("--link-rtt-ms", type=float, help="emulate a wide-area link between the sites and the server: "
+                        "this round-trip time in ms (wan_link.py; turns ad-hoc connections off)")
+    parser.add_argument("--link-mbit", type=float, help="the emulated link's bandwidth in Mbit/s (default: unlimited)")
     return parser.parse_args(argv)
 
 

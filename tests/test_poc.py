@@ -154,3 +154,26 @@ def test_poc_run_matches_simulator(tmp_path, data_kind):
     assert {s: (c["uploads"], c["downloads"]) for s, c in _site_counts(poc_results).items()} == {
         "site-1": (2, 1), "site-2": (2, 1)}
     assert not (poc_ws / "poc").exists()  # stopped and cleaned
+
+
+@pytest.mark.simulator
+def test_poc_over_an_emulated_wide_area_link(tmp_path):
+    """poc/run.sh --link-rtt-ms/--link-mbit (poc/wan_link.py): every site message crosses the link, so each
+    split-NN step takes at least the round trip and the link carries more than the ledger's wire bytes."""
+    ws = tmp_path / "ws"
+    cmd = ["bash", str(POC_RUN), str(REPO / "jobs" / "vanilla_vfl"), "--workspace", str(ws), "--port",
+           str(free_port()), "--timeout", "300", "--start-timeout", "180", "--stop-timeout", "60",
+           "--link-rtt-ms", "60", "--link-mbit", "100"]
+    poc = run_bounded(cmd, 540, ws / "poc", tmp_path / "poc.log", env_with(VFLFLARE_DATA_ROOT=None))
+    assert poc.returncode == 0, poc.output[-6000:]
+    path = results_path_from(poc.output)
+    results = json.loads(path.read_text())
+    assert results["step_latency"]["median_ms"] >= 60, results["step_latency"]
+    # per epoch its batches, the last gradient and a validation step (and a commit when it improved); a restore
+    assert results["communication"]["rounds"]["step"] >= results["step_latency"]["steps"] + 2 * results["training"][
+        "split_epochs"] + 1
+    link = json.loads((ws / "results" / "link.json").read_text())
+    assert (link["rtt_ms"], link["mbit"]) == (60, 100)
+    assert link["up_bytes"] + link["down_bytes"] > results["communication"]["total"]["wire_bytes"]
+    for site in ["site-1", "site-2"]:  # no ad-hoc connection around the link
+        assert "created adhoc connector" not in (path.parents[1] / site / "log.txt").read_text()

@@ -179,6 +179,7 @@ class FlareTransport:
 
     def exchange(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
         self._fail_if_dead(payloads, task)
+        self.ledger.count_round("exchange")
         replies: dict[str, object] = {}
         lock = threading.Lock()
 
@@ -224,6 +225,7 @@ class FlareTransport:
     def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
         if self.health:  # the only cost on the per-batch path while every site is alive
             self._fail_if_dead(payloads, task)
+        self.ledger.count_round("step")
         # one request per site, in parallel; a site that does not answer soon is probed, alone
         requests = {site: step_request(self._outgoing(site, p, task), task) for site, p in payloads.items()}
         futures = {site: self._pool.submit(self._request, site, request) for site, request in requests.items()}

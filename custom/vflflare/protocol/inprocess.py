@@ -25,6 +25,14 @@ class InProcessTransport:
         self.sites = list(runtimes)
         self.ledger = CommLedger(wire_dtype)
 
+    def exchange(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
+        self.ledger.count_round("exchange")
+        return self._send(task, payloads)
+
+    def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
+        self.ledger.count_round("step")
+        return self._send(task, payloads)
+
     def _send(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
         replies = {}
         for site, payload in payloads.items():
@@ -37,9 +45,6 @@ class InProcessTransport:
             self.ledger.record(site, "up", reply, len(data))
             replies[site] = decode(wire.loads(data))
         return replies
-
-    exchange = _send
-    step = _send
 
 
 def run_inprocess(cfg: JobConfig, sites: list[str], data_root: str | None, runs_root: str | None = None) -> dict:

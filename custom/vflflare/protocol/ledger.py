@@ -35,6 +35,8 @@ class CommLedger:
         # float tensors that crossed, by direction and kind: with HE on, the coordinator must only ever
         # see "encrypted" ones (vflflare.privacy.ckks)
         self.tensor_kinds = {d: {"plaintext": 0, "encrypted": 0} for d in ("up", "down")}
+        # coordinator round trips, each to all its sites at once: what a link's latency multiplies
+        self.rounds = {"exchange": 0, "step": 0}
         # the innermost phase an exception left first: a failed job's results name it, while
         # `current` has already unwound to the outer phase by the time the job reports the error
         self.failed_phase: str | None = None
@@ -84,6 +86,11 @@ class CommLedger:
         p90 = ms[int(0.9 * (len(ms) - 1))]
         return {"steps": len(ms), "median_ms": round(statistics.median(ms), 3), "p90_ms": round(p90, 3)}
 
+    def count_round(self, kind: str) -> None:
+        """kind: 'exchange' (an NVFlare task per site) or 'step' (a cellnet request per site)."""
+        with self._lock:
+            self.rounds[kind] += 1
+
     def record(self, site: str, direction: str, payload: Payload | None, wire_bytes: int) -> None:
         """direction: 'up' (site->coordinator) or 'down' (coordinator->site)."""
         nbytes = payload_bytes(payload) if payload else 0
@@ -109,6 +116,7 @@ class CommLedger:
             "per_phase_site": {p: {s: dict(v) for s, v in sorted(row.items())} for p, row in self.per_phase_site.items()},
             "tensor_kinds": {d: dict(v) for d, v in self.tensor_kinds.items()},
             "wire_dtype": self.wire_dtype,
+            "rounds": dict(self.rounds),
         }
 
     def wall_s(self) -> float:
