@@ -1,0 +1,160 @@
+"""Every algorithm as a real POC (NVFlare server, site and admin processes) with the sites' traffic through an
+emulated wide-area link (poc/wan_link.py, via poc/run.sh --link-rtt-ms/--link-mbit), on credit default
+(2 sites, N_o 1000, split and job seed 0, package defaults as refactor_parity.py runs them).
+
+Links: round trips of 0, 20 and 100 ms at 1 Gbit/s, and 100 and 10 Mbit/s at 20 ms. Each record keeps
+the whole command's wall time (POC start to stop), the job's own (controller start to result), its
+phases, the coordinator's round trips and the ledger's counts, the bytes the link carried, the step
+latency and the metrics. The floor of a job on a link is modelled from the job on the fastest link:
+
+    floor = job wall at 0 ms / 1 Gbit  +  round trips x RTT  +  link bytes per site / bandwidth
+
+(round trips: the ledger's exchanges and steps, each one to all sites in parallel; link bytes: what the
+relay carried, both directions, shared evenly by the sites).
+
+    python benchmarks/wan.py                       # every method x link; runs already recorded are skipped
+    python benchmarks/wan.py --methods vanilla --links 0/1000 100/1000
+    python benchmarks/wan.py --table               # the report's tables from benchmarks/results/wan.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import COMMITTED, REPO, append_jsonl, environment, read_jsonl
+from refactor_parity import METHODS as PARITY_METHODS, SPLIT_ARGS as PARITY_SPLIT_ARGS, sets, split
+
+sys.path.insert(0, str(REPO / "poc"))
+from localproc import free_port  # noqa: E402
+
+RESULTS = COMMITTED / "wan.jsonl"
+SEED = 0
+METHODS = {**PARITY_METHODS, "cfl": ("cfl", {})}
+SPLIT_ARGS = {**PARITY_SPLIT_ARGS, "cfl": ("--silo-space",)}
+LINKS = ["0/1000", "20/1000", "100/1000", "20/100", "20/10"]  # RTT ms / Mbit/s
+BASE = "0/1000"
+
+
+def parse_link(link: str) -> tuple[float, float]:
+    rtt, mbit = link.split("/")
+    return float(rtt), float(mbit)
+
+
+def run(method: str, link: str, work: Path, timeout: int) -> dict:
+    algorithm, overrides = METHODS[method]
+    root = split(SEED, SPLIT_ARGS.get(method, ()))
+    name = method.replace("+", "_")
+    out = work / f"{name}_{link.replace('/', '_')}"
+    subprocess.run([sys.executable, "-m", "vflflare.cli", "jobs", "--out", str(out / "jobs"), "--name", name,
+                    "--algorithm", algorithm, *sets({**overrides, "seed": SEED})], check=True, stdout=subprocess.DEVNULL)
+    rtt, mbit = parse_link(link)
+    start = time.monotonic()
+    proc = subprocess.run(["bash", str(REPO / "poc" / "run.sh"), str(out / "jobs" / name), "--data-root", str(root),
+                           "--workspace", str(out / "poc"), "--port", str(free_port()), "--timeout", str(timeout),
+                           "--start-timeout", "180", "--link-rtt-ms", str(rtt), "--link-mbit", str(mbit)],
+                          capture_output=True, text=True)
+    command_s = time.monotonic() - start
+    results = next((out / "poc" / "results").rglob("vflflare_results.json"), None)
+    if proc.returncode != 0 or results is None:
+        raise RuntimeError(f"{method} over {link}: poc/run.sh exit {proc.returncode}\n{proc.stdout[-3000:]}\n"
+                           f"{proc.stderr[-3000:]}")
+    record = json.loads(results.read_text())
+    comm = record["communication"]
+    return {
+        "method": method, "link": link, "rtt_ms": rtt, "mbit": mbit, "seed": SEED, "metrics": record["metrics"],
+        "command_s": round(command_s, 2), "job_s": record["wall_s"],
+        "phases": {p["name"]: p["wall_s"] for p in record["phases"]}, "rounds": comm["rounds"],
+        "per_site": comm["per_site"], "step_latency": record.get("step_latency", {}),
+        "link_bytes": json.loads((out / "poc" / "results" / "link.json").read_text()), "env": environment(),
+    }
+
+
+def floor_s(record: dict, base: dict) -> float:
+    rounds = sum(record["rounds"].values())
+    per_site = (record["link_bytes"]["up_bytes"] + record["link_bytes"]["down_bytes"]) / len(record["per_site"])
+    return base["job_s"] + rounds * record["rtt_ms"] / 1000 + per_site * 8 / (record["mbit"] * 1e6)
+
+
+def tables(records: list[dict]) -> str:
+    """Per method: the job's wall time on each link, next to its modelled floor, and what it sends."""
+    links = [link for link in LINKS if any(r["link"] == link for r in records)]
+    methods = [m for m in METHODS if any(r["method"] == m for r in records)]
+    cell = {(r["method"], r["link"]): r for r in records}
+    head = " | ".join(f"{link.split('/')[0]} ms, {link.split('/')[1]} Mbit/s" for link in links)
+    out = ["Job wall time in s (floor model in brackets); credit default N_o 1000, seed 0, 2 sites, real POC\n",
+           f"| method | round trips | MB per site | {head} |", "|---|---|---|" + "---|" * len(links)]
+    for method in methods:
+        base = cell.get((method, BASE))
+        cells = []
+        for link in links:
+            r = cell.get((method, link))
+            cells.append("-" if r is None else f"{r['job_s']:.1f}" + (f" ({floor_s(r, base):.1f})" if base else ""))
+        any_run = next(cell[(method, link)] for link in links if (method, link) in cell)
+        wire = statistics.mean(row["wire_bytes"] for row in any_run["per_site"].values()) / 1e6
+        out.append(f"| {method} | {sum(any_run['rounds'].values())} | {wire:.1f} | " + " | ".join(cells) + " |")
+    out += ["", "Whole command (POC start to stop) in s, and the split-NN step's median latency in ms where it has "
+            "steps\n", f"| method | {head} |", "|---|" + "---|" * len(links)]
+    for method in methods:
+        cells = []
+        for link in links:
+            r = cell.get((method, link))
+            step = r and r["step_latency"].get("median_ms")
+            cells.append("-" if r is None else f"{r['command_s']:.0f}" + (f" / {step:.0f} ms" if step else ""))
+        out.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def plot(records: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for method in METHODS:
+        points = sorted((r["rtt_ms"], r["job_s"]) for r in records if r["method"] == method and r["mbit"] == 1000)
+        if points:
+            ax.plot(*zip(*points), marker="o", label=method)
+    ax.set_xlabel("round-trip time (ms), 1 Gbit/s")
+    ax.set_ylabel("job wall time (s)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8, ncol=2)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--links", nargs="+", default=LINKS, help="RTT_MS/MBIT each (default: %(default)s)")
+    parser.add_argument("--timeout", type=int, default=3600, help="seconds one job may take")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines (default: the committed %(default)s)")
+    parser.add_argument("--table", action="store_true", help="print the tables and draw the plot, run nothing")
+    args = parser.parse_args()
+    if args.table:
+        records = read_jsonl(args.out)
+        print(tables(records))
+        plot(records, REPO / "benchmarks" / "wan_wall_time.png")
+        return 0
+    done = {(r["method"], r["link"]) for r in read_jsonl(args.out)} if args.out.exists() else set()
+    with tempfile.TemporaryDirectory(prefix="vflflare-wan-") as work:
+        for link in args.links:
+            for method in args.methods:
+                if (method, link) in done:
+                    continue
+                record = run(method, link, Path(work), args.timeout)
+                append_jsonl(args.out, record)
+                print(f"{method} over {link}: job {record['job_s']:.1f} s, command {record['command_s']:.0f} s, "
+                      f"{record['metrics']}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
