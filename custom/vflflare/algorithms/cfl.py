@@ -27,9 +27,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 from vflflare.algorithms.blocks.partial_aggregation import PartialAggregationSite, partial_model_aggregation
@@ -174,6 +171,10 @@ def _labels_of(ids: list[str], label_ids: list[str], labels: np.ndarray, site: s
 
 
 def _lr_accuracy(x: dict[str, np.ndarray], train_y: np.ndarray, test_y: np.ndarray, seed: int) -> float:
+    from sklearn.linear_model import LogisticRegression  # imported here: every job's processes import this module
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
     model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000, random_state=seed % 2**31))
     model.fit(x["train"], train_y)
     return float(model.score(x["test"], test_y))

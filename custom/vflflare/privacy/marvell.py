@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from scipy.optimize import minimize
 
 
 def class_statistics(rows: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, dict[int, tuple[float, float]]]:
@@ -51,6 +50,8 @@ def optimal_noise(gap: float, spread: dict[int, tuple[float, float]], width: int
     """(u_1, u_0, v_1, v_0) minimising the symmetrised KL under the power budget."""
     if budget <= 0:
         return np.zeros(4)
+    from scipy.optimize import minimize  # imported here: every job's processes import this module
+
     cost = np.array([share, 1 - share, share * (width - 1), (1 - share) * (width - 1)])
     scale = budget  # the variables in units of the budget keep SLSQP well conditioned
     result = minimize(

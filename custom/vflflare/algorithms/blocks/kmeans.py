@@ -3,7 +3,6 @@ of the partial gradients the label party sent down."""
 from __future__ import annotations
 
 import numpy as np
-from sklearn.cluster import KMeans
 
 
 def kmeans_on_gradients(grads: np.ndarray, num_clusters: int, seed: int) -> np.ndarray:
@@ -22,5 +21,7 @@ def kmeans_on_gradients(grads: np.ndarray, num_clusters: int, seed: int) -> np.n
         raise ValueError(f"need 2 <= num_clusters <= rows; got {num_clusters} clusters for {len(grads)} rows")
     norms = np.linalg.norm(grads, axis=1, keepdims=True)
     directions = grads / np.maximum(norms, np.finfo(np.float64).tiny)
+    from sklearn.cluster import KMeans  # imported here: every job's processes import this module
+
     km = KMeans(n_clusters=num_clusters, n_init=10, random_state=seed % (2**32))
     return km.fit_predict(directions).astype(np.int64)
