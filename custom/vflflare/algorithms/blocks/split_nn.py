@@ -5,8 +5,10 @@ rounds all train this way. Its three parts:
 - `SplitNNLabel`: the label party's head, loss and gradients per batch, and evaluation;
 - `train_split_nn`: the coordinator's loop over the per-batch channel. One round trip per batch: each
   request carries the previous batch's gradient and the next batch's rows, each reply the next
-  batch's representations. Early stopping on the validation metric, every party keeping its best
-  weights as a candidate.
+  batch's representations. With `batches_per_step` m > 1, one round trip per m batches: the sites
+  forward m batches at once and get their m gradients in the next request, so a site's later batches
+  of a group go forward before the earlier ones' updates (gradients up to m - 1 steps stale).
+  Early stopping on the validation metric, every party keeping its best weights as a candidate.
 """
 from __future__ import annotations
 
@@ -44,6 +46,9 @@ class SplitNNSettings(Settings):
     # ISO (FedHSSL Eq. 7) strength lambda_f on the gradients the label party sends to the parties that do
     # not own the labels (every site when the coordinator holds them); 0 = off
     iso_gradients: float = 0.0
+    # batches per split-NN round trip: m > 1 sends m batches' rows (and gradients) per message, for
+    # links where a round trip costs more than a batch's compute; 1 = one batch per round trip (the papers')
+    batches_per_step: int = 1
 
     privacy_channels = frozenset({"representations", "gradients"})  # dL/dH to every site without labels
 
@@ -53,22 +58,29 @@ class SplitNNSettings(Settings):
         self.check(self.split_patience >= 1, "split_patience", "must be >= 1")
         self.check(self.split_checkpoint_every >= 1, "split_checkpoint_every", "must be >= 1")
         self.check(self.iso_gradients >= 0, "iso_gradients", "must be >= 0")
+        self.check(self.batches_per_step >= 1, "batches_per_step", "must be >= 1")
+
+
+def _batches(value: Any) -> list:
+    """A split request's rows or gradients: one batch's array, or a list of them (batches_per_step > 1)."""
+    return value if isinstance(value, list) else [value]
 
 
 class SplitNNSite:
-    """Site half (mixed into a FeatureParty). The last forward's graph waits in `_pending` for its
-    gradient: transient, not phase state."""
+    """Site half (mixed into a FeatureParty). Each forward's graph waits in `_pending`, oldest first, for
+    its gradient: transient, not phase state."""
 
     steps = ("split", "commit", "restore")
-    _pending: tuple[Any, torch.Tensor] | None = None
+    _pending: list[tuple[Any, torch.Tensor]] | None = None
 
     def split(self, payload: Payload) -> Payload:
-        """Step: apply the previous batch's gradient, then forward the next batch."""
+        """Step: apply the previous batches' gradients, then forward the next batches."""
         if "grad" in payload:
             self.split_backward(payload["grad"])
-        if "rows" in payload:
-            return {"h": self.split_forward(payload.get("part", "aligned"), payload["rows"])}
-        return {}
+        if "rows" not in payload:
+            return {}
+        h = [self.split_forward(payload.get("part", "aligned"), rows) for rows in _batches(payload["rows"])]
+        return {"h": h if isinstance(payload["rows"], list) else h[0]}
 
     def represent(self, payload: Payload) -> Payload:
         if payload.get("keep_candidate"):
@@ -91,29 +103,39 @@ class SplitNNSite:
                                                                 weight_decay=self.cfg.weight_decay)
         self.encoder.train()
         out = self.encode(batch)
-        self._pending = (batch, out)
+        self._pending = (self._pending or []) + [(batch, out)]
         return self.to_upload(out.detach()).cpu().numpy().astype(np.float32)
 
-    def split_backward(self, grad: np.ndarray) -> None:
-        """Apply dL/dH for the last split_forward; with cfg.local_steps = Q > 1 (FedBCD) take Q-1 more
-        steps re-using that stale gradient on fresh forwards of the same rows."""
-        if self._pending is None:
-            raise RuntimeError(f"{self.site}: split_backward without a preceding split_forward")
-        batch, out = self._pending
-        grad_t = torch.as_tensor(np.asarray(grad, dtype=np.float32), device=out.device)
-        if grad_t.shape != out.shape:
-            raise ValueError(f"{self.site}: gradient shape {tuple(grad_t.shape)} != representations {tuple(out.shape)}")
+    def split_backward(self, grads: np.ndarray | list[np.ndarray]) -> None:
+        """Apply dL/dH to the oldest waiting forwards, in order. Every forward's parameter gradients are
+        taken before any update, as its graph holds the weights it ran with (batches_per_step > 1 makes
+        the later ones stale). With cfg.local_steps = Q > 1 (FedBCD) Q-1 more steps per batch re-use its
+        stale gradient on fresh forwards of the same rows."""
         optimizer = self.state["split_optimizer"]
-        for step in range(self.cfg.local_steps):
-            if step > 0:
-                out = self.encode(batch)
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        staged = []
+        for grad in _batches(grads):
+            if not self._pending:
+                raise RuntimeError(f"{self.site}: split_backward without a preceding split_forward")
+            batch, out = self._pending.pop(0)
+            grad_t = torch.as_tensor(np.asarray(grad, dtype=np.float32), device=out.device)
+            if grad_t.shape != out.shape:
+                raise ValueError(f"{self.site}: gradient shape {tuple(grad_t.shape)} != representations {tuple(out.shape)}")
             optimizer.zero_grad()
             out.backward(grad_t)
-            penalty = self.split_penalty()
-            if penalty is not None:
-                penalty.backward()
-            optimizer.step()
-        self._pending = None
+            staged.append((batch, grad_t, [p.grad for p in params]))
+        for batch, grad_t, first in staged:
+            for step in range(self.cfg.local_steps):
+                optimizer.zero_grad()
+                if step == 0:
+                    for param, param_grad in zip(params, first):
+                        param.grad = param_grad
+                else:
+                    self.encode(batch).backward(grad_t)
+                penalty = self.split_penalty()
+                if penalty is not None:
+                    penalty.backward()
+                optimizer.step()
 
     def split_penalty(self) -> torch.Tensor | None:
         """A local term added to this site's split-NN loss (VFLHLP's constraint); none by default."""
@@ -124,7 +146,7 @@ class SplitNNLabel:
     """Label half (mixed into a LabelParty)."""
 
     channels = {
-        "split_begin": "step", "split_step": "step", "keep_candidate": "step",
+        "split_begin": "step", "split_step": "step", "split_steps": "step", "keep_candidate": "step",
         "commit_candidate": "step", "restore_best": "step",
     }  # fmt: skip
 
@@ -168,6 +190,11 @@ class SplitNNLabel:
                      for s, g in grads.items()}
         return {s: g.numpy().astype(np.float32) for s, g in grads.items()}, loss.item()
 
+    def split_steps(self, rows: list[np.ndarray], reps: list[dict[str, np.ndarray]]
+                    ) -> list[tuple[dict[str, np.ndarray], float]]:
+        """split_step on each batch of a group in order: one call (one relay to a label site) per round trip."""
+        return [self.split_step(r, h) for r, h in zip(rows, reps)]
+
     def split_penalty(self, classifier: torch.nn.Module) -> torch.Tensor | None:
         """A term added to the head's split-NN loss (VFLHLP's constraint); none by default."""
         return None
@@ -186,16 +213,24 @@ class SplitNNLabel:
         self.state["classifier"].load_state_dict(self.state["best"])
 
 
-def _train_epoch(net: Transport, label: Any, order: np.ndarray, batch_size: int) -> float:
-    pending: dict[str, np.ndarray] = {}
+def _train_epoch(net: Transport, label: Any, order: np.ndarray, batch_size: int, per_step: int) -> float:
+    batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+    def message(values: list) -> Any:  # one batch travels as its array, as the papers' protocol has it
+        return values if per_step > 1 else values[0]
+
+    pending: dict[str, list[np.ndarray]] = {}
     losses = []
-    for start in range(0, len(order), batch_size):
-        rows = order[start : start + batch_size]
+    for first in range(0, len(batches), per_step):
+        group = batches[first : first + per_step]
         with net.ledger.timed_step():
-            replies = net.step("split", {s: {"rows": rows, **({"grad": pending[s]} if pending else {})} for s in net.sites})
-        pending, loss = label.split_step(rows, reps_of(replies, "h"))
-        losses.append(float(loss))
-    net.step("split", {s: {"grad": pending[s]} for s in net.sites})
+            replies = net.step("split", {s: {"rows": message(group), **({"grad": message(pending[s])} if pending else {})}
+                                         for s in net.sites})
+        reps = [{s: _batches(reply["h"])[i] for s, reply in replies.items()} for i in range(len(group))]
+        results = label.split_steps(group, reps) if per_step > 1 else [label.split_step(group[0], reps[0])]
+        pending = {s: [grads[s] for grads, _ in results] for s in net.sites}
+        losses += [float(loss) for _, loss in results]
+    net.step("split", {s: {"grad": message(pending[s])} for s in net.sites})
     return float(np.mean(losses))
 
 
@@ -262,7 +297,7 @@ def train_split_nn(
         bar = Progress(tracker, "split-NN epoch", epochs, first=progress["epochs_run"], early_stop=True)
         while not progress["stopped"] and progress["epochs_run"] < epochs:
             epoch = progress["epochs_run"]
-            loss = _train_epoch(net, label, rng.permutation(n_rows), cfg.batch_size)
+            loss = _train_epoch(net, label, rng.permutation(n_rows), cfg.batch_size, cfg.batches_per_step)
             metric, score = _validate(net, label)
             tracker.scalar("split/train_loss", loss, epoch)
             tracker.scalar(f"split/{metric}", score, epoch)
@@ -297,12 +332,12 @@ def split_nn_communications(
     """What one `train_split_nn` run of `epochs` epochs costs: ((uploads, downloads) of every site,
     (uploads, downloads) more for the site that hosts the label party).
 
-    Per epoch: one upload per batch (its representations) and one download per batch (its gradient),
-    plus the validation upload; test_curve adds one test upload per epoch; the final evaluation one
+    Per epoch: one upload per round trip of batches_per_step batches (their representations) and one
+    download per round trip (their gradients), plus the validation upload; test_curve adds one test upload per epoch; the final evaluation one
     upload; finetuning one validation upload before the first epoch. A label-owning site also gets
     every batch's representations (one download) and returns the gradients (one upload), and gets the
     representations of every evaluation: per epoch, plus test_curve's, plus val and test at the end."""
-    batches = math.ceil(n_rows / cfg.batch_size)
+    batches = math.ceil(math.ceil(n_rows / cfg.batch_size) / cfg.batches_per_step)  # round trips per epoch
     curve = epochs if cfg.test_curve else 0
     feature = (epochs * (batches + 1) + 1 + int(finetune) + curve, epochs * batches)
     label_extra = (epochs * batches, epochs * batches + epochs + 2 + int(finetune) + curve)
