@@ -1,0 +1,226 @@
+"""Time to result (issue 29): the before/after of its items, each measured side by side in one run, on credit
+default (2 sites, N_o 1000, split seed = job seed), package defaults unless named. Records go to
+benchmarks/results/performance/<part>.jsonl; runs already recorded are skipped.
+
+--wire       every method (refactor_parity.METHODS; FedHSSL at 10 global iterations, as privacy.py runs it)
+             in process with wire_dtype float32, float16, bfloat16 and int8, seeds 0-2: AUC and bytes.
+             Rule, fixed before the runs: a narrower dtype may become the default only if, for every method,
+             the median over seeds of its paired test-AUC difference to float32 is within 0.005.
+--pipeline   vanilla in process with batches_per_step 1, 2, 4 and 8, seeds 0-5. Rule, fixed before the runs:
+             the largest m whose median validation AUC over seeds 0-2 is within 0.005 of m = 1's is the one
+             to use over a slow link; seeds 3-5, which play no part in choosing it, confirm its test AUC
+             (median paired difference within 0.005).
+--pipeline-wan M
+             vanilla as a real POC over a 100 ms, 1 Gbit/s link (poc/run.sh --link-rtt-ms 100), with
+             batches_per_step 1 and M alternating, seeds 0-2: wall times and their ratio per seed.
+--overhead TREE...
+             one-shot, whole command: `vflflare simulate` (2 sites, 2 threads) and `vflflare inprocess`,
+             for each code tree given (a checkout's custom/ folder on PYTHONPATH), alternating, --reps times.
+
+    python benchmarks/performance.py --wire
+    python benchmarks/performance.py --pipeline
+    python benchmarks/performance.py --pipeline-wan 4
+    python benchmarks/performance.py --overhead /tmp/before /tmp/after --reps 5
+    python benchmarks/performance.py --table
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import COMMITTED, REPO, append_jsonl, environment, read_jsonl
+from refactor_parity import METHODS, SPLIT_ARGS, sets, split
+
+sys.path.insert(0, str(REPO / "poc"))
+from localproc import free_port  # noqa: E402
+
+OUT = COMMITTED / "performance"
+DTYPES = ("float32", "float16", "bfloat16", "int8")
+PIPELINE = (1, 2, 4, 8)
+CHOOSE_SEEDS, CONFIRM_SEEDS = (0, 1, 2), (3, 4, 5)
+TOLERANCE = 0.005
+FEDHSSL = {"global_iterations": 10}
+
+
+def vflflare(*args: str, env: dict | None = None) -> None:
+    subprocess.run([sys.executable, "-m", "vflflare.cli", *args], check=True, env=env, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+
+
+def inprocess(method: str, seed: int, work: Path, extra: dict) -> dict:
+    algorithm, overrides = METHODS[method]
+    overrides = {**overrides, **(FEDHSSL if method == "fedhssl" else {}), **extra, "seed": seed}
+    out = work / f"{method}_{seed}_{abs(hash(json.dumps(extra, sort_keys=True)))}.json"
+    vflflare("inprocess", "--algorithm", algorithm, "--data-root", str(split(seed, SPLIT_ARGS.get(method, ()))),
+             "--json", str(out), *sets(overrides))
+    record = json.loads(out.read_text())
+    if "error" in record:
+        raise RuntimeError(f"{method} seed {seed} {extra}: {record['error']}")
+    return record
+
+
+def run_grid(path: Path, jobs: list[tuple[str, int, dict]]) -> None:
+    done = {(r["method"], r["seed"], json.dumps(r["settings"], sort_keys=True)) for r in read_jsonl(path)}
+    with tempfile.TemporaryDirectory(prefix="vflflare-perf-") as work:
+        for method, seed, extra in jobs:
+            if (method, seed, json.dumps(extra, sort_keys=True)) in done:
+                continue
+            result = inprocess(method, seed, Path(work), extra)
+            comm = result["communication"]
+            append_jsonl(path, {
+                "method": method, "seed": seed, "settings": extra, "metrics": result["metrics"],
+                "payload_bytes": comm["total"]["payload_bytes"], "wire_bytes": comm["total"]["wire_bytes"],
+                "rounds": comm["rounds"], "split_epochs": result.get("training", {}).get("split_epochs"),
+                "env": environment(),
+            })
+            print(f"{method} seed {seed} {extra}: {result['metrics']}", flush=True)
+
+
+def pipeline_wan(m: int, seeds: tuple[int, ...]) -> None:
+    path = OUT / "pipeline_wan.jsonl"
+    done = {(r["seed"], r["batches_per_step"]) for r in read_jsonl(path)}
+    with tempfile.TemporaryDirectory(prefix="vflflare-perf-") as work:
+        for seed in seeds:
+            for per_step in (1, m):
+                if (seed, per_step) in done:
+                    continue
+                job = Path(work) / f"vanilla_{seed}_{per_step}"
+                vflflare("jobs", "--out", str(job), "--name", "vanilla", "--algorithm", "vanilla",
+                         *sets({"seed": seed, "batches_per_step": per_step}))
+                start = time.monotonic()
+                proc = subprocess.run(["bash", str(REPO / "poc" / "run.sh"), str(job / "vanilla"), "--data-root",
+                                       str(split(seed)), "--workspace", str(job / "poc"), "--port", str(free_port()),
+                                       "--start-timeout", "180", "--link-rtt-ms", "100", "--link-mbit", "1000"],
+                                      capture_output=True, text=True)
+                results = next((job / "poc" / "results").rglob("vflflare_results.json"), None)
+                if proc.returncode != 0 or results is None:
+                    raise RuntimeError(f"POC vanilla seed {seed} m {per_step}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+                record = json.loads(results.read_text())
+                append_jsonl(path, {
+                    "seed": seed, "batches_per_step": per_step, "rtt_ms": 100, "metrics": record["metrics"],
+                    "command_s": round(time.monotonic() - start, 2), "job_s": record["wall_s"],
+                    "split_training_s": next(p["wall_s"] for p in record["phases"] if p["name"] == "split_training"),
+                    "rounds": record["communication"]["rounds"], "step_latency": record["step_latency"],
+                    "env": environment(),
+                })
+                print(f"seed {seed} m {per_step}: job {record['wall_s']:.1f} s, {record['metrics']}", flush=True)
+
+
+def overhead(trees: list[str], reps: int) -> None:
+    path = OUT / "overhead.jsonl"
+    root = split(0)
+    with tempfile.TemporaryDirectory(prefix="vflflare-perf-") as work:
+        for rep in range(reps):
+            for tree in trees:
+                env = {**os.environ, "PYTHONPATH": str(Path(tree) / "custom")}
+                job = Path(work) / f"job_{rep}_{Path(tree).name}"
+                vflflare("jobs", "--out", str(job), "--name", "oneshot", "--algorithm", "oneshot", env=env)
+                timings = {}
+                for mode, args in (("simulate", ["simulate", str(job / "oneshot"), "-w", str(job / "ws"), "-n", "2",
+                                                 "-t", "2", "--data-root", str(root)]),
+                                   ("inprocess", ["inprocess", "--algorithm", "oneshot", "--data-root", str(root)])):
+                    start = time.monotonic()
+                    vflflare(*args, env=env)
+                    timings[mode] = round(time.monotonic() - start, 2)
+                commit = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                        text=True).stdout.strip()
+                append_jsonl(path, {"tree": commit, "rep": rep, **timings, "env": environment()})
+                print(f"{commit} rep {rep}: {timings}", flush=True)
+
+
+def _median_diff(records: list[dict], key: str, base: dict, other: dict, seeds: tuple[int, ...], metric: str) -> float:
+    by = {(r["method"], r["seed"], json.dumps(r["settings"], sort_keys=True)): r for r in records}
+    diffs = [by[(key, s, json.dumps(other, sort_keys=True))]["metrics"][metric]
+             - by[(key, s, json.dumps(base, sort_keys=True))]["metrics"][metric] for s in seeds]
+    return statistics.median(diffs)
+
+
+def tables() -> str:
+    out = []
+    wire = read_jsonl(OUT / "wire.jsonl")
+    if wire:
+        methods = [m for m in METHODS if any(r["method"] == m for r in wire)]
+        out += ["wire_dtype, in process, seeds 0-2: median test AUC (median paired difference to float32) and "
+                "payload bytes relative to float32\n",
+                "| method | " + " | ".join(DTYPES) + " |", "|---|" + "---|" * len(DTYPES)]
+        for method in methods:
+            rows = {d: [r for r in wire if r["method"] == method and r["settings"]["wire_dtype"] == d] for d in DTYPES}
+            if any(len(rows[d]) < len(CHOOSE_SEEDS) for d in DTYPES):
+                continue
+            base_bytes = statistics.median(r["payload_bytes"] for r in rows["float32"])
+            cells = []
+            for d in DTYPES:
+                auc = statistics.median(r["metrics"]["test_auc"] for r in rows[d])
+                diff = _median_diff(wire, method, {"wire_dtype": "float32"}, {"wire_dtype": d}, CHOOSE_SEEDS, "test_auc")
+                ratio = statistics.median(r["payload_bytes"] for r in rows[d]) / base_bytes
+                cells.append(f"{auc:.4f}" + ("" if d == "float32" else f" ({diff:+.4f}), {ratio:.2f}x"))
+            out.append(f"| {method} | " + " | ".join(cells) + " |")
+    pipe = read_jsonl(OUT / "pipeline.jsonl")
+    if pipe:
+        out += ["", "vanilla, batches_per_step m, in process: median AUC (median paired difference to m = 1)\n",
+                "| m | val AUC, seeds 0-2 | test AUC, seeds 3-5 | round trips per run (median) |", "|---|---|---|---|"]
+        for m in PIPELINE:
+            rows = [r for r in pipe if r["settings"]["batches_per_step"] == m]
+            if len(rows) < 6:
+                continue
+            val = statistics.median(r["metrics"]["val_auc"] for r in rows if r["seed"] in CHOOSE_SEEDS)
+            test = statistics.median(r["metrics"]["test_auc"] for r in rows if r["seed"] in CONFIRM_SEEDS)
+            dv = _median_diff(pipe, "vanilla", {"batches_per_step": 1}, {"batches_per_step": m}, CHOOSE_SEEDS, "val_auc")
+            dt = _median_diff(pipe, "vanilla", {"batches_per_step": 1}, {"batches_per_step": m}, CONFIRM_SEEDS, "test_auc")
+            trips = statistics.median(sum(r["rounds"].values()) for r in rows)
+            out.append(f"| {m} | {val:.4f} ({dv:+.4f}) | {test:.4f} ({dt:+.4f}) | {trips:.0f} |")
+    wan = read_jsonl(OUT / "pipeline_wan.jsonl")
+    if wan:
+        out += ["", "vanilla in a real POC over a 100 ms link, batches_per_step 1 and m, run alternately\n",
+                "| seed | m | job wall (s) | split training (s) | step median (ms) | test AUC | wall ratio m=1 / m |",
+                "|---|---|---|---|---|---|---|"]
+        for r in wan:
+            base = next((b for b in wan if b["seed"] == r["seed"] and b["batches_per_step"] == 1), None)
+            ratio = f"{base['job_s'] / r['job_s']:.2f}x" if base and r["batches_per_step"] != 1 else ""
+            out.append(f"| {r['seed']} | {r['batches_per_step']} | {r['job_s']:.1f} | {r['split_training_s']:.1f} | "
+                       f"{r['step_latency']['median_ms']:.0f} | {r['metrics']['test_auc']:.4f} | {ratio} |")
+    over = read_jsonl(OUT / "overhead.jsonl")
+    if over:
+        out += ["", "One-shot, whole command, medians (alternating runs): `vflflare simulate` against `vflflare inprocess`\n",
+                "| code | simulate (s) | inprocess (s) | ratio | runs |", "|---|---|---|---|---|"]
+        for tree in dict.fromkeys(r["tree"] for r in over):
+            rows = [r for r in over if r["tree"] == tree]
+            sim, inp = statistics.median(r["simulate"] for r in rows), statistics.median(r["inprocess"] for r in rows)
+            out.append(f"| {tree} | {sim:.1f} | {inp:.1f} | {sim / inp:.2f}x | {len(rows)} |")
+    return "\n".join(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--wire", action="store_true")
+    parser.add_argument("--pipeline", action="store_true")
+    parser.add_argument("--pipeline-wan", type=int, metavar="M")
+    parser.add_argument("--overhead", nargs="+", metavar="TREE")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--table", action="store_true")
+    args = parser.parse_args()
+    if args.table:
+        print(tables())
+    if args.wire:
+        run_grid(OUT / "wire.jsonl", [(m, s, {"wire_dtype": d}) for m in args.methods for s in CHOOSE_SEEDS
+                                      for d in DTYPES])
+    if args.pipeline:
+        run_grid(OUT / "pipeline.jsonl", [("vanilla", s, {"batches_per_step": m}) for s in CHOOSE_SEEDS + CONFIRM_SEEDS
+                                          for m in PIPELINE])
+    if args.pipeline_wan:
+        pipeline_wan(args.pipeline_wan, CHOOSE_SEEDS)
+    if args.overhead:
+        overhead(args.overhead, args.reps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
