@@ -182,11 +182,21 @@ def _cmd_he_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+# subcommands that run no algorithm: their process never imports the plug-ins (torch, scikit-learn, ...),
+# which take seconds; `vflflare simulate` hands the job to NVFlare's own processes at once
+LIGHT_COMMANDS = {"simulate", "split", "check-data", "he-keys"}
+
+
 def main(argv: list[str] | None = None) -> int:
-    from vflflare.algorithms.registry import ALGORITHMS
     from vflflare.data.split import configure_split_parser, run_split
 
-    algorithms = sorted(ALGORITHMS)
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    algorithms: list[str] = []  # named only in the help of commands that run an algorithm
+    if command not in LIGHT_COMMANDS:
+        from vflflare.algorithms.registry import ALGORITHMS
+
+        algorithms = sorted(ALGORITHMS)
 
     parser = argparse.ArgumentParser(prog="vflflare", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
@@ -250,11 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     attack.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     attack.set_defaults(func=_cmd_attack)
 
-    from vflflare.bench.command import configure_bench_parser, run_bench
-
     bench = sub.add_parser("bench", help="every algorithm and baseline on a grid of splits; the leaderboard")
-    configure_bench_parser(bench)
-    bench.set_defaults(func=run_bench)
+    if command in ("bench", None):  # its baselines import scikit-learn's models and XGBoost
+        from vflflare.bench.command import configure_bench_parser, run_bench
+
+        configure_bench_parser(bench)
+        bench.set_defaults(func=run_bench)
 
     keys = sub.add_parser(
         "he-keys",
