@@ -100,6 +100,8 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "parity/issue25": parity("issue25_parity"),
     "parity/issue27": parity("issue27_parity"),
     "parity/issue28": parity("issue28_parity"),
+    "parity/issue29": parity("issue29_parity"),
+    "parity/issue29_split": parity("issue29_split_parity"),
     "parity/stratified": parity_changes("stratified_validation"),
     "collab": script_tables("collab_vs_aux", "table"),
     "ssvfl": script_tables("ssvfl"),
