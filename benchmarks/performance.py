@@ -13,6 +13,10 @@ benchmarks/results/performance/<part>.jsonl; runs already recorded are skipped.
 --pipeline-wan M
              vanilla as a real POC over a 100 ms, 1 Gbit/s link (poc/run.sh --link-rtt-ms 100), with
              batches_per_step 1 and M alternating, seeds 0-2: wall times and their ratio per seed.
+--imports TREE...
+             what a process pays before any work, per code tree, alternating, --reps times: the `vflflare
+             simulate` command's own start (`vflflare simulate --help`) and a job process importing the
+             executor and the controller (what each NVFlare site and server job process imports).
 --overhead TREE...
              one-shot, whole command: `vflflare simulate` (2 sites, 2 threads) and `vflflare inprocess`,
              for each code tree given (a checkout's custom/ folder on PYTHONPATH), alternating, --reps times.
@@ -135,6 +139,28 @@ def overhead(trees: list[str], reps: int) -> None:
                 print(f"{commit} rep {rep}: {timings}", flush=True)
 
 
+IMPORT_PROBES = {
+    "vflflare simulate --help": ["-m", "vflflare.cli", "simulate", "--help"],
+    "import executor + controller": ["-c", "import vflflare.flare.executor, vflflare.flare.controller"],
+}
+
+
+def imports(trees: list[str], reps: int) -> None:
+    path = OUT / "imports.jsonl"
+    for rep in range(reps):
+        for tree in trees:
+            env = {**os.environ, "PYTHONPATH": str(Path(tree) / "custom")}
+            timings = {}
+            for name, args in IMPORT_PROBES.items():
+                start = time.monotonic()
+                subprocess.run([sys.executable, *args], env=env, check=True, stdout=subprocess.DEVNULL)
+                timings[name] = round(time.monotonic() - start, 3)
+            commit = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True).stdout.strip()
+            append_jsonl(path, {"tree": commit, "rep": rep, **timings, "env": environment()})
+            print(f"{commit} rep {rep}: {timings}", flush=True)
+
+
 def _median_diff(records: list[dict], key: str, base: dict, other: dict, seeds: tuple[int, ...], metric: str) -> float:
     by = {(r["method"], r["seed"], json.dumps(r["settings"], sort_keys=True)): r for r in records}
     diffs = [by[(key, s, json.dumps(other, sort_keys=True))]["metrics"][metric]
@@ -186,6 +212,14 @@ def tables() -> str:
             ratio = f"{base['job_s'] / r['job_s']:.2f}x" if base and r["batches_per_step"] != 1 else ""
             out.append(f"| {r['seed']} | {r['batches_per_step']} | {r['job_s']:.1f} | {r['split_training_s']:.1f} | "
                        f"{r['step_latency']['median_ms']:.0f} | {r['metrics']['test_auc']:.4f} | {ratio} |")
+    probes = read_jsonl(OUT / "imports.jsonl")
+    if probes:
+        out += ["", "Before any work, medians of alternating runs (s)\n",
+                "| code | " + " | ".join(IMPORT_PROBES) + " | runs |", "|---|" + "---|" * (len(IMPORT_PROBES) + 1)]
+        for tree in dict.fromkeys(r["tree"] for r in probes):
+            rows = [r for r in probes if r["tree"] == tree]
+            out.append(f"| {tree} | " + " | ".join(f"{statistics.median(r[n] for r in rows):.2f}" for n in IMPORT_PROBES)
+                       + f" | {len(rows)} |")
     over = read_jsonl(OUT / "overhead.jsonl")
     if over:
         out += ["", "One-shot, whole command, medians (alternating runs): `vflflare simulate` against `vflflare inprocess`\n",
@@ -202,6 +236,7 @@ def main() -> int:
     parser.add_argument("--wire", action="store_true")
     parser.add_argument("--pipeline", action="store_true")
     parser.add_argument("--pipeline-wan", type=int, metavar="M")
+    parser.add_argument("--imports", nargs="+", metavar="TREE")
     parser.add_argument("--overhead", nargs="+", metavar="TREE")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
@@ -217,6 +252,8 @@ def main() -> int:
                                           for m in PIPELINE])
     if args.pipeline_wan:
         pipeline_wan(args.pipeline_wan, CHOOSE_SEEDS)
+    if args.imports:
+        imports(args.imports, args.reps)
     if args.overhead:
         overhead(args.overhead, args.reps)
     return 0
