@@ -168,8 +168,8 @@ def _median_diff(records: list[dict], key: str, base: dict, other: dict, seeds: 
     return statistics.median(diffs)
 
 
-def tables() -> str:
-    out = []
+def wire_table() -> str:
+    out: list[str] = []
     wire = read_jsonl(OUT / "wire.jsonl")
     if wire:
         methods = [m for m in METHODS if any(r["method"] == m for r in wire)]
@@ -188,23 +188,36 @@ def tables() -> str:
                 ratio = statistics.median(r["payload_bytes"] for r in rows[d]) / base_bytes
                 cells.append(f"{auc:.4f}" + ("" if d == "float32" else f" ({diff:+.4f}), {ratio:.2f}x"))
             out.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def pipeline_table() -> str:
+    out: list[str] = []
     pipe = read_jsonl(OUT / "pipeline.jsonl")
     if pipe:
-        out += ["", "vanilla, batches_per_step m, in process: median AUC (median paired difference to m = 1)\n",
-                "| m | val AUC, seeds 0-2 | test AUC, seeds 3-5 | round trips per run (median) |", "|---|---|---|---|"]
+        out += ["vanilla, batches_per_step m, in process: median AUC (per seed), the median of the per-seed "
+                "differences to m = 1, and round trips per run (median)\n",
+                "| m | val AUC, seeds 0-2 | Δ val | test AUC, seeds 3-5 | Δ test | round trips |",
+                "|---|---|---|---|---|---|"]
         for m in PIPELINE:
-            rows = [r for r in pipe if r["settings"]["batches_per_step"] == m]
+            rows = sorted((r for r in pipe if r["settings"]["batches_per_step"] == m), key=lambda r: r["seed"])
             if len(rows) < 6:
                 continue
-            val = statistics.median(r["metrics"]["val_auc"] for r in rows if r["seed"] in CHOOSE_SEEDS)
-            test = statistics.median(r["metrics"]["test_auc"] for r in rows if r["seed"] in CONFIRM_SEEDS)
+            val = [r["metrics"]["val_auc"] for r in rows if r["seed"] in CHOOSE_SEEDS]
+            test = [r["metrics"]["test_auc"] for r in rows if r["seed"] in CONFIRM_SEEDS]
             dv = _median_diff(pipe, "vanilla", {"batches_per_step": 1}, {"batches_per_step": m}, CHOOSE_SEEDS, "val_auc")
             dt = _median_diff(pipe, "vanilla", {"batches_per_step": 1}, {"batches_per_step": m}, CONFIRM_SEEDS, "test_auc")
             trips = statistics.median(sum(r["rounds"].values()) for r in rows)
-            out.append(f"| {m} | {val:.4f} ({dv:+.4f}) | {test:.4f} ({dt:+.4f}) | {trips:.0f} |")
+            out.append(f"| {m} | {statistics.median(val):.4f} ({', '.join(f'{v:.3f}' for v in val)}) | {dv:+.4f} | "
+                       f"{statistics.median(test):.4f} ({', '.join(f'{v:.3f}' for v in test)}) | {dt:+.4f} | {trips:.0f} |")
+    return "\n".join(out)
+
+
+def pipeline_wan_table() -> str:
+    out: list[str] = []
     wan = read_jsonl(OUT / "pipeline_wan.jsonl")
     if wan:
-        out += ["", "vanilla in a real POC over a 100 ms link, batches_per_step 1 and m, run alternately\n",
+        out += ["vanilla in a real POC over a 100 ms link, batches_per_step 1 and m, run alternately\n",
                 "| seed | m | job wall (s) | split training (s) | step median (ms) | test AUC | wall ratio m=1 / m |",
                 "|---|---|---|---|---|---|---|"]
         for r in wan:
@@ -212,23 +225,41 @@ def tables() -> str:
             ratio = f"{base['job_s'] / r['job_s']:.2f}x" if base and r["batches_per_step"] != 1 else ""
             out.append(f"| {r['seed']} | {r['batches_per_step']} | {r['job_s']:.1f} | {r['split_training_s']:.1f} | "
                        f"{r['step_latency']['median_ms']:.0f} | {r['metrics']['test_auc']:.4f} | {ratio} |")
+    return "\n".join(out)
+
+
+def imports_table() -> str:
+    out: list[str] = []
     probes = read_jsonl(OUT / "imports.jsonl")
     if probes:
-        out += ["", "Before any work, medians of alternating runs (s)\n",
+        out += ["Before any work, medians of alternating runs (s)\n",
                 "| code | " + " | ".join(IMPORT_PROBES) + " | runs |", "|---|" + "---|" * (len(IMPORT_PROBES) + 1)]
         for tree in dict.fromkeys(r["tree"] for r in probes):
             rows = [r for r in probes if r["tree"] == tree]
             out.append(f"| {tree} | " + " | ".join(f"{statistics.median(r[n] for r in rows):.2f}" for n in IMPORT_PROBES)
                        + f" | {len(rows)} |")
+    return "\n".join(out)
+
+
+def overhead_table() -> str:
+    out: list[str] = []
     over = read_jsonl(OUT / "overhead.jsonl")
     if over:
-        out += ["", "One-shot, whole command, medians (alternating runs): `vflflare simulate` against `vflflare inprocess`\n",
+        out += ["One-shot, whole command, medians (alternating runs): `vflflare simulate` against `vflflare inprocess`\n",
                 "| code | simulate (s) | inprocess (s) | ratio | runs |", "|---|---|---|---|---|"]
         for tree in dict.fromkeys(r["tree"] for r in over):
             rows = [r for r in over if r["tree"] == tree]
             sim, inp = statistics.median(r["simulate"] for r in rows), statistics.median(r["inprocess"] for r in rows)
             out.append(f"| {tree} | {sim:.1f} | {inp:.1f} | {sim / inp:.2f}x | {len(rows)} |")
     return "\n".join(out)
+
+
+TABLES = {"wire": wire_table, "pipeline": pipeline_table, "pipeline_wan": pipeline_wan_table,
+          "imports": imports_table, "overhead": overhead_table}
+
+
+def tables() -> str:
+    return "\n\n".join(table() for table in TABLES.values() if table())
 
 
 def main() -> int:
