@@ -22,6 +22,7 @@ from vflflare.data.images import SiteImages
 from vflflare.data.types import SiteTables
 from vflflare.models.factory import build_encoder
 from vflflare.ssl.augment import ScarfCorruption, TabularBatch, TwoViews, WeakStrongViews, fixmatch_tab_views
+from vflflare.ssl.image_augment import contrastive_image_views, fixmatch_image_views
 
 TABLES = ("train", "test")
 
@@ -108,14 +109,10 @@ class ImageView(_RowsView):
     ) -> WeakStrongViews:
         """FixMatch's image pair (flip and shift; RandAugment-style and Cutout on top). mask_rate and
         noise_std belong to FixMatch-tab and do not apply to images."""
-        from vflflare.ssl.image_augment import fixmatch_image_views  # MONAI: only image sites import it
-
         return fixmatch_image_views(self.channels, self.size, generator)
 
     def contrastive_views(self, rows: torch.Tensor, rate: float, generator: torch.Generator) -> TwoViews:
         """SimCLR-style views (crop, flip, colour jitter, blur); rate is SCARF's and does not apply."""
-        from vflflare.ssl.image_augment import contrastive_image_views
-
         return contrastive_image_views(self.channels, self.size, generator)
 
     def encoder(self, model: dict[str, Any], rep_dim: int) -> nn.Module:
