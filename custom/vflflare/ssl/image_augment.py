@@ -40,12 +40,17 @@ Batched: a view draws every random parameter of the whole batch at once (`draw`)
 [n, C, H, W] tensor (`apply`) on the images' device, with per-image parameters broadcast as [n, 1, 1, 1] and
 per-image on/off decisions as masks; no loop runs over the images. The affine ops of one RandAugment step share one
 `affine_grid`/`grid_sample` call; crops, resizes, flips and blurs are gathers or per-image [side, side] matrices
-(a product on each side of the image). This replaces MONAI transforms run one image at a time (0.2-0.3 ms per view
-per image; MONAI's per-image transforms have no batched form with per-image parameters) and drops MONAI from this
-module. The distributions are those of the per-image version, with two deliberate differences in the numbers, not
-the distributions: parameters come from torch's generator instead of a numpy RandomState (so views differ from
-the old ones for the same seed), and float32 rounding differs slightly from MONAI's (e.g. the histogram remap is
-evaluated in [0, 1] coordinates of the image's range).
+(a product on each side of the image). This replaces MONAI transforms run one image at a time (0.1-0.3 ms per view
+and image on one core, now 0.002-0.025 ms: benchmarks/image_views_speed.py) and drops MONAI from this module.
+
+The distributions are those of the per-image version. What differs is only how the numbers come about:
+* parameters come straight from torch's generator instead of a numpy RandomState seeded from it, so a seed gives
+  other views than before, and an empty batch draws nothing;
+* SimSiam's jitter draws only whether saturation precedes contrast (p 1/2) instead of a permutation of all three
+  ops, and applies the composition in closed form (`color_jitter`): brightness commutes with both, so the maps
+  and their distribution are the same;
+* float32 rounding differs slightly from MONAI's and torch's per-image ops (e.g. the histogram remap is evaluated
+  in [0, 1] coordinates of the image's range, the gamma curve as exp(g log t), the resize as a matrix product).
 
 Determinism: all draws come from the caller's torch.Generator (on its device), in a fixed order and with shapes
 that depend only on the batch size, so the same generator seed gives bit-identical views on one device.
