@@ -494,13 +494,3 @@ def test_simsiam_view_applies_crop_flip_jitter_gray_and_blur_where_drawn():
                             on[1:3])
     expected = gaussian_blur(to_grayscale(expected), values["sigma"][:2])
     assert torch.allclose(out[1:3], expected, atol=1e-5)
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-@pytest.mark.parametrize("make", [fixmatch_image_views, contrastive_image_views])
-def test_views_run_on_the_images_device_with_the_same_draws(make):
-    batch = _batch(64, 3, (32, 16))
-    on_cpu = make(3, (32, 16), _gen(2))(batch)
-    on_gpu = make(3, (32, 16), _gen(2))(ImageBatch(batch.images.cuda()))  # draws from the CPU generator
-    for cpu, gpu in zip(on_cpu, on_gpu):
-        assert gpu.images.is_cuda and torch.allclose(cpu.images, gpu.images.cpu(), atol=1e-4)
