@@ -86,7 +86,9 @@ def test_oneshot_on_mnist_halves_in_the_simulator(tmp_path, splits):
     reps = rows["aligned_train"] * 32 * 4
     final = (rows["aligned_train"] + rows["val"] + rows["test"]) * 32 * 4
     assert per_site(results, "payload_bytes") == {"site-1": 2 * reps + final, "site-2": 2 * reps + final}
-    assert results["metrics"]["test_accuracy"] >= 0.5, results["metrics"]
+    # 3 SSL epochs, 160 labeled rows: 0.36-0.47 over seeds 0-5 in process (0.40-0.51 with the per-image views
+    # before issue 29); ten classes, chance 0.1
+    assert results["metrics"]["test_accuracy"] >= 0.3, results["metrics"]
     reference = run_inprocess(make_config(algorithm="oneshot", ssl_epochs=QUICK["ssl_epochs"]), ["site-1", "site-2"],
                               str(splits["mnist"]))
     assert reference["metrics"] == results["metrics"]
