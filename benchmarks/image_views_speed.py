@@ -11,7 +11,9 @@ The package comes from PYTHONPATH, so two code trees compare in one run, e.g. (i
 """
 from __future__ import annotations
 
+import json
 import statistics
+import sys
 import time
 
 import torch
@@ -25,8 +27,11 @@ CASES = [("CIFAR strips", 3, (32, 16), 224), ("MNIST strips", 1, (28, 14), 256)]
 
 
 def main() -> None:
+    """With --json, one JSON object per batch instead of the text lines (benchmarks/performance.py records them)."""
+    as_json = "--json" in sys.argv
     torch.set_num_threads(1)
-    print(f"package: {vflflare.__file__}")
+    if not as_json:
+        print(f"package: {vflflare.__file__}")
     for name, channels, size, n in CASES:
         batch = ImageBatch(torch.randn(n, channels, *size, generator=torch.Generator().manual_seed(0)))
         fixmatch = fixmatch_image_views(channels, size, torch.Generator().manual_seed(0))
@@ -44,6 +49,9 @@ def main() -> None:
                 for key, dt in (("weak", t1 - t0), ("strong", t2 - t1), ("contrastive", t3 - t2)):
                     seconds[key].append(dt)
         ms = {key: 1000 * statistics.median(values) / n for key, values in seconds.items()}
+        if as_json:
+            print(json.dumps({"batch": name, "ms_per_view": {k: round(v, 5) for k, v in ms.items()}}))
+            continue
         print(f"{name} [{n}, {channels}, {size[0]}, {size[1]}], ms per image and view: weak {ms['weak']:.4f}, "
               f"strong {ms['strong']:.4f}, FixMatch mean {(ms['weak'] + ms['strong']) / 2:.4f}, "
               f"SimSiam {ms['contrastive']:.4f}")

@@ -17,6 +17,9 @@ benchmarks/results/performance/<part>.jsonl; runs already recorded are skipped.
              what a process pays before any work, per code tree, alternating, --reps times: the `vflflare
              simulate` command's own start (`vflflare simulate --help`) and a job process importing the
              executor and the controller (what each NVFlare site and server job process imports).
+--image-views TREE...
+             ms per image and view of the image views (benchmarks/image_views_speed.py, one torch thread), per code
+             tree, alternating, --reps times.
 --overhead TREE...
              one-shot, whole command: `vflflare simulate` (2 sites, 2 threads) and `vflflare inprocess`,
              for each code tree given (a checkout's custom/ folder on PYTHONPATH), alternating, --reps times.
@@ -161,6 +164,20 @@ def imports(trees: list[str], reps: int) -> None:
             print(f"{commit} rep {rep}: {timings}", flush=True)
 
 
+def image_views(trees: list[str], reps: int) -> None:
+    path = OUT / "image_views.jsonl"
+    for rep in range(reps):
+        for tree in trees:
+            env = {**os.environ, "PYTHONPATH": str(Path(tree) / "custom")}
+            out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "image_views_speed.py"), "--json"], env=env,
+                                 check=True, capture_output=True, text=True).stdout
+            commit = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True).stdout.strip()
+            for line in out.splitlines():
+                append_jsonl(path, {"tree": commit, "rep": rep, **json.loads(line), "env": environment()})
+            print(f"{commit} rep {rep}: {out.strip()}", flush=True)
+
+
 def _median_diff(records: list[dict], key: str, base: dict, other: dict, seeds: tuple[int, ...], metric: str) -> float:
     by = {(r["method"], r["seed"], json.dumps(r["settings"], sort_keys=True)): r for r in records}
     diffs = [by[(key, s, json.dumps(other, sort_keys=True))]["metrics"][metric]
@@ -241,6 +258,20 @@ def imports_table() -> str:
     return "\n".join(out)
 
 
+def image_views_table() -> str:
+    out: list[str] = []
+    views = read_jsonl(OUT / "image_views.jsonl")
+    if views:
+        out += ["Image views, ms per image and view (one torch thread), medians of alternating runs\n",
+                "| batch | code | FixMatch weak | FixMatch strong | SimSiam | runs |", "|---|---|---|---|---|---|"]
+        for batch in dict.fromkeys(r["batch"] for r in views):
+            for tree in dict.fromkeys(r["tree"] for r in views):
+                rows = [r["ms_per_view"] for r in views if r["batch"] == batch and r["tree"] == tree]
+                cells = [f"{statistics.median(r[k] for r in rows):.4f}" for k in ("weak", "strong", "contrastive")]
+                out.append(f"| {batch} | {tree} | " + " | ".join(cells) + f" | {len(rows)} |")
+    return "\n".join(out)
+
+
 def overhead_table() -> str:
     out: list[str] = []
     over = read_jsonl(OUT / "overhead.jsonl")
@@ -255,7 +286,7 @@ def overhead_table() -> str:
 
 
 TABLES = {"wire": wire_table, "pipeline": pipeline_table, "pipeline_wan": pipeline_wan_table,
-          "imports": imports_table, "overhead": overhead_table}
+          "imports": imports_table, "image_views": image_views_table, "overhead": overhead_table}
 
 
 def tables() -> str:
@@ -268,6 +299,7 @@ def main() -> int:
     parser.add_argument("--pipeline", action="store_true")
     parser.add_argument("--pipeline-wan", type=int, metavar="M")
     parser.add_argument("--imports", nargs="+", metavar="TREE")
+    parser.add_argument("--image-views", nargs="+", metavar="TREE")
     parser.add_argument("--overhead", nargs="+", metavar="TREE")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
@@ -285,6 +317,8 @@ def main() -> int:
         pipeline_wan(args.pipeline_wan, CHOOSE_SEEDS)
     if args.imports:
         imports(args.imports, args.reps)
+    if args.image_views:
+        image_views(args.image_views, args.reps)
     if args.overhead:
         overhead(args.overhead, args.reps)
     return 0
