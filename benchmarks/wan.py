@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from common import COMMITTED, REPO, append_jsonl, environment, read_jsonl
-from refactor_parity import METHODS as PARITY_METHODS, SPLIT_ARGS as PARITY_SPLIT_ARGS, sets, split
+from refactor_parity import DATA_DIR, METHODS as PARITY_METHODS, SPLIT_ARGS, SPLITS, sets, split
 
 sys.path.insert(0, str(REPO / "poc"))
 from localproc import free_port  # noqa: E402
@@ -36,7 +36,6 @@ from localproc import free_port  # noqa: E402
 RESULTS = COMMITTED / "wan.jsonl"
 SEED = 0
 METHODS = {**PARITY_METHODS, "cfl": ("cfl", {})}
-SPLIT_ARGS = {**PARITY_SPLIT_ARGS, "cfl": ("--silo-space",)}
 LINKS = ["0/1000", "20/1000", "100/1000", "20/100", "20/10"]  # RTT ms / Mbit/s
 BASE = "0/1000"
 
@@ -46,9 +45,21 @@ def parse_link(link: str) -> tuple[float, float]:
     return float(rtt), float(mbit)
 
 
+def data_root(method: str) -> Path:
+    """The method's split: CFL's a silo space of the same table (each site its own rows and labels)."""
+    if method != "cfl":
+        return split(SEED, SPLIT_ARGS.get(method, ()))
+    out = SPLITS / f"credit_default_silo_space_s{SEED}"
+    if not (out / "manifest.json").exists():
+        subprocess.run([sys.executable, "-m", "vflflare.cli", "split", "--dataset", "credit_default", "--data-dir",
+                        str(DATA_DIR), "--sites", "2", "--silo-space", "--seed", str(SEED), "--out", str(out)],
+                       check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
 def run(method: str, link: str, work: Path, timeout: int) -> dict:
     algorithm, overrides = METHODS[method]
-    root = split(SEED, SPLIT_ARGS.get(method, ()))
+    root = data_root(method)
     name = method.replace("+", "_")
     out = work / f"{name}_{link.replace('/', '_')}"
     subprocess.run([sys.executable, "-m", "vflflare.cli", "jobs", "--out", str(out / "jobs"), "--name", name,
