@@ -105,7 +105,8 @@ def tables(records: list[dict]) -> str:
         cells = []
         for link in links:
             r = cell.get((method, link))
-            cells.append("-" if r is None else f"{r['job_s']:.1f}" + (f" ({floor_s(r, base):.1f})" if base else ""))
+            floor = f" ({floor_s(r, base):.1f})" if r is not None and base and link != BASE else ""
+            cells.append("-" if r is None else f"{r['job_s']:.1f}{floor}")
         any_run = next(cell[(method, link)] for link in links if (method, link) in cell)
         wire = statistics.mean(row["wire_bytes"] for row in any_run["per_site"].values()) / 1e6
         out.append(f"| {method} | {sum(any_run['rounds'].values())} | {wire:.1f} | " + " | ".join(cells) + " |")
@@ -117,6 +118,23 @@ def tables(records: list[dict]) -> str:
             r = cell.get((method, link))
             step = r and r["step_latency"].get("median_ms")
             cells.append("-" if r is None else f"{r['command_s']:.0f}" + (f" / {step:.0f} ms" if step else ""))
+        out.append(f"| {method} | " + " | ".join(cells) + " |")
+    slow = [link for link in links if link != BASE]
+    if not slow:
+        return "\n".join(out)
+    out += ["", f"Time the link added: job wall minus the job's wall on the {BASE.replace('/', ' ms, ')} Mbit/s link, "
+            "in s, and per round trip in ms\n", "| method | " + " | ".join(
+                f"{link.split('/')[0]} ms, {link.split('/')[1]} Mbit/s" for link in slow) + " |", "|---|" + "---|" * len(slow)]
+    for method in methods:
+        base = cell.get((method, BASE))
+        cells = []
+        for link in slow:
+            r = cell.get((method, link))
+            if r is None or base is None:
+                cells.append("-")
+                continue
+            added = r["job_s"] - base["job_s"]
+            cells.append(f"{added:.1f} ({1000 * added / sum(r['rounds'].values()):.0f} ms)")
         out.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
