@@ -123,7 +123,7 @@ class Journal:
         """coordinator, label: a save point's loop state (JSON: a generator's state holds 128-bit ints)
         and the coordinator's label party."""
         path = self.folder / f"{seq:05d}-{task}.bin"
-        path.write_bytes(wire.dumps({"replies": {s: encode(r, False) for s, r in replies.items()},
+        path.write_bytes(wire.dumps({"replies": {s: encode(r, "float32") for s, r in replies.items()},
                                      "coordinator": json.dumps(dict(coordinator or {}))}))
         record = {"seq": seq, "task": task, "file": path.name, "sha256": file_hash(path), "hashes": dict(hashes)}
         if label is not None:
