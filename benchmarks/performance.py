@@ -259,14 +259,18 @@ def _per_epoch(record: dict) -> float:
     return record["split_training_s"] / _epochs(record)
 
 
+def _by_tree(records: list[dict]) -> dict[str, list[dict]]:
+    """Records per code tree, in the order the trees first ran."""
+    return {tree: [r for r in records if r["tree"] == tree] for tree in dict.fromkeys(r["tree"] for r in records)}
+
+
 def imports_table() -> str:
     out: list[str] = []
     probes = read_jsonl(OUT / "imports.jsonl")
     if probes:
         out += ["Before any work, medians of alternating runs (s)\n",
                 "| code | " + " | ".join(IMPORT_PROBES) + " | runs |", "|---|" + "---|" * (len(IMPORT_PROBES) + 1)]
-        for tree in dict.fromkeys(r["tree"] for r in probes):
-            rows = [r for r in probes if r["tree"] == tree]
+        for tree, rows in _by_tree(probes).items():
             out.append(f"| {tree} | " + " | ".join(f"{statistics.median(r[n] for r in rows):.2f}" for n in IMPORT_PROBES)
                        + f" | {len(rows)} |")
     return "\n".join(out)
@@ -292,8 +296,7 @@ def overhead_table() -> str:
     if over:
         out += ["One-shot, whole command, medians (alternating runs): `vflflare simulate` against `vflflare inprocess`\n",
                 "| code | simulate (s) | inprocess (s) | ratio | runs |", "|---|---|---|---|---|"]
-        for tree in dict.fromkeys(r["tree"] for r in over):
-            rows = [r for r in over if r["tree"] == tree]
+        for tree, rows in _by_tree(over).items():
             sim, inp = statistics.median(r["simulate"] for r in rows), statistics.median(r["inprocess"] for r in rows)
             out.append(f"| {tree} | {sim:.1f} | {inp:.1f} | {sim / inp:.2f}x | {len(rows)} |")
     return "\n".join(out)
