@@ -24,10 +24,10 @@ PLUGIN_MODULE = "test_stall"  # how the job's processes import this file (it tra
 
 @dataclass
 class StallConfig(JobConfig):
-    ticks: int = 4
+    ticks: int = 8
     tick_s: float = 0.5
     hang_site: str = ""
-    hang_s: float = 12.0
+    hang_s: float = 20.0
 
 
 class StallSite(FeatureParty):
@@ -65,10 +65,11 @@ def test_a_hung_site_is_named_and_a_progressing_one_is_not(tmp_path):
 
     from vflflare.recipes import VFLRecipe
 
-    # both sites report an epoch every 0.5 s for 2 s, past stall_timeout 1 s; then site-2 goes quiet and is
-    # stopped after 2.5 s (5 x its 0.5 s epochs), long before its 12 s hang ends
+    # both sites report an epoch every 0.5 s for 4 s, past stall_timeout 3 s; then site-2 goes quiet and is
+    # stopped after 3 s, long before its 20 s hang ends. stall_timeout stays above the setup task's silent
+    # data loading and imports (1.2 s on a loaded 2-core CI machine), which 1 s was not.
     recipe = VFLRecipe(algorithm="stall_probe", min_clients=2, plugin_files=[__file__],
-                       config={"plugins": [PLUGIN_MODULE], "stall_timeout": 1.0, "hang_site": "site-2"})
+                       config={"plugins": [PLUGIN_MODULE], "stall_timeout": 3.0, "hang_site": "site-2"})
     with pytest.raises(RuntimeError, match="Simulation failed"):
         recipe.execute(SimEnv(num_clients=2, workspace_root=str(tmp_path)))
     results = json.loads(next(tmp_path.rglob("vflflare_results.json")).read_text())
@@ -76,4 +77,4 @@ def test_a_hung_site_is_named_and_a_progressing_one_is_not(tmp_path):
     assert ("site 'site-2' stopped during phase 'local_work' (task 'work'): it has made no progress in task 'work' "
             "for ") in results["error"]
     (work,) = [phase for phase in results["phases"] if phase["name"] == "local_work"]
-    assert 2 + 2.5 <= work["wall_s"] < 2 + 12, work
+    assert 4 + 3 <= work["wall_s"] < 4 + 20, work
