@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from common import environment
 from vflflare.algorithms.registry import make_config
 from vflflare.cli import main as cli_main
 from vflflare.cli import parse_overrides, simulate
@@ -91,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                                      round((c["payload_bytes"] - inference) / 1e6, 3)] for s, c in comm.items()},
                     "as_expected": all([comm[s]["uploads"], comm[s]["downloads"]] ==
                                        [expected[s]["uploads"], expected[s]["downloads"]] for s in comm),
-                    "phases_s": results["phases"], "wall_s": round(wall, 1),
+                    "phases_s": results["phases"], "wall_s": round(wall, 1), "settings": config,
+                    "env": environment(),
                 }
                 if not args.no_reference:
                     sites = [f"site-{k}" for k in range(1, args.sites + 1)]
