@@ -305,6 +305,21 @@ def fedhssl_table() -> str:
     return "\n".join(out)
 
 
+def mnist_simulator_table() -> str:
+    runs = sorted(read_jsonl(OUT / "mnist_simulator.jsonl"), key=lambda r: r["seed"])
+    if not runs:
+        return ""
+    out = ["one-shot on all of MNIST halves (N_o 256) in `nvflare simulator`, 2 sites, package defaults\n",
+           "| seed | test accuracy | simulator wall (s) | local_ssl (s) | training MB per site |", "|---|---|---|---|---|"]
+    for r in runs + [None]:
+        rows = [r] if r else runs
+        ssl = [next(p["wall_s"] for p in x["phases_s"] if p["name"] == "local_ssl") for x in rows]
+        out.append(f"| {r['seed'] if r else 'median'} | {statistics.median(x['test_accuracy'] for x in rows):.4f} | "
+                   f"{statistics.median(x['wall_s'] for x in rows):.0f} | {statistics.median(ssl):.0f} | "
+                   f"{statistics.median(x['per_site']['site-1'][3] for x in rows):.3f} |")
+    return "\n".join(out)
+
+
 def _epochs(record: dict) -> int:
     """Epochs run: the timed steps over the round trips one epoch of credit default's 800 training rows takes."""
     per_epoch = math.ceil(math.ceil(800 / 32) / record["batches_per_step"])
@@ -359,6 +374,7 @@ def overhead_table() -> str:
 
 
 TABLES = {"wire": wire_table, "pipeline": pipeline_table, "pipeline_wan": pipeline_wan_table, "fedhssl": fedhssl_table,
+          "mnist_simulator": mnist_simulator_table,
           "imports": imports_table, "image_views": image_views_table, "overhead": overhead_table}
 
 

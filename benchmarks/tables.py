@@ -114,7 +114,8 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "privacy_mnist": script_text("privacy", "mnist_tables"),
     **({"wan": script_tables("wan")} if (COMMITTED / "wan.jsonl").is_file() else {}),
     **{f"performance/{part}": script_text("performance", f"{part}_table")
-       for part in ("wire", "pipeline", "pipeline_wan", "imports", "image_views", "overhead")
+       for part in ("wire", "pipeline", "pipeline_wan", "imports", "image_views", "overhead", "fedhssl",
+                    "mnist_simulator")
        if (COMMITTED / "performance" / f"{part}.jsonl").is_file()},
 }
 
