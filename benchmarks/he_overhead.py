@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from common import (
-    DEFAULT_DATA_DIR, DEFAULT_SPLITS, RUNS, SITES, append_jsonl, environment, limit_threads, prepare_split, read_jsonl,
+    COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS, SITES, append_jsonl, environment, limit_threads, prepare_split, read_jsonl,
 )  # fmt: skip
 from vflflare.cli import simulate
 from vflflare.jobs import write_job
 from vflflare.privacy import ckks
 
-RESULTS = RUNS / "he_overhead.jsonl"
+RESULTS = COMMITTED / "he_overhead.jsonl"
 SEED, OVERLAP = 0, 1000
 LABEL_OWNER = "site-1"
 SPLIT_EPOCHS = 10
@@ -164,6 +164,43 @@ def tables(records: list[dict]) -> str:
                 f"plaintext float tensors the coordinator received with HE on: "
                 f"{sorted({r['tensor_kinds']['up']['plaintext'] for r in he})}"
             )
+    return "\n".join(out)
+
+
+DATA = {"default": ("embedded breast cancer (120 aligned train rows)", "embedded"),
+        "credit": ("credit default, N_o = 1000", "credit default")}
+TITLES = {"oneshot": "one-shot", "vanilla": f"split-NN, {SPLIT_EPOCHS} epochs"}
+
+
+def summary_tables(records: list[dict]) -> str:
+    """HE_REPORT's two tables: the wall-time ratios HE on / off and the bytes on the wire (medians)."""
+    jobs = [r for r in records if r["kind"] == "job"]
+    cells = []
+    for job in ("oneshot", "vanilla"):
+        for dataset in DATA:
+            pair = [[r for r in jobs if r["dataset"] == dataset and r["job"] == job and r["he"] == he] for he in (False, True)]
+            if all(pair):
+                cells.append((job, dataset, *pair))
+
+    def ratio(off: list[dict], on: list[dict], get, unit: str = "", shown: bool = True) -> str:
+        a, b = _med(off, get), _med(on, get)
+        return f"{b / a:.2f}x" + (f" ({a:.1f} → {b:.1f}{unit})" if shown else "")
+
+    out = ["| job | data | simulator command | job wall_s | job without setup | split-NN step (median) |",
+           "|---|---|---|---|---|---|"]
+    for job, dataset, off, on in cells:
+        step = ratio(off, on, lambda r: r["step_latency"]["median_ms"], " ms") if job == "vanilla" else "–"
+        steps = "" if job == "oneshot" else f" ({off[0]['step_latency']['steps']} steps)"
+        data = DATA[dataset][0] if job == "oneshot" else f"{DATA[dataset][1]}{steps}"
+        out.append(f"| {TITLES[job]} | {data} | {ratio(off, on, lambda r: r['command_s'], ' s')} | "
+                   f"{ratio(off, on, lambda r: r['job_s'], shown=False)} | "
+                   f"{ratio(off, on, lambda r: r['job_without_setup_s'], ' s')} | {step} |")
+    out += ["", "| job | data | wire MB HE off | wire MB HE on | ratio | uploads + downloads |", "|---|---|---|---|---|---|"]
+    for job, dataset, off, on in cells:
+        mb = [_med(rows, lambda r: r["communication"]["wire_bytes"] / 1e6) for rows in (off, on)]
+        comms = [_med(rows, lambda r: r["communication"]["uploads"] + r["communication"]["downloads"]) for rows in (off, on)]
+        out.append(f"| {TITLES[job].split(',')[0]} | {DATA[dataset][1]} | {mb[0]:.3g} | {mb[1]:.3g} | "
+                   f"{mb[1] / mb[0]:.1f}x | {comms[0]:.0f} / {comms[1]:.0f} |")
     return "\n".join(out)
 
 

@@ -9,10 +9,13 @@ older commit measures that commit. The ledger times each step's round trip to al
     vflflare split --dataset credit_default --data-dir ../shared/data --sites 2 --overlap 1000 --seed 0 \\
         --out /tmp/scale/credit
     git worktree add /tmp/wt_before <commit>
-    python benchmarks/poc_step_latency.py --data-root /tmp/scale/credit --reps 3 \\
+    python benchmarks/poc_step_latency.py --session mine --data-root /tmp/scale/credit --reps 3 \\
         --tree before=/tmp/wt_before/custom --tree after=custom
-    python benchmarks/poc_step_latency.py --data-root /tmp/scale/credit --reps 3 \\
+    python benchmarks/poc_step_latency.py --session adhoc --data-root /tmp/scale/credit --reps 3 \\
         --tree "default-routing=custom --no-adhoc" --tree adhoc=custom
+
+Records are appended to benchmarks/results/poc_step_latency.jsonl, tagged with --session; `--table SESSION`
+prints that comparison's table (SCALE_REPORT's `<!-- table poc_step_latency/SESSION -->`).
 """
 from __future__ import annotations
 
@@ -25,7 +28,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from common import COMMITTED, append_jsonl, environment, read_jsonl
+
 REPO = Path(__file__).resolve().parents[1]
+RESULTS = COMMITTED / "poc_step_latency.jsonl"
 
 
 def run_once(tree: Path, options: list[str], job: Path, data_root: str, workspace: Path, port: int) -> dict:
@@ -45,8 +51,10 @@ def run_once(tree: Path, options: list[str], job: Path, data_root: str, workspac
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-root", required=True)
-    parser.add_argument("--tree", action="append", required=True, metavar="NAME=DIR [OPTIONS]",
+    parser.add_argument("--session", help="the name these runs are recorded under")
+    parser.add_argument("--table", metavar="SESSION", help="print a recorded session's table, run nothing")
+    parser.add_argument("--data-root")
+    parser.add_argument("--tree", action="append", metavar="NAME=DIR [OPTIONS]",
                         help="a code tree to measure: the folder holding the vflflare package, then any "
                         "poc/run.sh options for its runs (e.g. 'provisioned=custom --no-adhoc')")
     parser.add_argument("--reps", type=int, default=3)
@@ -54,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="/tmp/vflflare_step_latency")
     parser.add_argument("--port", type=int, default=8123, help="the first run's; each run takes the next")
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(read_jsonl(RESULTS), args.table))
+        return 0
+    if not (args.session and args.data_root and args.tree):
+        parser.error("--session, --data-root and --tree are needed to run")
     trees = {}
     for spec in args.tree:
         name, rest = spec.split("=", 1)
@@ -68,21 +81,27 @@ def main(argv: list[str] | None = None) -> int:
     for rep in range(args.reps):
         for name, (tree, options) in trees.items():
             port = args.port + len(rows)  # a stopped POC's port can stay busy for a while
-            row = {"tree": name, "rep": rep,
-                   **run_once(tree, options, job, args.data_root, out / f"ws_{name}_{rep}", port)}
+            row = {"session": args.session, "tree": name, "options": options, "rep": rep, "epochs": args.epochs,
+                   **run_once(tree, options, job, args.data_root, out / f"ws_{name}_{rep}", port), "env": environment()}
             print(json.dumps(row), flush=True)
+            append_jsonl(RESULTS, row)
             rows.append(row)
-    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    print("\n| tree | runs | steps/run | median ms (median of runs) | p90 ms | split_training s | test_auc |")
-    print("|---|---|---|---|---|---|---|")
-    for name in trees:
+    print(table(rows, args.session))
+    return 0
+
+
+def table(records: list[dict], session: str) -> str:
+    rows = [r for r in records if r["session"] == session]
+    out = ["| tree | runs | steps/run | median ms (each run) | p90 ms | split_training s | test_auc |",
+           "|---|---|---|---|---|---|---|"]
+    for name in dict.fromkeys(r["tree"] for r in rows):
         mine = [r for r in rows if r["tree"] == name]
         medians = ", ".join(f"{r['median_ms']:.1f}" for r in mine)
         aucs = ", ".join(sorted({f"{r['metrics']['test_auc']:.4f}" for r in mine}))
-        print(f"| {name} | {len(mine)} | {mine[0]['steps']} | {statistics.median(r['median_ms'] for r in mine):.1f} "
-              f"({medians}) | {statistics.median(r['p90_ms'] for r in mine):.1f} | "
-              f"{statistics.median(r['split_training_s'] for r in mine):.2f} | {aucs} |")
-    return 0
+        out.append(f"| {name} | {len(mine)} | {mine[0]['steps']} | {statistics.median(r['median_ms'] for r in mine):.1f} "
+                   f"({medians}) | {statistics.median(r['p90_ms'] for r in mine):.1f} | "
+                   f"{statistics.median(r['split_training_s'] for r in mine):.2f} | {aucs} |")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -83,6 +83,18 @@ def script_tables(name: str, function: str = "tables") -> Callable[[], str]:
     return build
 
 
+def read_records(path: Path) -> list[dict]:
+    from common import read_jsonl
+
+    return read_jsonl(path)
+
+
+def sessions(name: str) -> list[str]:
+    """The sessions recorded in a committed results file (one table each)."""
+    path = COMMITTED / name
+    return list(dict.fromkeys(r["session"] for r in read_records(path))) if path.is_file() else []
+
+
 FAIR = "leaderboard/fair_trees"
 TUNED, ALONE_TUNED = "central XGBoost, tuned", "label party alone (XGBoost, all its labels), tuned"
 BUILDERS: dict[str, Callable[[], str]] = {
@@ -113,6 +125,10 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "privacy": script_tables("privacy"),
     "privacy_mnist": script_text("privacy", "mnist_tables"),
     **({"wan": script_tables("wan")} if (COMMITTED / "wan.jsonl").is_file() else {}),
+    **{f"poc_step_latency/{session}": (lambda session=session: script("poc_step_latency").table(
+        read_records(COMMITTED / "poc_step_latency.jsonl"), session)) for session in sessions("poc_step_latency.jsonl")},
+    **({"he_overhead": script_tables("he_overhead", "summary_tables")}
+       if (COMMITTED / "he_overhead.jsonl").is_file() else {}),
     **{f"performance/{part}": script_text("performance", f"{part}_table")
        for part in ("wire", "pipeline", "pipeline_wan", "imports", "image_views", "overhead", "fedhssl",
                     "mnist_simulator")
