@@ -159,9 +159,17 @@ def test_poc_run_matches_simulator(tmp_path, data_kind):
 @pytest.mark.simulator
 def test_poc_over_an_emulated_wide_area_link(tmp_path):
     """poc/run.sh --link-rtt-ms/--link-mbit (poc/wan_link.py): every site message crosses the link, so each
-    split-NN step takes at least the round trip and the link carries more than the ledger's wire bytes."""
-    ws = tmp_path / "ws"
-    cmd = ["bash", str(POC_RUN), str(REPO / "jobs" / "vanilla_vfl"), "--workspace", str(ws), "--port",
+    split-NN step takes at least the round trip and the link carries more than the ledger's wire bytes. The job
+    sends its cut layer as bfloat16: the POC's bytes are the in-process run's exactly."""
+    from vflflare.algorithms.registry import make_config
+    from vflflare.protocol.inprocess import run_inprocess
+
+    ws, jobs = tmp_path / "ws", tmp_path / "jobs"
+    made = run_bounded([sys.executable, "-m", "vflflare.cli", "jobs", "--out", str(jobs), "--name", "vanilla_bf16",
+                        "--algorithm", "vanilla", "--set", "wire_dtype=bfloat16"], 120, tmp_path / "none",
+                       tmp_path / "jobs.log")
+    assert made.returncode == 0, made.output
+    cmd = ["bash", str(POC_RUN), str(jobs / "vanilla_bf16"), "--workspace", str(ws), "--port",
            str(free_port()), "--timeout", "300", "--start-timeout", "180", "--stop-timeout", "60",
            "--link-rtt-ms", "60", "--link-mbit", "100"]
     poc = run_bounded(cmd, 540, ws / "poc", tmp_path / "poc.log", env_with(VFLFLARE_DATA_ROOT=None))
@@ -177,3 +185,7 @@ def test_poc_over_an_emulated_wide_area_link(tmp_path):
     assert link["up_bytes"] + link["down_bytes"] > results["communication"]["total"]["wire_bytes"]
     for site in ["site-1", "site-2"]:  # no ad-hoc connection around the link
         assert "created adhoc connector" not in (path.parents[1] / site / "log.txt").read_text()
+    reference = run_inprocess(make_config(results["config"]), ["site-1", "site-2"], None)
+    assert results["communication"]["wire_dtype"] == reference["communication"]["wire_dtype"] == "bfloat16"
+    assert _site_counts(results) == _site_counts(reference)
+    assert results["metrics"] == pytest.approx(reference["metrics"], abs=1e-6)
