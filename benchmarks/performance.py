@@ -302,6 +302,13 @@ def fedhssl_table() -> str:
                        f"{med(p[1][1] for p in pairs):.0f} | {med(p[1][0] / p[1][1] for p in pairs):.1f}x | "
                        f"{med(p[2][0] for p in pairs):.0f} | {med(p[2][1] for p in pairs):.0f} | "
                        f"{med(p[2][0] / p[2][1] for p in pairs):.1f}x |")
+            out += ["\nWhere the time and bytes go: each phase's wall time and MB per site, median over the seeds\n",
+                    "| phase | default wall (s) | cheaper wall (s) | default MB per site | cheaper MB per site |",
+                    "|---|---|---|---|---|"]
+            for phase in runs[0]["phase_wall_s"]:
+                cells = [med(r[key].get(phase, 0.0) for r in runs if bool(r["overrides"]) == cheap)
+                         for key in ("phase_wall_s", "mb_per_site") for cheap in (False, True)]
+                out.append(f"| {phase} | {cells[0]:.1f} | {cells[1]:.1f} | {cells[2]:.1f} | {cells[3]:.1f} |")
     return "\n".join(out)
 
 
