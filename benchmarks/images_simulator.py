@@ -128,5 +128,33 @@ def print_table(rows: list[dict]) -> None:
               f"{statistics.median(r['wall_s'] for r in runs):.0f} |")
 
 
+HEADLINE = {"vanilla": "vanilla (early stopping)", "vanilla+paper_budget": "vanilla, paper budget (1 000 epochs)",
+            "oneshot": "**one-shot VFL**"}
+
+
+def _thousands(n: float) -> str:
+    return f"{n:,.0f}".replace(",", " ")
+
+
+def headline_table() -> str:
+    """IMAGES_REPORT §1 from benchmarks/results/images_mnist_all.jsonl (the `--rows all` runs, seeds 0-2)."""
+    from common import COMMITTED, read_jsonl
+
+    records = read_jsonl(COMMITTED / "images_mnist_all.jsonl")
+    out = ["| method | test accuracy, median (seeds 0, 1, 2) | comms / site (up + down) | payload MB / site | "
+           "**training MB / site** | simulator wall s, median |", "|---|---|---|---|---|---|"]
+    for method, name in HEADLINE.items():
+        runs = sorted((r for r in records if r["method"] == method), key=lambda r: r["seed"])
+        if not runs:
+            continue
+        site = [r["per_site"]["site-1"] for r in runs]
+        up, down = (statistics.median(s[i] for s in site) for i in (0, 1))
+        per_seed = ", ".join(f"{r['test_accuracy']:.3f}" for r in runs)
+        out.append(f"| {name} | {statistics.median(r['test_accuracy'] for r in runs):.3f} ({per_seed}) | "
+                   f"{_thousands(up + down)} ({_thousands(up)} + {_thousands(down)}) | {statistics.median(s[2] for s in site):.3f} | "
+                   f"{statistics.median(s[3] for s in site):.3f} | {statistics.median(r['wall_s'] for r in runs):.0f} |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -130,9 +130,10 @@ BUILDERS: dict[str, Callable[[], str]] = {
     **({"he_overhead": script_tables("he_overhead", "summary_tables")}
        if (COMMITTED / "he_overhead.jsonl").is_file() else {}),
     **{f"performance/{part}": script_text("performance", f"{part}_table")
-       for part in ("wire", "pipeline", "pipeline_wan", "imports", "image_views", "overhead", "fedhssl",
-                    "mnist_simulator")
+       for part in ("wire", "pipeline", "pipeline_wan", "imports", "image_views", "overhead", "fedhssl")
        if (COMMITTED / "performance" / f"{part}.jsonl").is_file()},
+    "performance/mnist_simulator": script_text("performance", "mnist_simulator_table"),
+    "images_mnist_all": script_text("images_simulator", "headline_table"),
 }
 
 
