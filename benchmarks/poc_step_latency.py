@@ -79,10 +79,11 @@ def main(argv: list[str] | None = None) -> int:
                     "--set", f"split_patience={args.epochs}"], check=True, stdout=subprocess.DEVNULL)
     rows: list[dict] = []
     for rep in range(args.reps):
-        for name, (tree, options) in trees.items():
+        for index, (name, (tree, options)) in enumerate(trees.items()):
             port = args.port + len(rows)  # a stopped POC's port can stay busy for a while
+            workspace = out / f"ws_{index}_{rep}"  # a tree's name is free text: no path from it
             row = {"session": args.session, "tree": name, "options": options, "rep": rep, "epochs": args.epochs,
-                   **run_once(tree, options, job, args.data_root, out / f"ws_{name}_{rep}", port), "env": environment()}
+                   **run_once(tree, options, job, args.data_root, workspace, port), "env": environment()}
             print(json.dumps(row), flush=True)
             append_jsonl(RESULTS, row)
             rows.append(row)
