@@ -11,7 +11,8 @@ headline instead: all of MNIST, N_o 256, one-shot against vanilla, several seeds
         --label-owner site-3                                                           # quadrants, labels at a site
 
 Training MB is a site's payload less its test-row representations, which every method uploads once
-(inference traffic, n_test x rep_dim x 4 B).
+(inference traffic, n_test x rep_dim x 4 B). IMAGES_REPORT's tables are built from the --out folders'
+results.jsonl, committed as benchmarks/results/images_small.jsonl, images_k4.jsonl and images_mnist_all.jsonl.
 """
 from __future__ import annotations
 
@@ -104,14 +105,13 @@ def main(argv: list[str] | None = None) -> int:
                 with (out / "results.jsonl").open("a") as file:
                     file.write(json.dumps(row) + "\n")
                 rows.append(row)
-    print_table(rows)
+    print("\n" + table(rows))
     return 0 if all(not r["error"] and r["as_expected"] and r.get("same_as_inprocess", True) for r in rows) else 1
 
 
-def print_table(rows: list[dict]) -> None:
-    print("\n| dataset | method | seeds | test accuracy (median; per seed) | site-1 up/down | payload MB | "
-          "training MB | counts as the protocol says | same as in process | simulator wall s (median) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+def table(rows: list[dict]) -> str:
+    out = ["| dataset | method | seeds | test accuracy | site-1 up/down | payload MB | training MB | counts as the "
+           "protocol says | same as in process | simulator wall s |", "|---|---|---|---|---|---|---|---|---|---|"]
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["dataset"], r["method"]), []).append(r)
@@ -119,13 +119,21 @@ def print_table(rows: list[dict]) -> None:
         accuracy = [r["test_accuracy"] for r in runs]
         site = [r["per_site"]["site-1"] for r in runs]
         same = {r.get("same_as_inprocess") for r in runs}
-        print(f"| {dataset} | {method} | {len(runs)} | {statistics.median(accuracy):.3f}; "
-              f"{', '.join(f'{a:.3f}' for a in accuracy)} | "
-              f"{statistics.median(s[0] for s in site):.0f}/{statistics.median(s[1] for s in site):.0f} | "
-              f"{statistics.median(s[2] for s in site):.3f} | {statistics.median(s[3] for s in site):.3f} | "
-              f"{'yes' if all(r['as_expected'] for r in runs) else 'NO'} | "
-              f"{'not rerun' if same == {None} else 'yes' if same == {True} else 'NO'} | "
-              f"{statistics.median(r['wall_s'] for r in runs):.0f} |")
+        out.append(f"| {dataset} | {method} | {len(runs)} | {statistics.median(accuracy):.3f}; "
+                   f"{', '.join(f'{a:.3f}' for a in accuracy)} | "
+                   f"{statistics.median(s[0] for s in site):.0f}/{statistics.median(s[1] for s in site):.0f} | "
+                   f"{statistics.median(s[2] for s in site):.3f} | {statistics.median(s[3] for s in site):.3f} | "
+                   f"{'yes' if all(r['as_expected'] for r in runs) else 'NO'} | "
+                   f"{'not rerun' if same == {None} else 'yes' if same == {True} else 'NO'} | "
+                   f"{statistics.median(r['wall_s'] for r in runs):.0f} |")
+    return "\n".join(out)
+
+
+def committed_table(name: str) -> str:
+    """The table of a run committed as benchmarks/results/NAME.jsonl (its --out folder's results.jsonl)."""
+    from common import COMMITTED, read_jsonl
+
+    return table(read_jsonl(COMMITTED / f"{name}.jsonl"))
 
 
 HEADLINE = {"vanilla": "vanilla (early stopping)", "vanilla+paper_budget": "vanilla, paper budget (1 000 epochs)",
