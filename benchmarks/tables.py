@@ -4,7 +4,8 @@ committed under benchmarks/results/.
 In a report, the line right before each table says where the table comes from:
 
     <!-- table NAME -->       the table builder NAME prints from its committed records (NAME N: its N-th table)
-    <!-- table text -->       words only (cases, commands, file layouts): no number measured by a run
+    <!-- table text -->       words only (cases, commands, file layouts, a paper's own numbers quoted): no number
+                              measured by a run here
     <!-- table pending -->    a results table whose records are not committed yet; the lines after the
                               marker say how it was measured
 
