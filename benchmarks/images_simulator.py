@@ -138,30 +138,38 @@ def committed_table(name: str) -> str:
 
 HEADLINE = {"vanilla": "vanilla (early stopping)", "vanilla+paper_budget": "vanilla, paper budget (1 000 epochs)",
             "oneshot": "**one-shot VFL**"}
+CIFAR_HEADLINE = {"vanilla": "vanilla (early stopping)", "oneshot": "**one-shot VFL** (`ssl_epochs` 10)"}
+CIFAR_PAPER = ("| *paper, Table 1, WRN: vanilla / one-shot* | *0.315 / 0.782* | *8 000 / 3 (whole job)* | | "
+               "*262 / 0.79 (whole job)* | |")  # quoted from the paper, beside ours
 
 
 def _thousands(n: float) -> str:
     return f"{n:,.0f}".replace(",", " ")
 
 
-def headline_table() -> str:
-    """IMAGES_REPORT §1 from benchmarks/results/images_mnist_all.jsonl (the `--rows all` runs, seeds 0-2)."""
+def headline_table(name: str = "images_mnist_all", methods: dict[str, str] = HEADLINE, quoted: str = "") -> str:
+    """IMAGES_REPORT's `--rows all` tables from benchmarks/results/NAME.jsonl (seeds 0-2), with a quoted row."""
     from common import COMMITTED, read_jsonl
 
-    records = read_jsonl(COMMITTED / "images_mnist_all.jsonl")
+    records = read_jsonl(COMMITTED / f"{name}.jsonl")
     out = ["| method | test accuracy, median (seeds 0, 1, 2) | comms / site (up + down) | payload MB / site | "
            "**training MB / site** | simulator wall s, median |", "|---|---|---|---|---|---|"]
-    for method, name in HEADLINE.items():
+    for method, label in methods.items():
         runs = sorted((r for r in records if r["method"] == method), key=lambda r: r["seed"])
         if not runs:
             continue
         site = [r["per_site"]["site-1"] for r in runs]
         up, down = (statistics.median(s[i] for s in site) for i in (0, 1))
         per_seed = ", ".join(f"{r['test_accuracy']:.3f}" for r in runs)
-        out.append(f"| {name} | {statistics.median(r['test_accuracy'] for r in runs):.3f} ({per_seed}) | "
-                   f"{_thousands(up + down)} ({_thousands(up)} + {_thousands(down)}) | {statistics.median(s[2] for s in site):.3f} | "
-                   f"{statistics.median(s[3] for s in site):.3f} | {statistics.median(r['wall_s'] for r in runs):.0f} |")
-    return "\n".join(out)
+        comms = f"{_thousands(up + down)} ({_thousands(up)} + {_thousands(down)})"
+        out.append(f"| {label} | {statistics.median(r['test_accuracy'] for r in runs):.3f} ({per_seed}) | {comms} | "
+                   f"{statistics.median(s[2] for s in site):.3f} | {statistics.median(s[3] for s in site):.3f} | "
+                   f"{statistics.median(r['wall_s'] for r in runs):.0f} |")
+    return "\n".join(out + ([quoted] if quoted else []))
+
+
+def cifar_table() -> str:
+    return headline_table("images_cifar_all", CIFAR_HEADLINE, CIFAR_PAPER)
 
 
 if __name__ == "__main__":

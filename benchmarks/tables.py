@@ -135,6 +135,8 @@ BUILDERS: dict[str, Callable[[], str]] = {
        if (COMMITTED / "performance" / f"{part}.jsonl").is_file()},
     "performance/mnist_simulator": script_text("performance", "mnist_simulator_table"),
     "images_mnist_all": script_text("images_simulator", "headline_table"),
+    **({"images_cifar_all": script_text("images_simulator", "cifar_table")}
+       if (COMMITTED / "images_cifar_all.jsonl").is_file() else {}),
     **{f"images/{name}": (lambda name=name: script("images_simulator").committed_table(name))
        for name in ("images_small", "images_k4") if (COMMITTED / f"{name}.jsonl").is_file()},
 }
