@@ -13,6 +13,9 @@
         --overlap 10000 --seed 0 --out /tmp/scale/s1m
     python benchmarks/scale_memory.py tree --data-root /tmp/scale/s1m --set ssl_epochs=1
     python benchmarks/scale_memory.py sites --data-root /tmp/scale/s1m --set ssl_epochs=1
+
+SCALE_REPORT's tables come from the records committed in benchmarks/results/scale_memory.jsonl (`--json`
+lines, with the code's commit and environment): `tables(records)`.
 """
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from common import environment
 
 MB = 2**20
 POLL_S = 0.05
@@ -160,6 +165,33 @@ def _peak_mb() -> int:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MB)  # ru_maxrss is in KiB on Linux
 
 
+SPLITS = {"s1m": "995,000 rows x 50 per site", "s100k": "99,500 rows x 50 per site"}  # the docstring's splits
+
+
+def tables(records: list[dict]) -> str:
+    """Per split: each site's peak and per-task log (`sites`), the coordinator's peak and the in-process
+    tree's (`tree`), whether both modes gave the same metrics, and the wall times."""
+    out = []
+    for root in dict.fromkeys(r["data_root"] for r in records):
+        sites = next(r for r in records if r["data_root"] == root and r["mode"] == "sites")
+        tree = next(r for r in records if r["data_root"] == root and r["mode"] == "tree")
+        info = sites["sites"]
+        first = next(iter(info))
+        log = ", ".join(f"{e['task']} {e['rss_mb']}" + (f"/{e['peak_mb']}" if e["peak_mb"] > e["rss_mb"] else "")
+                        for e in info[first]["log"])
+        same = "the same in both modes" if sites["metrics"] == tree["metrics"] else "NOT the same in both modes"
+        out.append("\n".join([
+            f"| {SPLITS.get(Path(root).name, root)} | `{sites['env']['commit'][:7]}` |", "|---|---|",
+            f"| {' / '.join(info)} peak (`sites`) | **{' / '.join(str(i['peak_mb']) for i in info.values())}** |",
+            f"| {first} per-task log (RSS after the task / peak so far) | {log} |",
+            f"| task that sets the peak | {info[first]['peak_set_by']} |",
+            f"| coordinator peak (`sites`) | {sites['coordinator_peak_mb']} |",
+            f"| in-process tree peak (`tree`) | **{tree['tree_peak_mb']}** |",
+            f"| metrics ({', '.join(sites['metrics'])}) | {', '.join(f'{v:.6f}' for v in sites['metrics'].values())}; {same} |",
+            f"| wall (`sites` / `tree`) | {sites['wall_s']:.0f} s / {tree['wall_s']:.0f} s |"]))
+    return "\n\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=["tree", "sites"])
@@ -171,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     measure = tree_peak if args.mode == "tree" else sites_peak
     result = measure(args.data_root, args.algorithm, args.set, args.sites)
-    result.update(data_root=args.data_root, algorithm=args.algorithm, settings=args.set)
+    result.update(data_root=args.data_root, algorithm=args.algorithm, settings=args.set, env=environment())
     brief = {k: v for k, v in result.items() if k != "sites"}
     if "sites" in result:
         brief["sites"] = {s: {k: v for k, v in info.items() if k != "log"} for s, info in result["sites"].items()}
