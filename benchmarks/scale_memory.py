@@ -33,7 +33,7 @@ from typing import Any
 
 import psutil
 
-from common import environment
+from common import COMMITTED, environment
 
 MB = 2**20
 POLL_S = 0.05
@@ -165,6 +165,7 @@ def _peak_mb() -> int:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MB)  # ru_maxrss is in KiB on Linux
 
 
+RESULTS = COMMITTED / "scale_memory.jsonl"
 SPLITS = {"s1m": "995,000 rows x 50 per site", "s100k": "99,500 rows x 50 per site"}  # the docstring's splits
 
 

@@ -128,6 +128,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     **({"wan": script_tables("wan")} if (COMMITTED / "wan.jsonl").is_file() else {}),
     **{f"poc_step_latency/{session}": (lambda session=session: script("poc_step_latency").table(
         read_records(COMMITTED / "poc_step_latency.jsonl"), session)) for session in sessions("poc_step_latency.jsonl")},
+    **({"scale_memory": script_tables("scale_memory")} if (COMMITTED / "scale_memory.jsonl").is_file() else {}),
     **({"he_overhead": script_tables("he_overhead", "summary_tables")}
        if (COMMITTED / "he_overhead.jsonl").is_file() else {}),
     **{f"performance/{part}": script_text("performance", f"{part}_table")
