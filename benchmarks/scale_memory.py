@@ -173,7 +173,9 @@ def tables(records: list[dict]) -> str:
     """Per split: each site's peak and per-task log (`sites`), the coordinator's peak and the in-process
     tree's (`tree`), whether both modes gave the same metrics, and the wall times."""
     out = []
-    for root in dict.fromkeys(r["data_root"] for r in records):
+    order = list(SPLITS)
+    for root in sorted(dict.fromkeys(r["data_root"] for r in records),
+                       key=lambda root: order.index(Path(root).name) if Path(root).name in order else len(order)):
         sites = next(r for r in records if r["data_root"] == root and r["mode"] == "sites")
         tree = next(r for r in records if r["data_root"] == root and r["mode"] == "tree")
         info = sites["sites"]
