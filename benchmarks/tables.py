@@ -74,20 +74,18 @@ def script_text(name: str, function: str) -> Callable[[], str]:
     return lambda: getattr(script(name), function)()
 
 
-def script_tables(name: str, function: str = "tables") -> Callable[[], str]:
-    """`python benchmarks/NAME.py --table`: the script's own tables of its committed RESULTS file."""
-    def build() -> str:
-        from common import read_jsonl
-
-        module = script(name)
-        return getattr(module, function)(read_jsonl(module.RESULTS))
-    return build
-
-
 def read_records(path: Path) -> list[dict]:
     from common import read_jsonl
 
     return read_jsonl(path)
+
+
+def script_tables(name: str, function: str = "tables") -> Callable[[], str]:
+    """`python benchmarks/NAME.py --table`: the script's own tables of its committed RESULTS file."""
+    def build() -> str:
+        module = script(name)
+        return getattr(module, function)(read_records(module.RESULTS))
+    return build
 
 
 def sessions(name: str) -> list[str]:
