@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from common import DEFAULT_DATA_DIR, REPO, RUNS, append_jsonl, environment, limit_threads, mean_std, read_jsonl
+from common import COMMITTED, DEFAULT_DATA_DIR, REPO, append_jsonl, environment, limit_threads, mean_std, read_jsonl
 from ssvfl import PretrainOnce, pretrain_key
 from vflflare import cli
 from vflflare.algorithms.oneshot import OneShotConfig
@@ -63,7 +63,7 @@ from vflflare.protocol.setup import SERVER
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.tracking import LogTracker
 
-RESULTS = RUNS / "images.jsonl"
+RESULTS = COMMITTED / "images_cpu.jsonl"  # compact records: numbers and settings
 SPLITS = Path("/tmp/vflflare-bench/image-splits")
 SITES = ["site-1", "site-2"]
 METHODS = ["vanilla", "fedbcd", "oneshot", "fewshot", "ssvfl_c", "ssvfl_i"]

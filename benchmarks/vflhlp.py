@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from common import DEFAULT_DATA_DIR, RUNS, append_jsonl, environment, limit_threads, prepare_split, read_jsonl, run_vfl
+from common import COMMITTED, DEFAULT_DATA_DIR, append_jsonl, environment, limit_threads, prepare_split, read_jsonl, run_vfl
 from vflflare.algorithms.registry import make_config
 from vflflare.cli import parse_overrides
 
-RESULTS = RUNS / "vflhlp.jsonl"
+RESULTS = COMMITTED / "vflhlp.jsonl"  # compact records: numbers and settings
 SPLITS = Path("/tmp/vflflare-bench/vflhlp-splits")
 SETTINGS = ["credit_default:2", "credit_default:3", "adult:2", "adult:3"]
 ALIGNED = [250, 1000, 4000]
