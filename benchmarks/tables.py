@@ -133,6 +133,8 @@ BUILDERS: dict[str, Callable[[], str]] = {
        for part in ("wire", "pipeline", "pipeline_wan", "imports", "image_views", "overhead", "fedhssl")
        if (COMMITTED / "performance" / f"{part}.jsonl").is_file()},
     "performance/mnist_simulator": script_text("performance", "mnist_simulator_table"),
+    **{name: script_tables(name) for name, records in (("vflhlp", "vflhlp.jsonl"), ("images", "images_cpu.jsonl"))
+       if (COMMITTED / records).is_file()},
     "images_mnist_all": script_text("images_simulator", "headline_table"),
     **({"images_cifar_all": script_text("images_simulator", "cifar_table")}
        if (COMMITTED / "images_cifar_all.jsonl").is_file() else {}),

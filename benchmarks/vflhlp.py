@@ -77,14 +77,20 @@ def run_one(method: str, setting: str, aligned: int, seed: int, overrides: dict,
             "wall_s": round(time.perf_counter() - start, 1), "env": environment()}
 
 
-def tables(records: list[dict]) -> str:
+def _groups(records: list[dict]) -> dict[tuple, dict[str, list[dict]]]:
     groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         if "beta_selection" not in r:
             groups[(r["setting"], r["aligned"])][r["method"]].append(r)
+    return groups
+
+
+def auc_table(records: list[dict]) -> str:
+    """Test AUC per method: median over seeds, the seeds in brackets."""
+    groups = _groups(records)
     columns = [m for m in METHODS if any(m in g for g in groups.values())]
     out = ["| setting | aligned | " + " | ".join(columns) + " | VFLHLP - vanilla |", "|---|---|" + "---|" * (len(columns) + 1)]
-    for (setting, aligned), by_method in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+    for (setting, aligned), by_method in sorted(groups.items()):
         cells, medians = [], {}
         for m in columns:
             values = [test_metric(r) for r in sorted(by_method.get(m, []), key=lambda r: r["seed"])]
@@ -93,19 +99,49 @@ def tables(records: list[dict]) -> str:
         delta = (f"{medians['VFLHLP'] - medians['vanilla']:+.3f}"
                  if medians.get("VFLHLP") is not None and medians.get("vanilla") is not None else "")
         out.append(f"| {setting} | {aligned} | " + " | ".join(cells) + f" | {delta} |")
-    out += ["", "| setting | aligned | method | uploads/downloads, active site | passive site | MB, active | passive | wall s |",
-            "|---|---|---|---|---|---|---|---|"]
-    for (setting, aligned), by_method in sorted(groups.items()):
-        for m in columns:
-            rs = by_method.get(m)
-            if not rs:
-                continue
+    return "\n".join(out)
+
+
+def communication_table(records: list[dict], setting: str = "credit_default:2") -> str:
+    """Messages and MB per site on seed 0, and the median wall time, for one setting."""
+    out = ["| setting | aligned | method | uploads/downloads, active site | passive site | MB, active | passive | wall s |",
+           "|---|---|---|---|---|---|---|---|"]
+    for (name, aligned), by_method in sorted(_groups(records).items()):
+        for m in (m for m in METHODS if by_method.get(m) and name == setting):
+            rs = sorted(by_method[m], key=lambda r: r["seed"])
             r = rs[0]
             passive = next(s for s in r["comms_per_site"] if s != ACTIVE)
-            out.append(f"| {setting} | {aligned} | {m} | {'/'.join(map(str, r['comms_per_site'][ACTIVE]))} | "
+            out.append(f"| {name} | {aligned} | {m} | {'/'.join(map(str, r['comms_per_site'][ACTIVE]))} | "
                        f"{'/'.join(map(str, r['comms_per_site'][passive]))} | {r['mb_per_site'][ACTIVE]:.2f} | "
                        f"{r['mb_per_site'][passive]:.2f} | {np.median([x['wall_s'] for x in rs]):.0f} |")
     return "\n".join(out)
+
+
+def beta_table(records: list[dict]) -> str:
+    """VFLHLP's validation AUC per beta (split seed SELECTION_SEED); the package default in bold, and the
+    best mean over the cells."""
+    val: dict[tuple, dict[float, float]] = defaultdict(dict)
+    for r in records:
+        if "beta_selection" in r:
+            val[(r["setting"], r["aligned"])][r["beta_selection"]] = next(
+                v for k, v in r["metrics"].items() if k.startswith("val_"))
+    if not val:
+        return ""
+    betas = sorted({b for cell in val.values() for b in cell})
+    default = make_config({"algorithm": "vflhlp"}).beta
+    head = [f"**{b:g}**" if b == default else f"{b:g}" for b in betas]
+    out = ["| setting | aligned | beta " + " | ".join(head) + " |", "|---|---|" + "---|" * len(betas)]
+    for (setting, aligned), cell in sorted(val.items()):
+        out.append(f"| {setting} | {aligned} | " + " | ".join(f"{cell[b]:.3f}" for b in betas) + " |")
+    means = {b: np.mean([cell[b] for cell in val.values()]) for b in betas}
+    best = max(means, key=means.get)
+    out.append("| **mean** | | " + " | ".join(f"**{means[b]:.3f}**" if b == best else f"{means[b]:.3f}" for b in betas) + " |")
+    return "\n".join(out)
+
+
+def tables(records: list[dict]) -> str:
+    """`--table`: beta selection, test AUC, and credit default's communication (K = 2)."""
+    return "\n\n".join(t for t in (beta_table(records), auc_table(records), communication_table(records)) if t)
 
 
 def select_beta(args: argparse.Namespace) -> None:

@@ -88,6 +88,21 @@ def test_scoring_the_test_rows_gives_the_training_jobs_test_predictions(oneshot_
     assert counts == scored["expected_communication"] == {s: {"uploads": 1, "downloads": 0} for s in SITES}
 
 
+def test_representation_noise_covers_the_scoring_uploads(oneshot_scored):
+    """A defense set on the scoring job noises what each site uploads there too, instead of being accepted
+    and ignored: every row is still scored, with other probabilities, and the same uploads."""
+    tmp, trained, clean = oneshot_scored
+    expected = read_predictions(models_dir(tmp / "runs" / "server", trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
+    scored = run_inprocess(make_config(algorithm="vertical_inference", model_job=trained["job_id"],
+                                       representation_noise=2.0), SITES, str(tmp / "data"), runs_root=str(tmp / "runs"))
+    got = read_predictions(Path(scored["training"]["predictions"]))
+    assert got.keys() == expected.keys()
+    assert sum(got[row] != expected[row] for row in got) > 0.9 * len(got)
+    messages = lambda result: {s: (c["uploads"], c["downloads"], c["payload_bytes"])  # noqa: E731
+                               for s, c in result["communication"]["per_site"].items()}
+    assert messages(scored) == messages(clean)
+
+
 def test_a_label_owning_site_scores_split_nn_and_unmatched_rows_are_counted(tmp_path):
     data = _split(tmp_path / "data", label_owner="site-1")
     _rewrite(data / "site-2" / "score.csv", lambda rows: rows[:-5])  # 5 rows site-2 does not have

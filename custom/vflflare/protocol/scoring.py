@@ -33,7 +33,9 @@ from vflflare.protocol.model_store import (
     LABEL_DIR, ModelStoreError, label_owner, latest_job, load_label_model, load_site_model, models_dir,
     write_predictions,
 )
+from vflflare.privacy.defenses import noisy_representations
 from vflflare.protocol.payload import Payload
+from vflflare.seeding import derive_seed
 from vflflare.ssl.augment import TabularBatch
 
 SCORE_FILE = "score.csv"
@@ -148,12 +150,16 @@ class SiteScorer:
 
     def represent(self, payload: Payload) -> Payload:
         """f_k of the rows at payload["positions"] (in the coordinator's order; None: this site's PSI order);
-        with payload["ids"], their IDs too, for a label party at the coordinator to write its predictions by."""
+        with payload["ids"], their IDs too, for a label party at the coordinator to write its predictions by;
+        with payload["representation_noise"], noised as a training job's uploads are (FeatureParty.to_upload)."""
         loaded = self._require()
         positions = torch.as_tensor(np.asarray(self._positions(payload), dtype=np.int64))
         with torch.no_grad():
-            reps = loaded["encoder"](*loaded["batch"].take(positions)).numpy().astype(np.float32)
-        reply: Payload = {"reps": reps}
+            reps = loaded["encoder"](*loaded["batch"].take(positions))
+        if payload.get("representation_noise"):
+            generator = torch.Generator().manual_seed(derive_seed(payload["seed"], f"score-rep-noise:{self.site}"))
+            reps = noisy_representations(reps, payload["representation_noise"], generator)
+        reply: Payload = {"reps": reps.numpy().astype(np.float32)}
         if payload.get("ids"):  # and the ID column's name, for the label party's predictions file
             reply.update(ids=[loaded["ids"][i] for i in positions.tolist()], id_column=loaded["id_column"])
         return reply
