@@ -15,6 +15,8 @@ CASES = [  # channel: algorithm, short settings, the defense
     ("gradients", "vanilla", {"split_epochs": 2, "split_patience": 2},
      {"gradient_clip": 0.01, "gradient_noise": 0.5, "gradient_marvell": 1.0, "gradient_keep": 0.5}),
     ("representations", "oneshot", {"ssl_epochs": 2}, {"representation_noise": 1.0}),
+    # few-shot's pseudo-label probabilities come from the noised labels
+    ("probabilities", "fewshot", {"ssl_epochs": 2}, {"label_dp_epsilon": 0.5}),
 ]
 
 
