@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from vflflare import cli
 from vflflare.algorithms.registry import make_config
 from vflflare.config import ConfigError
-from vflflare.privacy.attack_run import attack_run
+from vflflare.privacy.attack_run import attack_run, label_attacks
 from vflflare.privacy.attacks.clustering import gradient_cluster_leak, probability_leak
 from vflflare.privacy.attacks.feature_reconstruction import reconstruction_r2
 from vflflare.privacy.attacks.gradient_direction import direction_leak
@@ -231,3 +231,11 @@ def test_attack_command_prints_the_json_the_issue_names(capsys):
     # a user's split holds no labels of the unaligned rows: the probability attack is there, unscored
     assert out["leak"]["probability_clusters"] is None
     assert 0.5 <= out["leak"]["gradient_clusters"] <= 1.0
+
+
+def test_each_algorithm_gets_the_attacks_its_channels_declare():
+    completion = ["model_completion_40", "model_completion_200"]
+    assert label_attacks(make_config(algorithm="oneshot"), 2) == [
+        "gradient_norm", "gradient_direction", "gradient_clusters", *completion]
+    assert label_attacks(make_config(algorithm="fewshot"), 10) == ["gradient_clusters", "probability_clusters", *completion]
+    assert label_attacks(make_config(algorithm="ssvfl_i"), 2) == completion  # sends the sites nothing from the labels

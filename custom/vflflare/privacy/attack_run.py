@@ -15,6 +15,7 @@ import torch
 from vflflare.algorithms.registry import get_algorithm
 from vflflare.config import SERVER, JobConfig
 from vflflare.data.loading import load_label_tables
+from vflflare.privacy.attacks import clustering, feature_reconstruction, gradient_direction, gradient_norm, model_completion
 from vflflare.privacy.attacks.clustering import gradient_cluster_leak, probability_leak
 from vflflare.privacy.attacks.feature_reconstruction import reconstruction_r2
 from vflflare.privacy.attacks.gradient_direction import direction_leak
@@ -35,14 +36,20 @@ from vflflare.tracking import LogTracker
 AUX_ROWS = (40, 200)  # the labels a site is assumed to know for model completion
 
 
+# each label attack: the channel it reads, as its module declares it (None: the site's own model), and
+# whether it needs binary labels
+LABEL_ATTACKS: dict[str, tuple[str | None, bool]] = {
+    "gradient_norm": (gradient_norm.CHANNEL, gradient_norm.BINARY_ONLY),
+    "gradient_direction": (gradient_direction.CHANNEL, gradient_direction.BINARY_ONLY),
+    **{name: (channel, False) for name, channel in clustering.CHANNELS.items()},
+    **{f"model_completion_{a}": (model_completion.CHANNEL, False) for a in AUX_ROWS},
+}
+
+
 def label_attacks(cfg: JobConfig, num_classes: int) -> list[str]:
-    """The label attacks that apply to the algorithm's channels (the norm and direction scores need 2 classes)."""
-    names = []
-    if "gradients" in cfg.privacy_channels:
-        names += (["gradient_norm", "gradient_direction"] if num_classes == 2 else []) + ["gradient_clusters"]
-    if "probabilities" in cfg.privacy_channels:
-        names.append("probability_clusters")
-    return names + [f"model_completion_{a}" for a in AUX_ROWS]
+    """The label attacks that apply to the algorithm's channels (cfg.privacy_channels) and its labels."""
+    return [name for name, (channel, binary_only) in LABEL_ATTACKS.items()
+            if (channel is None or channel in cfg.privacy_channels) and (num_classes == 2 or not binary_only)]
 
 
 def _labels_of(ids: list[str], rows: torch.Tensor, by_id: dict[str, int]) -> np.ndarray:
@@ -124,7 +131,7 @@ def attack_run(cfg: JobConfig, sites: list[str], data_root: str,
     for site in attacked:
         party = runtimes[site].party
         by_site[site] = site_leaks(cfg, party, net.messages, rounds[site], tables.num_classes, labels, unaligned_labels)
-        if "representations" in cfg.privacy_channels:
+        if feature_reconstruction.CHANNEL in cfg.privacy_channels:
             by_site[site]["feature_reconstruction"] = reconstruction(party, net.messages)
     leak: dict[str, Any] = {}
     for name in by_site[attacked[0]]:

@@ -10,7 +10,8 @@ from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
 from vflflare.privacy.attacks.leak import cluster_label_agreement, leak_auc
 from vflflare.privacy.attacks.observed import GradientRound
 
-CHANNELS = ("gradients", "probabilities")
+# each attack by name and the channel it reads (any number of classes)
+CHANNELS = {"gradient_clusters": "gradients", "probability_clusters": "probabilities"}
 
 
 def recovered(groups: np.ndarray, labels: np.ndarray, num_classes: int) -> float:

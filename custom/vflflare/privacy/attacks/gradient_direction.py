@@ -11,6 +11,7 @@ from vflflare.privacy.attacks.leak import leak_auc
 from vflflare.privacy.attacks.observed import GradientRound
 
 CHANNEL = "gradients"
+BINARY_ONLY = True
 
 
 def cosine_scores(grads: np.ndarray, message: np.ndarray) -> np.ndarray:

@@ -8,7 +8,8 @@ import numpy as np
 from vflflare.privacy.attacks.leak import leak_auc
 from vflflare.privacy.attacks.observed import GradientRound
 
-CHANNEL = "gradients"
+CHANNEL = "gradients"  # the per-row gradients a site without labels receives
+BINARY_ONLY = True
 
 
 def norm_scores(grads: np.ndarray) -> np.ndarray:

@@ -23,6 +23,8 @@ from sklearn.pipeline import make_pipeline
 
 AUX_ROWS = 80  # the paper's auxiliary labeled rows
 
+CHANNEL = None  # no message: the site's own trained bottom model, so every algorithm whose sites train one
+
 
 def model_completion_attack(aux_reps: np.ndarray, aux_labels: np.ndarray, inference_reps: np.ndarray,
                             inference_labels: np.ndarray, seed: int = 0) -> dict[str, float]:
