@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import json
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -36,7 +38,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from common import (
-    DEFAULT_DATA_DIR, RUNS, SourceTable, append_jsonl, environment, job_rows, limit_threads, mean_std,
+    COMMITTED, DEFAULT_DATA_DIR, SourceTable, append_jsonl, environment, job_rows, limit_threads, mean_std,
     prepare_split, read_jsonl, run_vfl, trees,
 )  # fmt: skip
 from vflflare.algorithms.registry import get_algorithm, make_config
@@ -46,7 +48,7 @@ from vflflare.config import JobConfig
 from vflflare.data.sources import load_source
 from vflflare.protocol.site_runtime import SiteRuntime
 
-RESULTS = RUNS / "fedhssl.jsonl"
+RESULTS = COMMITTED / "fedhssl.jsonl"  # compact records; --out a file per --set (see main)
 SPLITS = Path("/tmp/vflflare-bench/fedhssl-splits")
 SETTINGS = ["credit_default", "adult"]
 LABELED = [200, 400, 1000]
@@ -251,6 +253,9 @@ def main() -> None:
     if not args.table:
         limit_threads()
         overrides = parse_overrides(args.set)
+        other = {json.dumps(r["overrides"], sort_keys=True) for r in read_jsonl(args.out)} - {json.dumps(overrides, sort_keys=True)}
+        if other:  # resume keys on setting, labels, seed and method: other settings would mix in silently
+            sys.exit(f"{args.out} holds runs with --set {', '.join(sorted(other))}, not {overrides}: use another --out")
         done = {(r["setting"], r["labeled"], r["seed"], r["method"]) for r in read_jsonl(args.out)}
         for setting in args.settings:
             for labeled in args.labeled:
