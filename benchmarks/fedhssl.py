@@ -226,6 +226,82 @@ def tables(records: list[dict]) -> str:
     return "\n".join(out)
 
 
+LABELS = {"FedHSSL": "FedHSSL (SimSiam)", "FedLocalSSL": "FedLocalSSL (local SimSiam)", "FedLocalSSL+PMA": "FedLocalSSL + PMA",
+          "FedSplitNN": "FedSplitNN (no pretraining)", "vanilla": "vanilla split-NN"}
+
+
+def _by_method(records: list[dict], setting: str, labeled: int) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        if r["setting"] == setting and r["labeled"] == labeled:
+            out[r["method"]].append(r)
+    return {m: sorted(rs, key=lambda r: r["seed"]) for m, rs in out.items()}
+
+
+def method_table(records: list[dict], setting: str, labeled: int) -> str:
+    """FEDHSSL_REPORT sections 1, 4: test metric per method, median (per seed); in bold the best federated
+    median, and the trees' when they beat it."""
+    by = _by_method(records, setting, labeled)
+    medians = {m: float(np.median([test_metric(r) for r in rs])) for m, rs in by.items()}
+    best = max((m for m in medians if m != TREES), key=medians.get)
+    out = ["| method | test AUC |", "|---|---|"]
+    for m in (m for m in [*METHODS, TREES] if m in by):
+        cell = f"{medians[m]:.3f}"
+        if m == best or (m == TREES and medians[m] > medians[best]):
+            cell = f"**{cell}**"
+        name = f"trees on the {labeled} labeled rows (not federated)" if m == TREES else LABELS.get(m, m)
+        out.append(f"| {name} | {cell} ({', '.join(f'{test_metric(r):.3f}' for r in by[m])}) |")
+    return "\n".join(out)
+
+
+def probe_table(records: list[dict]) -> str:
+    """Section 2: the linear probe's test AUC per pretraining variant."""
+    auc = {r["method"]: r["probe_test_auc"] for r in records}
+    names = [m for m in ["FedSplitNN", "FedLocalSSL", "FedCSSL", "FedGSSL", "FedHSSL"] if m in auc]
+    head = [f"{m} (untrained)" if m == "FedSplitNN" else m for m in names]
+    return "\n".join(["| towers | " + " | ".join(head) + " |", "|---|" + "---|" * len(names),
+                      "| linear probe test AUC | " + " | ".join(f"{auc[m]:.3f}" for m in names) + " |"])
+
+
+def _pretraining_s(r: dict) -> float:
+    return sum(r["phase_wall_s"].get(p, 0) for p in ("cross_ssl", "local_ssl", "pma", "local_pretraining"))
+
+
+def iterations_table(g40: list[dict], g10: list[dict], setting: str = "credit_default", labeled: int = 200,
+                     seed: int = 0) -> str:
+    """Section 3: the paper's order at 40 global iterations against 10, one seed."""
+    pick = lambda records: {r["method"]: r for r in records  # noqa: E731
+                            if (r["setting"], r["labeled"], r["seed"]) == (setting, labeled, seed)}
+    at40, at10 = pick(g40), pick(g10)
+    names = [m for m in ORDER if m in at40]
+    best = max(names, key=lambda m: test_metric(at40[m]))
+    rows = [
+        ("40 iterations", [f"**{test_metric(at40[m]):.3f}**" if m == best else f"{test_metric(at40[m]):.3f}" for m in names]),
+        ("10 iterations (section 1, same seed)", [f"{test_metric(at10[m]):.3f}" if m in at10 else "-" for m in names]),
+        ("pretraining wall s, 40 iterations", [f"{_pretraining_s(at40[m]):.0f}" for m in names]),
+        ("cross_ssl + pma MB per site, 40 iterations",
+         [f"{at40[m]['mb_per_site'].get('cross_ssl', 0) + at40[m]['mb_per_site'].get('pma', 0):.0f}" for m in names]),
+    ]
+    return "\n".join(["| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names),
+                      *(f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows)])
+
+
+def communication_table(records: list[dict], setting: str = "credit_default", labeled: int = 200) -> str:
+    """Section 6: payload MB per site by phase and messages on the first seed, wall times median over seeds."""
+    out = ["| method | cross_ssl MB | pma MB | finetune MB | comms up/down | pretraining s | finetune s |",
+           "|---|---|---|---|---|---|---|"]
+    by = _by_method(records, setting, labeled)
+    for m, rs in ((m, by[m]) for m in METHODS if m in by):
+        mb = {p: rs[0]["mb_per_site"].get(p, 0) for p in ("cross_ssl", "pma", "finetune", "split_training")}
+        comms = [sum(v[i] for v in rs[0]["comms_per_site"].values()) for i in (0, 1)]
+        fine = np.median([r["phase_wall_s"].get("finetune", r["phase_wall_s"].get("split_training", 0)) for r in rs])
+        mb_cell = lambda v: f"{v:.1f}" if v else "0"  # noqa: E731
+        out.append(f"| {LABELS.get(m, m).split(' (')[0]} | {mb_cell(mb['cross_ssl'])} | {mb_cell(mb['pma'])} | "
+                   f"{mb['finetune'] + mb['split_training']:.2f} | {comms[0]}/{comms[1]} | "
+                   f"{np.median([_pretraining_s(r) for r in rs]):.0f} | {fine:.0f} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--settings", nargs="+", default=SETTINGS)

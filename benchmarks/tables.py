@@ -94,6 +94,21 @@ def sessions(name: str) -> list[str]:
     return list(dict.fromkeys(r["session"] for r in read_records(path))) if path.is_file() else []
 
 
+def fedhssl(function: str, *files: str, **kwargs) -> Callable[[], str]:
+    """`fedhssl.FUNCTION(records of FILES..., **kwargs)`: one FEDHSSL_REPORT table."""
+    return lambda: getattr(script("fedhssl"), function)(*(read_records(COMMITTED / f) for f in files), **kwargs)
+
+
+FEDHSSL_TABLES = {  # name: (builder, the committed files it reads)
+    "fedhssl/credit_200": (fedhssl("method_table", "fedhssl_g10.jsonl", setting="credit_default", labeled=200),
+                           ["fedhssl_g10.jsonl"]),
+    "fedhssl/credit_400": (fedhssl("method_table", "fedhssl_g10.jsonl", setting="credit_default", labeled=400),
+                           ["fedhssl_g10.jsonl"]),
+    "fedhssl/communication": (fedhssl("communication_table", "fedhssl_g10.jsonl"), ["fedhssl_g10.jsonl"]),
+    "fedhssl/iterations": (fedhssl("iterations_table", "fedhssl_g40.jsonl", "fedhssl_g10.jsonl"),
+                           ["fedhssl_g40.jsonl", "fedhssl_g10.jsonl"]),
+    "fedhssl/probe": (fedhssl("probe_table", "fedhssl_probe.jsonl"), ["fedhssl_probe.jsonl"]),
+}
 FAIR = "leaderboard/fair_trees"
 TUNED, ALONE_TUNED = "central XGBoost, tuned", "label party alone (XGBoost, all its labels), tuned"
 BUILDERS: dict[str, Callable[[], str]] = {
@@ -135,6 +150,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "performance/mnist_simulator": script_text("performance", "mnist_simulator_table"),
     **{name: script_tables(name) for name, records in (("vflhlp", "vflhlp.jsonl"), ("images", "images_cpu.jsonl"))
        if (COMMITTED / records).is_file()},
+    **{name: build for name, (build, files) in FEDHSSL_TABLES.items() if all((COMMITTED / f).is_file() for f in files)},
     "images_mnist_all": script_text("images_simulator", "headline_table"),
     **({"images_cifar_all": script_text("images_simulator", "cifar_table")}
        if (COMMITTED / "images_cifar_all.jsonl").is_file() else {}),
