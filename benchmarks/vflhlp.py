@@ -128,7 +128,7 @@ def beta_table(records: list[dict]) -> str:
     if not val:
         return ""
     betas = sorted({b for cell in val.values() for b in cell})
-    default = make_config({"algorithm": "vflhlp"}).beta
+    default = make_config({"algorithm": "vflhlp", "label_owner": ACTIVE}).beta
     head = [f"**{b:g}**" if b == default else f"{b:g}" for b in betas]
     out = ["| setting | aligned | beta " + " | ".join(head) + " |", "|---|---|" + "---|" * len(betas)]
     for (setting, aligned), cell in sorted(val.items()):
