@@ -286,7 +286,7 @@ def defense_rows_in_order(by: dict[tuple[str, str], list[dict]], metric: str):
 
 def main_table(records: list[dict]) -> str:
     by = groups(records, {0, 1, 2})
-    head = ["algorithm", "defense", "test AUC", "Δ test AUC", *LABEL_ATTACKS, "MC 200", "MC 200, own columns",
+    head = ["algorithm", "defense", "test AUC", "Δ test AUC", *LABEL_ATTACKS, "MC 40", "MC 200", "MC 200, own columns",
             "reconstruction R²", "DCS", "MB / site"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for algorithm, name, runs, mp_star in defense_rows_in_order(by, "test_auc"):
@@ -294,6 +294,7 @@ def main_table(records: list[dict]) -> str:
         ap = median([strongest(r["leak"]) for r in runs])
         leaks = [median([r["leak"].get(k) for r in runs]) for k in LABEL_ATTACKS]
         cells = [algorithm, name, fmt(mp), f"{mp - mp_star:+.3f}", *map(fmt, leaks),
+                 fmt(median([r["leak"].get("model_completion_40") for r in runs])),
                  fmt(median([r["leak"].get("model_completion_200") for r in runs])),
                  fmt(median([r["leak"].get("model_completion_200_own_columns") for r in runs])),
                  fmt(median([r["leak"].get("feature_reconstruction") for r in runs]), 2),
@@ -410,7 +411,7 @@ def mnist_table(records: list[dict]) -> str:
     rate as chance."""
     by = groups(records, {0, 1, 2})
     head = ["algorithm", "defense", "seeds", "test acc", "Δ test acc", "gradient_clusters", "probability_clusters",
-            "MC 200", "MC 200, own columns", "majority rate", "reconstruction R²", "DCS", "MB / site"]
+            "MC 40", "MC 200", "MC 200, own columns", "majority rate", "reconstruction R²", "DCS", "MB / site"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for algorithm, name, runs, mp_star in defense_rows_in_order(by, "test_accuracy"):
         mp = median([r["metrics"]["test_accuracy"] for r in runs])
@@ -420,7 +421,8 @@ def mnist_table(records: list[dict]) -> str:
         leak = lambda key: fmt(median([r["leak"].get(key) for r in runs]))  # noqa: E731
         cells = [algorithm, name, ", ".join(str(r["seed"]) for r in sorted(runs, key=lambda r: r["seed"])), fmt(mp),
                  f"{mp - mp_star:+.3f}", leak("gradient_clusters"),
-                 leak("probability_clusters"), leak("model_completion_200"), leak("model_completion_200_own_columns"),
+                 leak("probability_clusters"), leak("model_completion_40"), leak("model_completion_200"),
+                 leak("model_completion_200_own_columns"),
                  fmt(chance), fmt(median([r["leak"].get("feature_reconstruction") for r in runs]), 2), fmt(score),
                  f"{median([r['mb_per_site'] for r in runs]):.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
