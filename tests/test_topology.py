@@ -67,8 +67,11 @@ def test_a_site_folder_the_job_leaves_out_is_an_error_without_a_manifest(tmp_pat
     with pytest.raises(DataError, match=r"site folders \['site-3'\] are not used by the job, which runs with "
                                         r"\['site-1', 'site-2'\]: their columns would be left out"):
         run_inprocess(make_config(algorithm="oneshot"), ["site-1", "site-2"], str(tmp_path / "data"))
-    assert vflflare_main(["inprocess", "--sites", "2", "--data-root", str(tmp_path / "data")]) == 1
+    out = tmp_path / "results.json"
+    assert vflflare_main(["inprocess", "--sites", "2", "--data-root", str(tmp_path / "data"), "--json", str(out)]) == 1
     assert "site folders ['site-3'] are not used" in capsys.readouterr().err
+    failed = json.loads(out.read_text())  # --json records the failure too
+    assert failed["algorithm"] == "oneshot" and failed["error"].startswith("DataError: ") and "'site-3'" in failed["error"]
 
 
 def test_the_job_s_named_sites_must_be_the_ones_that_run():

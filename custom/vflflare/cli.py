@@ -120,7 +120,13 @@ def _cmd_inprocess(args: argparse.Namespace) -> int:
 
     cfg = make_config({"algorithm": args.algorithm, **parse_overrides(args.set)})
     sites = parse_site_names(args.sites_names, "--sites-names") or [f"site-{i + 1}" for i in range(args.sites)]
-    results = run_inprocess(cfg, sites, args.data_root)
+    try:
+        results = run_inprocess(cfg, sites, args.data_root)
+    except Exception as error:
+        if args.json:  # a script reading the file learns that the run failed, and why, as from a job's results
+            Path(args.json).write_text(json.dumps({"algorithm": cfg.algorithm, "config": cfg.to_dict(),
+                                                   "error": f"{type(error).__name__}: {error}"}, indent=2))
+        raise
     print(format_table(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
