@@ -220,6 +220,14 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def refuse_mixed_settings(path: Path, overrides: dict[str, Any]) -> None:
+    """Exit naming them when `path` holds runs with other --set overrides: a resume keyed on the run's
+    cell would otherwise mix runs of two settings in one file."""
+    other = {json.dumps(r.get("overrides", {}), sort_keys=True) for r in read_jsonl(path)} - {json.dumps(overrides, sort_keys=True)}
+    if other:
+        raise SystemExit(f"{path} holds runs with --set {', '.join(sorted(other))}, not {overrides}: use another --out")
+
+
 def mean_std(values: list[float], digits: int = 3) -> str:
     if not values:
         return "-"

@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -39,7 +37,7 @@ from sklearn.preprocessing import StandardScaler
 
 from common import (
     COMMITTED, DEFAULT_DATA_DIR, SourceTable, append_jsonl, environment, job_rows, limit_threads, mean_std,
-    prepare_split, read_jsonl, run_vfl, trees,
+    prepare_split, read_jsonl, refuse_mixed_settings, run_vfl, trees,
 )  # fmt: skip
 from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare import cli
@@ -329,9 +327,7 @@ def main() -> None:
     if not args.table:
         limit_threads()
         overrides = parse_overrides(args.set)
-        other = {json.dumps(r["overrides"], sort_keys=True) for r in read_jsonl(args.out)} - {json.dumps(overrides, sort_keys=True)}
-        if other:  # resume keys on setting, labels, seed and method: other settings would mix in silently
-            sys.exit(f"{args.out} holds runs with --set {', '.join(sorted(other))}, not {overrides}: use another --out")
+        refuse_mixed_settings(args.out, overrides)
         done = {(r["setting"], r["labeled"], r["seed"], r["method"]) for r in read_jsonl(args.out)}
         for setting in args.settings:
             for labeled in args.labeled:

@@ -28,7 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from common import DEFAULT_DATA_DIR, RUNS, append_jsonl, environment, limit_threads, prepare_split, read_jsonl, run_vfl
+from common import (
+    COMMITTED, DEFAULT_DATA_DIR, append_jsonl, environment, limit_threads, prepare_split, read_jsonl,
+    refuse_mixed_settings, run_vfl,
+)  # fmt: skip
 from fedhssl import ALIGNED_SHARE, labeled_fraction
 from vflflare.algorithms.registry import make_config
 from vflflare.cli import parse_overrides
@@ -36,7 +39,7 @@ from vflflare.data.sources import load_source
 from vflflare.privacy.attacks.model_completion import AUX_ROWS, cap, model_completion_attack
 from vflflare.protocol.site_runtime import SiteRuntime
 
-RESULTS = RUNS / "fedhssl_privacy.jsonl"
+RESULTS = COMMITTED / "fedhssl_privacy.jsonl"  # compact records: numbers and settings
 SPLITS = Path("/tmp/vflflare-bench/fedhssl-splits")
 SITES, ACTIVE, ADVERSARY = ["site-1", "site-2"], "site-1", "site-2"
 LABELED = 200
@@ -144,6 +147,61 @@ def tables(records: list[dict]) -> str:
     return "\n".join(out)
 
 
+def _runs(records: list[dict]) -> dict[tuple, list[dict]]:
+    by: dict[tuple, list[dict]] = defaultdict(list)
+    for r in sorted(records, key=lambda r: r["seed"]):
+        by[(r["method"], r["lambda_p"], r["lambda_f"])].append(r)
+    return by
+
+
+def _per_seed(values: list[float]) -> str:
+    return f"{np.median(values):.3f} ({', '.join(f'{v:.3f}' for v in values)})"
+
+
+def table_vi(records: list[dict]) -> str:
+    """FEDHSSL_REPORT section 5, the paper's Table VI: model completion on the adversary's pretrained model,
+    against ISO lambda_p on party 1's pretraining uploads; a strength whose every run diverged says so."""
+    by = _runs(records)
+    out = ["| model attacked | lambda_p | MC accuracy | MC AUC | main task test AUC |", "|---|---|---|---|---|"]
+    for label, key in [("A_SimSiam (local SimSiam, the prior)", ("FedLocalSimSiam", 0.0, 0.0)),
+                       *(("A_FedHSSL", ("FedHSSL-SimSiam", lp, 0.0)) for lp in [0.0, *STRENGTHS])]:
+        ok = [r for r in by[key] if "error" not in r]
+        lp = "-" if key[0] == "FedLocalSimSiam" else f"{key[1]:g}"
+        if not ok:
+            out.append(f"| {label} | {lp} | every seed diverged | | |")
+            continue
+        out.append(f"| {label} | {lp} | {_per_seed([r['mc_pretrained']['accuracy'] for r in ok])} | "
+                   f"{_per_seed([r['mc_pretrained']['auc'] for r in ok])} | "
+                   f"{np.median([r['metrics']['test_auc'] for r in ok]):.3f} |")
+    return "\n".join(out)
+
+
+def table_vii(records: list[dict]) -> str:
+    """Section 5, the paper's Table VII: per lambda_f on party 1's gradients, test AUC, then MC accuracy /
+    MC AUC on the adversary's finetuned model (medians); CAP (Eq. 8) over lambda_f in STRENGTHS per seed."""
+    by = _runs(records)
+    methods = list(VARIANTS)
+    out = ["| lambda_f | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+    for lf in [0.0, *STRENGTHS]:
+        cells = []
+        for m in methods:
+            ok = [r for r in by[(m, 0.0, lf)] if "error" not in r]
+            cells.append(f"{np.median([r['metrics']['test_auc'] for r in ok]):.3f}, "
+                         f"{np.median([r['mc_finetuned']['accuracy'] for r in ok]):.3f} / "
+                         f"{np.median([r['mc_finetuned']['auc'] for r in ok]):.3f}" if ok else "diverged")
+        out.append(f"| {lf:g} | " + " | ".join(cells) + " |")
+    caps = []
+    for m in methods:
+        per_seed = []
+        for seed in sorted({r["seed"] for r in records}):
+            runs = [next((r for r in by[(m, 0.0, lf)] if r["seed"] == seed and "error" not in r), None) for lf in STRENGTHS]
+            if all(runs):
+                per_seed.append(cap([r["metrics"]["test_auc"] for r in runs], [r["mc_finetuned"]["accuracy"] for r in runs]))
+        caps.append(_per_seed(per_seed) if per_seed else "-")
+    out.append(f"| **CAP** (Eq. 8, lambda_f in {{{', '.join(f'{v:g}' for v in STRENGTHS)}}}) | " + " | ".join(caps) + " |")
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
@@ -156,6 +214,7 @@ def main() -> None:
     if not args.table:
         limit_threads()
         overrides = parse_overrides(args.set)
+        refuse_mixed_settings(args.out, overrides)
         done = {(r["method"], r["lambda_p"], r["lambda_f"], r["seed"]) for r in read_jsonl(args.out)}
         for seed in args.seeds:
             for method, lp, lf in plan():

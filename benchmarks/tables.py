@@ -108,6 +108,8 @@ FEDHSSL_TABLES = {  # name: (builder, the committed files it reads)
     "fedhssl/iterations": (fedhssl("iterations_table", "fedhssl_g40.jsonl", "fedhssl_g10.jsonl"),
                            ["fedhssl_g40.jsonl", "fedhssl_g10.jsonl"]),
     "fedhssl/probe": (fedhssl("probe_table", "fedhssl_probe.jsonl"), ["fedhssl_probe.jsonl"]),
+    **{f"fedhssl/privacy_{n}": ((lambda n=n: getattr(script("fedhssl_privacy"), f"table_{n}")(
+        read_records(COMMITTED / "fedhssl_privacy.jsonl"))), ["fedhssl_privacy.jsonl"]) for n in ("vi", "vii")},
 }
 FAIR = "leaderboard/fair_trees"
 TUNED, ALONE_TUNED = "central XGBoost, tuned", "label party alone (XGBoost, all its labels), tuned"

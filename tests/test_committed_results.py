@@ -54,3 +54,16 @@ def test_every_committed_results_file_backs_a_table_and_stays_small(tables):
         assert path.stat().st_size < 600_000, path
     for name in tables.BUILDERS:
         assert f"<!-- table {name} " in used or f"<!-- table {name} -->" in used, name
+
+
+def test_a_benchmark_refuses_to_resume_into_runs_of_other_settings(tables, tmp_path):
+    """Issue 26 item 2 for the report scripts (fedhssl.py, fedhssl_privacy.py): their resume keys on the
+    run's cell, so a file of runs with other --set overrides is refused, naming both."""
+    from common import append_jsonl, refuse_mixed_settings
+
+    out = tmp_path / "runs.jsonl"
+    refuse_mixed_settings(out, {"global_iterations": 10})  # a new file takes any settings
+    append_jsonl(out, {"method": "FedHSSL", "overrides": {"global_iterations": 10}})
+    refuse_mixed_settings(out, {"global_iterations": 10})
+    with pytest.raises(SystemExit, match=r'runs.jsonl holds runs with --set \{"global_iterations": 10\}, not \{\}'):
+        refuse_mixed_settings(out, {})
