@@ -226,8 +226,8 @@ def test_attack_command_prints_the_json_the_issue_names(capsys):
                      "--set", "classifier_epochs=10", "--set", "gradient_clip=0.01", "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
-    assert {"metrics", "leak", "defenses"} <= set(out)
-    assert out["defenses"] == {"gradient_clip": 0.01}
+    assert {"metrics", "leak", "defense"} <= set(out)
+    assert out["defense"] == {"gradient_clip": 0.01}
     # a user's split holds no labels of the unaligned rows: the probability attack is there, unscored
     assert out["leak"]["probability_clusters"] is None
     assert 0.5 <= out["leak"]["gradient_clusters"] <= 1.0

@@ -141,9 +141,9 @@ def _cmd_attack(args: argparse.Namespace) -> int:
     sites = parse_site_names(args.sites_names, "--sites-names") or [f"site-{i + 1}" for i in range(args.sites)]
     result = attack_run(cfg, sites, args.data_root)
     if args.json:
-        keys = ("metrics", "leak", "defenses", "majority", "leak_by_site")
+        keys = ("metrics", "leak", "majority", "leak_by_site")
         print(json.dumps({"algorithm": result["algorithm"], **{k: result[k] for k in keys},
-                          "communication": result["communication"]["per_site"]}, indent=2))
+                          "defense": result["defenses"], "communication": result["communication"]["per_site"]}, indent=2))
     else:
         print(leak_table([result]))
         print(f"leak: max(AUC, 1 - AUC) of each label attack's score (0.5 = chance) or, for more classes, the share "
