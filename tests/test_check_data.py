@@ -77,3 +77,16 @@ def test_ids_that_differ_only_in_spacing_get_the_normalisation_hint(split_root, 
 def test_a_path_that_is_neither_is_an_error(tmp_path, capsys):
     code, out = check(capsys, tmp_path)
     assert code == 1 and "neither a site folder" in out
+
+
+def test_every_silo_s_labels_are_checked(tmp_path, capsys):
+    """A silo space (CFL): each silo holds its own labels, so a bad label in the last silo is found too."""
+    root = tmp_path / "silos"
+    assert cli.main(["split", "--dataset", "breast_cancer", "--sites", "3", "--silo-space", "--out", str(root)]) == 0
+    capsys.readouterr()
+    edit(root / "site-3" / "train.csv", {(4, "label"): "maybe"})
+    code, out = check(capsys, root)
+    assert code == 1
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("labels at")] == [
+        "labels at site-1", "labels at site-2", "labels at site-3"]
+    assert "site-3/train.csv line 6 (id 'bc-00004'), column 'label': non-integer label 'maybe'" in out

@@ -202,22 +202,22 @@ def check_labels(owner_name: str, sites: list[str], data_root: str) -> PartyChec
     return check
 
 
-def label_owner(root: Path, sites: list[str]) -> str | None:
-    """Where the labels are: `server/` if it holds label files, else the site whose folder does."""
+def label_owners(root: Path, sites: list[str]) -> list[str]:
+    """Where the labels are: `server/` if it holds label files, else every site whose folder does (one in
+    a vertical split; every silo of a silo space holds its own)."""
     from vflflare.data.schema import LABELS_FILE
 
     if (root / SERVER / "train_labels.csv").is_file():
-        return SERVER
-    for site in sites:
-        folder = root / site
+        return [SERVER]
+
+    def holds_labels(folder: Path, site: str) -> bool:
         if (folder / "train_labels.csv").is_file() or (folder / LABELS_FILE).is_file():
-            return site
+            return True
         try:
-            if read_table_schema(site_owner(site), folder / SCHEMA_FILE).label_column:
-                return site
+            return bool(read_table_schema(site_owner(site), folder / SCHEMA_FILE).label_column)
         except DataError:
-            continue
-    return None
+            return False
+    return [site for site in sites if holds_labels(root / site, site)]
 
 
 def overlap(checks: list[PartyCheck], id_normalize: list[str]) -> dict[str, Any]:
@@ -250,13 +250,12 @@ def check_data(path: Path, id_normalize: list[str] = ()) -> tuple[list[PartyChec
         raise DataError.at("check-data", path, "neither a site folder (train.csv, test.csv) nor a data root "
                                                "(one folder per site)")
     checks = [check_site_folder(site, path / site, sites, str(path)) for site in sites]
-    owner = label_owner(path, sites)
-    if owner is None:
+    owners = label_owners(path, sites)
+    if not owners:
         checks.append(PartyCheck("labels", Findings()))
         checks[-1].findings.add(("labels", None, "none"), DataError.at(
             "check-data", path, f"no labels: neither {SERVER}/train_labels.csv nor a site folder holding labels"))
-    else:
-        checks.append(check_labels(owner, sites, str(path)))
+    checks += [check_labels(owner, sites, str(path)) for owner in owners]
     clean = [c for c in checks if c.ids]
     report = overlap(clean, list(id_normalize)) if len(clean) == len(checks) else None
     return checks, report
