@@ -139,9 +139,22 @@ def beta_table(records: list[dict]) -> str:
     return "\n".join(out)
 
 
+def summary_table(records: list[dict], parties: int = 2) -> str:
+    """docs/benchmarks.md: test AUC medians only, K = `parties`."""
+    groups = {key: by for key, by in _groups(records).items() if key[0].endswith(f":{parties}")}
+    columns = [m for m in METHODS if any(m in g for g in groups.values())]
+    out = ["| | N | " + " | ".join(columns) + " |", "|---|---|" + "---|" * len(columns)]
+    for (setting, aligned), by_method in sorted(groups.items()):
+        name = setting.split(":")[0].replace("_", " ").replace("adult", "Adult")
+        out.append(f"| {name} | {aligned} | " + " | ".join(
+            f"{np.median([test_metric(r) for r in by_method[m]]):.3f}" if by_method.get(m) else "" for m in columns) + " |")
+    return "\n".join(out)
+
+
 def tables(records: list[dict]) -> str:
-    """`--table`: beta selection, test AUC, and credit default's communication (K = 2)."""
-    return "\n\n".join(t for t in (beta_table(records), auc_table(records), communication_table(records)) if t)
+    """`--table`: beta selection, test AUC, credit default's communication (K = 2), and the medians of K = 2."""
+    return "\n\n".join(t for t in (beta_table(records), auc_table(records), communication_table(records),
+                                     summary_table(records)) if t)
 
 
 def select_beta(args: argparse.Namespace) -> None:
