@@ -104,6 +104,8 @@ FEDHSSL_TABLES = {  # name: (builder, the committed files it reads)
                            ["fedhssl_g10.jsonl"]),
     "fedhssl/credit_400": (fedhssl("method_table", "fedhssl_g10.jsonl", setting="credit_default", labeled=400),
                            ["fedhssl_g10.jsonl"]),
+    "fedhssl/adult_200": (fedhssl("method_table", "fedhssl_g10.jsonl", setting="adult", labeled=200),
+                          ["fedhssl_g10.jsonl"]),
     "fedhssl/communication": (fedhssl("communication_table", "fedhssl_g10.jsonl"), ["fedhssl_g10.jsonl"]),
     "fedhssl/iterations": (fedhssl("iterations_table", "fedhssl_g40.jsonl", "fedhssl_g10.jsonl"),
                            ["fedhssl_g40.jsonl", "fedhssl_g10.jsonl"]),
