@@ -190,14 +190,7 @@ def tables(records: list[dict]) -> str:
     groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         groups[(r["setting"], r["labeled"])][r["method"]].append(r)
-    columns = [m for m in [*METHODS, TREES] if any(m in g for g in groups.values())]
-    out = ["| setting | labeled | " + " | ".join(columns) + " |", "|---|---|" + "---|" * len(columns)]
-    for (setting, labeled), by_method in sorted(groups.items()):
-        cells = []
-        for m in columns:
-            aucs = [test_metric(r) for r in sorted(by_method.get(m, []), key=lambda r: r["seed"])]
-            cells.append(f"{np.median(aucs):.3f} ({', '.join(f'{a:.3f}' for a in aucs)})" if aucs else "")
-        out.append(f"| {setting} | {labeled} | " + " | ".join(cells) + " |")
+    out = [grid_table(records, sorted(groups))]
     out += ["", "Paper's order FedHSSL > FedGSSL > FedCSSL > FedLocalSSL > FedSplitNN (test AUC medians; per seed):"]
     for (setting, labeled), by_method in sorted(groups.items()):
         seeds = sorted(set.intersection(*(({r["seed"] for r in by_method.get(m, [])}) for m in ORDER)))
@@ -250,6 +243,45 @@ def method_table(records: list[dict], setting: str, labeled: int) -> str:
         name = f"trees on the {labeled} labeled rows (not federated)" if m == TREES else LABELS.get(m, m)
         out.append(f"| {name} | {cell} ({', '.join(f'{test_metric(r):.3f}' for r in by[m])}) |")
     return "\n".join(out)
+
+
+SETTING_NAMES = {"credit_default": "credit default", "adult": "Adult", "mnist:2": "MNIST halves", "mnist:4": "MNIST quadrants"}
+
+
+def grid_table(records: list[dict], cells: list[tuple[str, int]], methods: list[str] | None = None,
+               summary: bool = False) -> str:
+    """Section 7: one row per (setting, L), one column per method, median (per seed); in bold the best
+    federated median (ties at 3 decimals), and the trees' when at or above it. `summary`: medians only
+    (docs/benchmarks.md)."""
+    methods = methods or [m for m in [*METHODS, TREES] if any(r["method"] == m for r in records)]
+    names = [("trees on the L rows" if summary else "trees") if m == TREES else m for m in methods]
+    out = ["| setting | L | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(methods)]
+    for setting, labeled in cells:
+        by = _by_method(records, setting, labeled)
+        if not by:
+            continue
+        medians = {m: f"{np.median([test_metric(r) for r in by[m]]):.3f}" for m in methods if m in by}
+        best = max(float(v) for m, v in medians.items() if m != TREES)
+        row = []
+        for m in methods:
+            if m not in medians:
+                row.append("")
+                continue
+            if summary:
+                row.append(medians[m])
+                continue
+            cell = f"**{medians[m]}**" if float(medians[m]) >= best else medians[m]
+            row.append(f"{cell} ({', '.join(f'{test_metric(r):.3f}' for r in by[m])})")
+        out.append(f"| {SETTING_NAMES.get(setting, setting)} | {labeled} | " + " | ".join(row) + " |")
+    return "\n".join(out)
+
+
+def summary_table(*record_files: list[dict]) -> str:
+    """docs/benchmarks.md: the grid's medians for the main variants, the other algorithms and the trees."""
+    cells = [("credit_default", 200), ("credit_default", 1000), ("adult", 200), ("adult", 1000), ("mnist:2", 200),
+             ("mnist:4", 200)]
+    methods = ["FedHSSL", "FedGSSL", "FedCSSL", "FedLocalSSL", "FedSplitNN", "SS-VFL-C", "one-shot", TREES]
+    return grid_table([r for records in record_files for r in records], cells, methods, summary=True)
 
 
 def probe_table(records: list[dict]) -> str:

@@ -107,6 +107,11 @@ FEDHSSL_TABLES = {  # name: (builder, the committed files it reads)
     "fedhssl/adult_200": (fedhssl("method_table", "fedhssl_g10.jsonl", setting="adult", labeled=200),
                           ["fedhssl_g10.jsonl"]),
     "fedhssl/communication": (fedhssl("communication_table", "fedhssl_g10.jsonl"), ["fedhssl_g10.jsonl"]),
+    "fedhssl/grid": (fedhssl("grid_table", "fedhssl_g10.jsonl",
+                             cells=[("credit_default", 1000), ("adult", 400), ("adult", 1000)]), ["fedhssl_g10.jsonl"]),
+    "fedhssl/summary": ((lambda: script("fedhssl").summary_table(
+        *(read_records(COMMITTED / f) for f in ("fedhssl_g10.jsonl", "fedhssl_mnist.jsonl") if (COMMITTED / f).is_file()))),
+        ["fedhssl_g10.jsonl"]),
     "fedhssl/iterations": (fedhssl("iterations_table", "fedhssl_g40.jsonl", "fedhssl_g10.jsonl"),
                            ["fedhssl_g40.jsonl", "fedhssl_g10.jsonl"]),
     "fedhssl/probe": (fedhssl("probe_table", "fedhssl_probe.jsonl"), ["fedhssl_probe.jsonl"]),
