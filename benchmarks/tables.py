@@ -219,13 +219,18 @@ def rebuild(report: Path, built: dict[str, list[list[str]]], strict: bool = True
     return "\n".join(out) + "\n", differ, pending
 
 
+def reports() -> list[Path]:
+    """Every file whose marked tables are rebuilt: the reports, the README and the docs."""
+    return [*sorted(HERE.glob("*.md")), REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs")
     args = parser.parse_args(argv)
     built: dict[str, list[list[str]]] = {}
     differ_all, pending_all = [], []
-    for report in [*sorted(HERE.glob("*.md")), REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+    for report in reports():
         text, differ, pending = rebuild(report, built, strict=report.parent == HERE)
         differ_all += differ
         pending_all += pending
