@@ -1,12 +1,15 @@
 """Issue 27: the defenses work unchanged in the NVFlare simulator, one channel each: the simulator's job gives
 exactly the in-process numbers with the defense on, and other numbers than without it (so the defense ran
-at the sites and the label party behind NVFlare's messages, not only in process)."""
+at the sites and the label party behind NVFlare's messages, not only in process). Defense noise is private
+(issue 36): each party reads VFLFLARE_PRIVATE_SEED from its own environment, which the simulator's
+processes inherit, so both runs draw the same private noise."""
 from __future__ import annotations
 
 import pytest
 
 from simulator_helpers import run_job
 from vflflare.algorithms.registry import make_config
+from vflflare.privacy.private_randomness import LOCAL_SEED, PRIVATE_SEED_ENV
 from vflflare.protocol.inprocess import run_inprocess
 
 SITES = ["site-1", "site-2"]
@@ -21,11 +24,13 @@ CASES = [  # channel: algorithm, short settings, the defense
 
 
 @pytest.mark.parametrize("channel, algorithm, short, defense", CASES, ids=[c[0] for c in CASES])
-def test_a_defense_runs_the_same_in_the_simulator(tmp_path, channel, algorithm, short, defense):
+def test_a_defense_runs_the_same_in_the_simulator(tmp_path, monkeypatch, channel, algorithm, short, defense):
+    monkeypatch.setenv(PRIVATE_SEED_ENV, "simulator-parity")
     simulated = run_job(tmp_path, algorithm, **short, **defense)
     assert "error" not in simulated, simulated.get("error")
     in_process = run_inprocess(make_config({"algorithm": algorithm, **short, **defense}), SITES, None)
     undefended = run_inprocess(make_config({"algorithm": algorithm, **short}), SITES, None)
     assert simulated["defenses"] == defense
+    assert set(simulated["privacy"]["private_randomness"].values()) == {LOCAL_SEED}
     assert simulated["metrics"] == in_process["metrics"]
     assert simulated["metrics"] != undefended["metrics"]

@@ -88,6 +88,17 @@ class DefenseSettings(Settings):
         self.check(not self.representation_noise or "representations" in channels, "representation_noise",
                    "has nothing to protect: this algorithm's sites upload no representations")
 
+    @property
+    def defends_gradients(self) -> bool:
+        """A defense is on for the per-row gradients the sites receive (ISO: the split-NN block's setting)."""
+        return bool(self.gradient_clip or self.gradient_marvell or self.gradient_keep < 1
+                    or getattr(self, "iso_gradients", 0.0))
+
+    @property
+    def defended(self) -> bool:
+        """Any defense is on, so private randomness is drawn (ISO: FedHSSL's and the split-NN block's settings)."""
+        return bool(self.defenses()) or self.defends_gradients or bool(getattr(self, "iso_pretrain", 0.0))
+
     def defenses(self) -> dict[str, float]:
         """The defenses switched on, by setting: what a result records (the epsilon spent among them)."""
         off = {"label_dp_epsilon": 0.0, "gradient_clip": 0.0, "gradient_noise": 0.0, "gradient_keep": 1.0,

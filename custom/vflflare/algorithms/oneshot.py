@@ -58,7 +58,7 @@ class OneShotLabel(LabelParty):
     def partial_gradients(self, reps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Alg. 1 lines 1, 5-7: fresh theta_c, CE loss on the aligned labeled rows, dLoss/dH_o^k per site."""
         joint = self.concat(reps, "aligned")
-        head = self.new_head(joint.shape[1], "partial_gradients")
+        head = self.new_head(joint.shape[1], "partial_gradients", sends_gradients=True)
         per_site = [torch.as_tensor(np.asarray(reps[s], dtype=np.float32)).requires_grad_(True) for s in self.sites]
         loss = F.cross_entropy(head(torch.cat(per_site, dim=1)), self.part_labels("aligned"))
         grads = self.to_sites(dict(zip(self.sites, torch.autograd.grad(loss, per_site))), self.part_labels("aligned"))

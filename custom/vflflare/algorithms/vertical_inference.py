@@ -82,8 +82,8 @@ class VerticalInference(Algorithm):
             raise ValueError(f"no row ID is in every site's {self.cfg.score_file}: nothing to score ({counts})")
         with net.ledger.phase("scoring"):
             wants_ids = {s: owner == SERVER and s == sites[0] for s in sites}
-            noise = {"representation_noise": self.cfg.representation_noise, "seed": self.cfg.seed} \
-                if self.cfg.representation_noise else {}  # the defense covers the scoring uploads too
+            # the defense covers the scoring uploads too, with each site's private noise
+            noise = {"representation_noise": self.cfg.representation_noise} if self.cfg.representation_noise else {}
             replies = net.exchange(REPRESENT, {s: {"positions": positions[s], "ids": wants_ids[s], **noise}
                                                for s in sites})
             reps = {s: np.asarray(r["reps"]) for s, r in replies.items()}

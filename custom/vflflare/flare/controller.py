@@ -23,7 +23,8 @@ from vflflare.protocol.checkpoint import runs_root
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.topology import COORDINATOR, check_job_sites
 from vflflare.data.loading import load_label_tables
-from vflflare.flare.site_config import resolve_party_data_root
+from vflflare.flare.site_config import local_private_seed, resolve_party_data_root
+from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.flare.he_filters import workspace_context
 from vflflare.flare.site_health import SiteHealth
 from vflflare.flare.tracking import FlareTracker
@@ -114,6 +115,7 @@ class VFLController(Controller):
                 net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize), tracker,
                 server_he, runs_root=runs_root(data_root, SERVER), run_id=run_id,
                 job_id=fl_ctx.get_job_id(),
+                private=PrivateRandomness.from_environment("label", local_private_seed(fl_ctx, SERVER)),
             )
         except Exception as error:  # any failure ends the job with the reason in the result file
             tracker.close()

@@ -20,7 +20,7 @@ from vflflare.protocol.error_disclosure import public_message
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.flare.he_filters import workspace_context
 from vflflare.flare.psi import psi_source
-from vflflare.flare.site_config import resolve_party_data_root
+from vflflare.flare.site_config import local_private_seed, resolve_party_data_root
 from vflflare.flare.messages import (
     ERROR_HEADER, PING_TOPIC, STEP_CHANNEL, STEP_TOPIC, TASK_HEADER, error_reply, from_shareable, step_reply,
     to_shareable,
@@ -53,12 +53,13 @@ class VFLExecutor(Executor):
             self.tracker = FlareTracker(self, fl_ctx, on_site=True, on_progress=self.clock.tick)
             try:
                 data_root = resolve_party_data_root(self.data_root, fl_ctx, site)
+                private_seed = local_private_seed(fl_ctx, site)
             except ValueError as error:  # a malformed local/vflflare.json: reported by the first task
-                self.config_error, data_root = f"{type(error).__name__}: {error}", None
+                self.config_error, data_root, private_seed = f"{type(error).__name__}: {error}", None, None
             self.log_info(fl_ctx, f"data root: {data_root or '<embedded default>'}; vflflare code: {Path(__file__).parents[1]}")
             # alignment "psi": the intersection from this job's PSI workflow or an earlier PSI job
             self.runtime = SiteRuntime(site, data_root, self.tracker, psi_source(fl_ctx, site, data_root),
-                                       runs_root=runs_root(data_root, site))
+                                       runs_root=runs_root(data_root, site), private_seed=private_seed)
             # per-batch steps: plain requests to this job's cell; the coordinator's liveness probes: aux
             cell = self._engine.get_cell()
             getattr(cell, "core_cell", cell).register_request_cb(STEP_CHANNEL, STEP_TOPIC, self._on_step)

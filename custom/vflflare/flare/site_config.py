@@ -1,4 +1,4 @@
-"""Site-local configuration: where this party's data lives.
+"""Site-local configuration: where this party's data lives, and its private seed.
 
 A job folder never names a path, so the same job runs unchanged on every site. Each party (a site,
 or the server for a server-hosted label party) finds its data root, in this order:
@@ -9,6 +9,9 @@ or the server for a server-hosted label party) finds its data root, in this orde
    (``poc/run.sh`` writes one per site);
 3. the environment variable ``VFLFLARE_DATA_ROOT`` (simulator and POC default);
 4. none: the embedded default table.
+
+``{"private_seed": "..."}`` in the same file makes the party's defense noise repeatable for benchmarks
+(privacy/private_randomness.py); it stays in the party's kit and never goes in a job.
 
 The data root holds the party's folder: ``<root>/<site-name>/`` for a site, ``<root>/server/`` for
 the server. A relative ``data_root`` in the file is relative to the file's folder.
@@ -21,6 +24,7 @@ from pathlib import Path
 
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.loading import resolve_data_root
+from vflflare.privacy.private_randomness import PRIVATE_SEED_KEY
 
 SITE_CONFIG_FILE = "vflflare.json"
 DATA_ROOT_KEY = "data_root"
@@ -65,6 +69,19 @@ def data_root_from_file(path: Path | None, owner: str) -> str | None:
         raise DataError.at(owner, path, f"'{DATA_ROOT_KEY}' must be a path string, got {value!r}")
     root = Path(os.path.expanduser(value))
     return str(root if root.is_absolute() else (path.parent / root).resolve())
+
+
+def local_private_seed(fl_ctx, party: str) -> str | None:
+    """The party's `private_seed` from its local/vflflare.json, or None."""
+    path = site_config_path(fl_ctx)
+    if path is None:
+        return None
+    value = read_site_config(path, site_owner(party)).get(PRIVATE_SEED_KEY)
+    if value in (None, ""):
+        return None
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        raise DataError.at(site_owner(party), path, f"'{PRIVATE_SEED_KEY}' must be a string or an integer")
+    return str(value)
 
 
 def resolve_party_data_root(argument: str | None, fl_ctx, party: str) -> str | None:

@@ -16,6 +16,7 @@ import torch
 from vflflare.config import JobConfig
 from vflflare.privacy.defenses import noisy_representations
 from vflflare.privacy.iso import iso
+from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.data.views import SiteView
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.protocol.payload import Payload
@@ -44,15 +45,18 @@ class FeatureParty:
     colocated: Any = None  # the label party this site hosts, if it owns the labels (site_runtime._host_label)
 
     def __init__(self, site: str, view: SiteView, cfg: JobConfig, tracker: Tracker | None = None, *,
-                 position: int) -> None:
+                 position: int, private: PrivateRandomness | None = None) -> None:
         """Build f_k from cfg.model (cfg.image_model for a site holding images), seeded by the job seed and
         the site's `position` in the job's site list, never its name: the same data and seed give the same
-        numbers whatever the sites are called (the k-th site seeds as "site-k" always did)."""
+        numbers whatever the sites are called (the k-th site seeds as "site-k" always did).
+        private: the source of the noise that protects this site's columns (privacy/private_randomness.py);
+        default: VFLFLARE_PRIVATE_SEED at this site, else the OS."""
         self.site = site
         self.view = view
         self.cfg = cfg
         self.tracker = tracker or LogTracker(f"vflflare.{site}")
         self.seed = derive_seed(cfg.seed, f"site-{position + 1}")
+        self.private = private or PrivateRandomness.from_environment(f"site-{position + 1}")
         self.state = PartyState(f"site '{site}'")
         self.state["generator"] = torch.Generator().manual_seed(self.seed)
         self.device = site_device(cfg.device, f"site '{site}'")
@@ -143,7 +147,7 @@ class FeatureParty:
     def with_iso(self, d: torch.Tensor, strength: float) -> torch.Tensor:
         """d with ISO noise (privacy/iso.py) from the site's own noise generator."""
         if "iso_generator" not in self.state:
-            self.state["iso_generator"] = torch.Generator().manual_seed(derive_seed(self.seed, "iso"))
+            self.state["iso_generator"] = self.private.generator("iso")
         return iso(d, strength, self.state["iso_generator"])
 
     def to_upload(self, reps: torch.Tensor) -> torch.Tensor:
@@ -151,7 +155,7 @@ class FeatureParty:
         if self.cfg.representation_noise == 0:
             return reps
         if "representation_noise_generator" not in self.state:
-            self.state["representation_noise_generator"] = torch.Generator().manual_seed(derive_seed(self.seed, "rep-noise"))
+            self.state["representation_noise_generator"] = self.private.generator("representation-noise")
         return noisy_representations(reps, self.cfg.representation_noise, self.state["representation_noise_generator"])
 
     def own_representations(self, part: str) -> np.ndarray:

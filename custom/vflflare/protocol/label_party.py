@@ -18,6 +18,7 @@ from vflflare.data.types import LabelTables
 from vflflare.metrics import metric_name, score
 from vflflare.models.heads import MLPHead
 from vflflare.privacy.defenses import defend_gradients, randomized_response
+from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.protocol.feature_party import declared
 from vflflare.tracking import LogTracker, Tracker
@@ -49,7 +50,10 @@ class LabelParty:
     channels = {"fit_classifier": "exchange", "evaluate": "step"}
     colocated = None  # the hosting site's feature party, when a site owns the labels (site_runtime._host_label)
 
-    def __init__(self, tables: LabelTables, sites: list[str], cfg: JobConfig, tracker: Tracker | None = None) -> None:
+    def __init__(self, tables: LabelTables, sites: list[str], cfg: JobConfig, tracker: Tracker | None = None,
+                 private: PrivateRandomness | None = None) -> None:
+        """private: the source of every draw that protects the labels (privacy/private_randomness.py); default:
+        VFLFLARE_PRIVATE_SEED at this party, else the OS."""
         if len(sites) < 1 or len(set(sites)) != len(sites):
             raise ValueError(f"label party needs distinct site names, got {sites}")
         if tables.num_classes < 2:
@@ -59,6 +63,7 @@ class LabelParty:
         self.cfg = cfg
         self.tracker = tracker or LogTracker("vflflare.label")
         self.seed = derive_seed(cfg.seed, "label")
+        self.private = private or PrivateRandomness.from_environment("label")
         self.state = PartyState("label party")
         # the test rows' IDs in the canonical order and the class probabilities of the last test evaluation:
         # a saved model keeps them as the training job's test predictions (model_store.py)
@@ -94,7 +99,7 @@ class LabelParty:
         if self.cfg.label_dp_epsilon > 0:  # before anything is computed from them; validation and test stay true
             self.state["labels"]["aligned"] = randomized_response(
                 self.state["labels"]["aligned"], self.num_classes, self.cfg.label_dp_epsilon,
-                torch.Generator().manual_seed(derive_seed(self.seed, "label-dp")))
+                self.private.generator("label-dp"))
         self.test_ids = [self.tables.test_ids[i] for i in np.asarray(test_rows, dtype=np.int64).reshape(-1)]
 
     def _labels_of(self, part: str, rows: np.ndarray, all_labels: np.ndarray, table: str) -> np.ndarray:
@@ -111,9 +116,12 @@ class LabelParty:
         return labels
 
     # ------------------------------------------------------------------ helpers
-    def new_head(self, in_dim: int, purpose: str) -> MLPHead:
-        """A fresh head whose initial weights depend only on (seed, purpose)."""
-        with seeded_init(derive_seed(self.seed, purpose)):
+    def new_head(self, in_dim: int, purpose: str, sends_gradients: bool = False) -> MLPHead:
+        """A fresh head whose initial weights depend only on (seed, purpose); a head whose gradients go to
+        the sites is initialised privately when a gradient defense is on: a site that could re-create it would
+        know the direction each row's gradient lies on and project the noise away."""
+        private = sends_gradients and self.cfg.defends_gradients
+        with self.private.init(purpose) if private else seeded_init(derive_seed(self.seed, purpose)):
             return MLPHead(in_dim, self.num_classes, self.cfg.classifier_hidden)
 
     def generator(self, purpose: str) -> torch.Generator:
@@ -130,7 +138,7 @@ class LabelParty:
             raise ValueError(f"gradient_marvell is for binary labels; this job's labels have {self.num_classes} "
                              f"classes (use gradient_clip with gradient_noise)")
         if "gradient_defense_generator" not in self.state:
-            self.state["gradient_defense_generator"] = self.generator("gradient-defense")
+            self.state["gradient_defense_generator"] = self.private.generator("gradient-defense")
         generator = self.state["gradient_defense_generator"]
         return {site: g if site == cfg.label_owner else
                 defend_gradients(g, cfg.gradient_clip, cfg.gradient_noise, cfg.gradient_keep, generator,

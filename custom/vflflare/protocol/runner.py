@@ -5,7 +5,8 @@ import uuid
 from typing import Any, Callable
 
 from vflflare.algorithms.registry import get_algorithm
-from vflflare.config import JobConfig
+from vflflare.config import SERVER, JobConfig
+from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.data.types import LabelTables
 from vflflare.protocol.checkpoint import CheckpointedTransport, Journal
 from vflflare.protocol.label_party import LabelParty
@@ -19,11 +20,13 @@ from vflflare.tracking import Tracker
 def run_algorithm(
     net: Transport, cfg: JobConfig, load_server_labels: Callable[[], LabelTables], tracker: Tracker,
     he_context: Any = None, runs_root: str | None = None, run_id: str | None = None, job_id: str | None = None,
+    private: PrivateRandomness | None = None,
 ) -> dict:
     """he_context: the coordinator's public CKKS context when cfg.he (it can add, never decrypt).
     runs_root, run_id: where the coordinator journals a run with cfg.checkpoint, and its id (default:
     a fresh one); cfg.resume names the run to go on with.
-    job_id: with runs_root, a label party at the coordinator saves its head there at the end (model_store.py)."""
+    job_id: with runs_root, a label party at the coordinator saves its head there at the end (model_store.py).
+    private: the coordinator's private source (privacy/private_randomness.py), for a label party hosted there."""
     if len(net.sites) < 2:
         raise ValueError(f"vertical FL needs at least 2 sites, got {net.sites}")
     resumable = None
@@ -37,7 +40,7 @@ def run_algorithm(
     if plugin.silo_space:
         label, rows, alignment = setup_silo_space(net, cfg, tracker)
     elif plugin.needs_data:
-        label, rows, alignment = setup_parties(net, cfg, plugin, load_server_labels, tracker)
+        label, rows, alignment = setup_parties(net, cfg, plugin, load_server_labels, tracker, private)
     else:
         label, rows, alignment = None, {}, {}
     flow = plugin(cfg, tracker, he_context)
@@ -71,4 +74,15 @@ def run_algorithm(
         "wall_s": net.ledger.wall_s(),
         "config": cfg.to_dict(),
         "defenses": cfg.defenses(),  # the label DP epsilon spent among them
+        **privacy_record(cfg, label, alignment),
     }
+
+
+def privacy_record(cfg: JobConfig, label: Any, alignment: dict) -> dict:
+    """With a defense on: which kind of private source each party drew its defense from (never a value)."""
+    sources = alignment.pop("private_randomness", {})
+    if not cfg.defended:
+        return {}
+    if isinstance(label, LabelParty):
+        sources = {SERVER: label.private.source, **sources}
+    return {"privacy": {"private_randomness": sources}}

@@ -34,8 +34,8 @@ from vflflare.protocol.model_store import (
     write_predictions,
 )
 from vflflare.privacy.defenses import noisy_representations
+from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.protocol.payload import Payload
-from vflflare.seeding import derive_seed
 from vflflare.ssl.augment import TabularBatch
 
 SCORE_FILE = "score.csv"
@@ -92,7 +92,9 @@ class SiteScorer:
     runs_root: str | None
     psi_source: Callable[[], list[str]] | None = None  # this job's PSI intersection, for alignment "psi"
     log: Callable[[str], None] | None = None  # the site's own log (values may appear there, nowhere else)
+    private: PrivateRandomness | None = None  # the site's private source for scoring noise (default: its environment)
     _loaded: dict[str, Any] | None = None
+    _noise: torch.Generator | None = None
 
     @property
     def tasks(self) -> dict[str, Any]:
@@ -157,8 +159,10 @@ class SiteScorer:
         with torch.no_grad():
             reps = loaded["encoder"](*loaded["batch"].take(positions))
         if payload.get("representation_noise"):
-            generator = torch.Generator().manual_seed(derive_seed(payload["seed"], f"score-rep-noise:{self.site}"))
-            reps = noisy_representations(reps, payload["representation_noise"], generator)
+            if self._noise is None:
+                private = self.private or PrivateRandomness.from_environment(f"scorer:{self.site}")
+                self._noise = private.generator("scoring-noise")
+            reps = noisy_representations(reps, payload["representation_noise"], self._noise)
         reply: Payload = {"reps": reps.numpy().astype(np.float32)}
         if payload.get("ids"):  # and the ID column's name, for the label party's predictions file
             reply.update(ids=[loaded["ids"][i] for i in positions.tolist()], id_column=loaded["id_column"])

@@ -45,6 +45,7 @@ from vflflare.protocol.alignment_report import (
     unlabeled_test,
 )
 from vflflare.protocol.label_party import LabelParty
+from vflflare.privacy.private_randomness import PrivateRandomness, collect_sources
 from vflflare.protocol.label_proxy import RemoteLabelParty
 from vflflare.protocol.transport import Transport
 from vflflare.config import SERVER, JobConfig
@@ -61,14 +62,15 @@ def alignment_salt(seed: int) -> str:
 
 
 def setup_parties(
-    net: Transport, cfg: JobConfig, plugin: Any, load_server_labels: Callable[[], LabelTables], tracker: Tracker
+    net: Transport, cfg: JobConfig, plugin: Any, load_server_labels: Callable[[], LabelTables], tracker: Tracker,
+    private: PrivateRandomness | None = None,
 ) -> tuple[LabelParty | RemoteLabelParty, dict[str, int], dict]:
-    """Returns the label party handle (plugin.Label here, or a proxy of the one on the label-owning site),
+    """private: the coordinator's private source, for a label party hosted there. Returns the label party handle (plugin.Label here, or a proxy of the one on the label-owning site),
     the row counts of the aligned parts and the alignment report (alignment_report.py)."""
     if cfg.label_owner != SERVER and cfg.label_owner not in net.sites:
         raise ValueError(f"label_owner '{cfg.label_owner}' is neither 'server' nor one of the sites {net.sites}")
     if cfg.alignment == "psi":
-        return _setup_with_psi(net, cfg, plugin, load_server_labels, tracker)
+        return _setup_with_psi(net, cfg, plugin, load_server_labels, tracker, private)
     salt = alignment_salt(cfg.seed)
     with net.ledger.phase("setup"):
         replies = net.exchange(
@@ -80,7 +82,7 @@ def setup_parties(
         label_key = "label:" + cfg.label_owner
         if cfg.label_owner == SERVER:
             tables = load_server_labels()
-            label: LabelParty | RemoteLabelParty = plugin.Label(tables, net.sites, cfg, tracker)
+            label: LabelParty | RemoteLabelParty = plugin.Label(tables, net.sites, cfg, tracker, private=private)
             train[label_key], test[label_key] = hash_ids(tables.train_ids, salt), hash_ids(tables.test_ids, salt)
             variants[label_key] = id_variants(tables.train_ids, tables.test_ids, salt, cfg.id_normalize)
             num_classes = tables.num_classes
@@ -91,6 +93,7 @@ def setup_parties(
             label = RemoteLabelParty(net, cfg.label_owner, num_classes, plugin.Label.label_channels())
         report, common_train, common_test = hash_report(train, test, variants)
         collect_checks(report, replies, net.sites)
+        collect_sources(report, replies, net.sites)
         tracker.info("alignment:\n" + format_report(report))
         check_shared(report)
         check_min_aligned(len(common_train), cfg.min_aligned, report, net.sites)
@@ -151,7 +154,8 @@ def setup_parties(
 
 
 def _setup_with_psi(
-    net: Transport, cfg: JobConfig, plugin: Any, load_server_labels: Callable[[], LabelTables], tracker: Tracker
+    net: Transport, cfg: JobConfig, plugin: Any, load_server_labels: Callable[[], LabelTables], tracker: Tracker,
+    private: PrivateRandomness | None,
 ) -> tuple[LabelParty | RemoteLabelParty, dict[str, int], dict]:
     """Sites read their PSI intersection and order it locally. What reaches the coordinator: each
     site's intersection sizes and fingerprint; from a label site, boolean masks over the canonical
@@ -167,10 +171,11 @@ def _setup_with_psi(
                                         "test": {"rows": int(views[s]["rows"]["test"]), "matched": n_test}}
                                     for s in net.sites}}
         collect_checks(report, replies, net.sites)
+        collect_sources(report, replies, net.sites)
         keep: dict = {"train_keys": None, "test_keys": None, "train_mask": None, "test_mask": None, "val_mask": None}
         if cfg.label_owner == SERVER:
             tables = load_server_labels()
-            label: LabelParty | RemoteLabelParty = plugin.Label(tables, net.sites, cfg, tracker)
+            label: LabelParty | RemoteLabelParty = plugin.Label(tables, net.sites, cfg, tracker, private=private)
             num_classes = tables.num_classes
             # one more DH-PSI round, coordinator = PSI client, first site = PSI server over the intersection
             client = LabelMatchClient(tag_items(tables.train_ids, tables.test_ids))

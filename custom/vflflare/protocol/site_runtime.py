@@ -43,6 +43,7 @@ from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.label_proxy import LABEL_PREFIX
 from vflflare.protocol.payload import Payload
+from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.tracking import LogTracker, Tracker
 
 
@@ -54,12 +55,16 @@ class SiteRuntime:
         tracker: Tracker | None = None,
         psi_source: Callable[[], list[str]] | None = None,
         runs_root: str | None = None,
+        private_seed: str | None = None,
     ) -> None:
         """psi_source: returns this site's PSI intersection (tagged items) for alignment "psi"; default:
         read <psi root>/<site>/psi_intersection.csv (psi root: VFLFLARE_PSI_ROOT, else data_root).
-        runs_root: where the site keeps the checkpoints of runs with `checkpoint` (its workspace)."""
+        runs_root: where the site keeps the checkpoints of runs with `checkpoint` (its workspace).
+        private_seed: the site's private seed from its local configuration (privacy/private_randomness.py);
+        None: VFLFLARE_PRIVATE_SEED at this site, else the OS."""
         self.site = site
         self.data_root = data_root
+        self.private_seed = private_seed
         self.psi_source = psi_source or self._psi_from_file
         self.checkpoints = SiteCheckpoints(runs_root, site)
         self.runs_root = runs_root
@@ -80,7 +85,8 @@ class SiteRuntime:
             SAVE_TASK: lambda payload: {},  # its MARK makes `handle` save
         }
         # a scoring job (vertical_inference) needs no setup: it reads a saved model and new rows
-        self._scorer = SiteScorer(site, data_root, runs_root, self.psi_source, self.tracker.info)
+        self._scorer = SiteScorer(site, data_root, runs_root, self.psi_source, self.tracker.info,
+                                  self._private(f"scorer:{site}"))
         self._tasks.update(self._scorer.tasks)
         self._without_setup = {"setup", *self._scorer.tasks}
 
@@ -143,13 +149,16 @@ class SiteRuntime:
         self.tracker.info(f"site '{self.site}': {describe_view(tables)}")
         for line in describe_checks(f"site '{self.site}'", tables.data_checks):  # with values: stays here
             self.tracker.info(line)
-        self.party = self._plugin.Site(self.site, tables, cfg, self.tracker, position=sites.index(self.site))
+        position = sites.index(self.site)
+        self.party = self._plugin.Site(self.site, tables, cfg, self.tracker, position=position,
+                                       private=self._private(f"site-{position + 1}"))
         self._cfg = cfg
         # column names and counts go into the job's alignment report (setup.py)
         checks = {"data_checks": public_checks(tables.data_checks)} if has_findings(tables.data_checks) else {}
         if cfg.alignment == "psi":
-            return {**self._setup_psi(cfg, sites, tables), **checks}
-        reply = {**self._digests(tables.train_ids, tables.test_ids, salt, cfg.id_normalize), **checks}
+            return {**self._setup_psi(cfg, sites, tables), **checks, **self._randomness(cfg)}
+        reply = {**self._digests(tables.train_ids, tables.test_ids, salt, cfg.id_normalize), **checks,
+                 **self._randomness(cfg)}
         if self._plugin.silo_space:  # every silo holds the labels of its own rows
             self._host_label(cfg, sites)
         elif cfg.label_owner == self.site:
@@ -164,9 +173,16 @@ class SiteRuntime:
         (VFLHLP's active party trains on both); nothing of either travels for it."""
         labels = load_label_tables(self.site, sites, self.data_root, cfg.seed, cfg.id_normalize,
                                    self._plugin.uses_active_site_labels)
-        self.label = self._plugin.Label(labels, sites, cfg, self.tracker)
+        self.label = self._plugin.Label(labels, sites, cfg, self.tracker, private=self._private("label"))
         self.label.colocated, self.party.colocated = self.party, self.label
         return labels
+
+    def _private(self, party: str) -> PrivateRandomness:
+        return PrivateRandomness.from_environment(party, self.private_seed)
+
+    def _randomness(self, cfg: JobConfig) -> Payload:
+        """With a defense on, the kind of this site's private source for the job's results (never its value)."""
+        return {"private_randomness": self.party.private.source} if cfg.defended else {}
 
     @staticmethod
     def _digests(train_ids: list[str], test_ids: list[str], salt: str, applied: list[str]) -> Payload:

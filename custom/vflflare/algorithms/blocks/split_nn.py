@@ -156,7 +156,8 @@ class SplitNNLabel:
             raise RuntimeError("label party: split_begin(keep_classifier=True) needs a fitted classifier")
         if not keep_classifier:
             # every site's encoder outputs cfg.representation_width, so the input width is known before any batch
-            self.state["classifier"] = self.new_head(self.cfg.representation_width * len(self.sites), "split_classifier")
+            self.state["classifier"] = self.new_head(self.cfg.representation_width * len(self.sites), "split_classifier",
+                                                    sends_gradients=True)
         self.state["split_optimizer"] = torch.optim.Adam(self.state["classifier"].parameters(), lr=self.cfg.lr,
                                                             weight_decay=self.cfg.weight_decay)
         self.state.pop("candidate")
@@ -185,7 +186,7 @@ class SplitNNLabel:
         grads = self.to_sites({s: h.grad for s, h in zip(self.sites, per_site)}, labels)
         if self.cfg.iso_gradients > 0:
             if "iso_generator" not in self.state:
-                self.state["iso_generator"] = self.generator("iso")
+                self.state["iso_generator"] = self.private.generator("iso")
             grads = {s: g if s == self.cfg.label_owner else iso(g, self.cfg.iso_gradients, self.state["iso_generator"])
                      for s, g in grads.items()}
         return {s: g.numpy().astype(np.float32) for s, g in grads.items()}, loss.item()
