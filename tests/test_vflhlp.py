@@ -132,3 +132,18 @@ def test_beta_pulls_the_active_bottom_and_head_towards_the_pretrained_local_mode
     assert head_distance(tight["site-1"]) < 0.5 * head_distance(loose["site-1"])
     assert "anchor_encoder" not in tight["site-2"].party.state  # the passive party only pretrains
 
+
+
+def test_under_label_dp_the_active_party_pretrains_on_randomized_labels():
+    """Issue 36: with label_dp_epsilon every label the active party trains on, aligned or its own, has gone
+    through randomized response, so what it sends afterwards is label-DP by post-processing."""
+    result, runtimes = run_keeping_sites(make_config(algorithm="vflhlp", label_dp_epsilon=1.0, **FAST))
+    assert "error" not in result, result.get("error")
+    party, label = runtimes["site-1"].party, runtimes["site-1"].label
+    rows, labels = party.local_labeled_rows()
+    aligned = len(party.rows_of("aligned"))
+    assert torch.equal(labels[:aligned], label.part_labels("aligned"))  # the label party's randomized ones
+    truth = dict(zip(label.tables.train_ids, label.tables.train_labels.tolist()))
+    true = torch.as_tensor([truth[party.view.train_ids[r]] for r in rows.tolist()])
+    kept = float((labels == true).float().mean())
+    assert kept == pytest.approx(math.exp(1.0) / (math.exp(1.0) + 1), abs=0.06)

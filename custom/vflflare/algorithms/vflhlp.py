@@ -47,6 +47,7 @@ from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
+from vflflare.privacy.defenses import randomized_response
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.ssl.augment import TwoViews
 from vflflare.ssl.losses import ScarfInfoNCELoss
@@ -171,7 +172,14 @@ class VFLHLPSite(SplitNNSite, ContrastivePretrainSite, FeatureParty):
                 f"row of its train.csv a label there, e.g. `vflflare split --label-owner {self.site} "
                 f"--active-site-labels`")
         rows = np.concatenate([self.rows_of("aligned").numpy(), local])
-        return torch.as_tensor(rows), torch.as_tensor([label_of[ids[r]] for r in rows])
+        labels = torch.as_tensor([label_of[ids[r]] for r in rows])
+        if self.cfg.label_dp_epsilon > 0:  # label DP covers pretraining too: the aligned rows' randomized labels
+            # as the label party holds them, the site's own rows through randomized response as well
+            label = self.colocated
+            own = randomized_response(labels[len(self.rows_of("aligned")):], label.num_classes,
+                                      self.cfg.label_dp_epsilon, label.private.generator("label-dp:local"))
+            labels = torch.cat([label.part_labels("aligned"), own])
+        return torch.as_tensor(rows), labels
 
     def local_scores(self, encoder: nn.Module, head: nn.Module, parts: list[str]) -> dict[str, float]:
         """{'<part>_<metric>'} of the local model on the aligned validation / test rows."""
