@@ -58,6 +58,10 @@ class DefenseSettings(Settings):
     # gradient_keep share of each row's entries kept (1 = all)
     gradient_clip: float = 0.0
     gradient_noise: float = 0.0  # the noise std as a multiple of gradient_clip (needs gradient_clip)
+    # instead of gradient_noise: the label-DP epsilon the job's gradients may spend (at gradient_dp_delta), from
+    # which the label party sets the noise for the job's planned passes (privacy/accounting.py); 0 = off
+    gradient_dp_epsilon: float = 0.0
+    gradient_dp_delta: float = 1e-5
     gradient_keep: float = 1.0  # the share of each gradient row's largest entries kept (1 = all)
     # Marvell (Li et al. 2022) on the same gradients, binary labels only: per batch, noise whose power is
     # this multiple of |mean gradient of class 1 - of class 0|^2, shaped to hide the label; 0 = off
@@ -72,21 +76,32 @@ class DefenseSettings(Settings):
 
     def validate(self) -> None:
         super().validate()
-        for key in ("label_dp_epsilon", "gradient_clip", "gradient_noise", "gradient_marvell", "representation_noise"):
+        for key in ("label_dp_epsilon", "gradient_clip", "gradient_noise", "gradient_marvell", "representation_noise",
+                    "gradient_dp_epsilon"):
             self.check(getattr(self, key) >= 0, key, "must be >= 0 (0 = off)")
         self.check(0 < self.gradient_keep <= 1, "gradient_keep", "must be in (0, 1] (1 = off)")
         self.check(self.gradient_noise == 0 or self.gradient_clip > 0, "gradient_noise",
                    "needs gradient_clip > 0: the noise std is gradient_noise x gradient_clip")
+        self.check(0 < self.gradient_dp_delta < 1, "gradient_dp_delta", "must be in (0, 1)")
+        self.check(not self.gradient_dp_epsilon or self.gradient_clip > 0, "gradient_dp_epsilon",
+                   "needs gradient_clip > 0: the noise is set relative to the clipping norm")
+        self.check(not self.gradient_dp_epsilon or not self.gradient_noise, "gradient_dp_epsilon",
+                   "sets the noise itself: leave gradient_noise at 0")
         channels = self.privacy_channels
         self.check(not self.label_dp_epsilon or channels & LABEL_CHANNELS, "label_dp_epsilon",
                    "has nothing to protect: this algorithm sends the sites nothing computed from the labels")
-        for key in ("gradient_clip", "gradient_noise", "gradient_marvell"):
+        for key in ("gradient_clip", "gradient_noise", "gradient_marvell", "gradient_dp_epsilon"):
             self.check(not getattr(self, key) or "gradients" in channels, key,
                        "has nothing to protect: this algorithm sends the sites no gradients")
         self.check(self.gradient_keep == 1 or "gradients" in channels, "gradient_keep",
                    "has nothing to protect: this algorithm sends the sites no gradients")
         self.check(not self.representation_noise or "representations" in channels, "representation_noise",
                    "has nothing to protect: this algorithm's sites upload no representations")
+
+    @property
+    def gradient_passes(self) -> int:
+        """The most passes over the aligned rows whose gradients the sites receive (the plug-in's config says)."""
+        return 0
 
     @property
     def defends_gradients(self) -> bool:
@@ -101,8 +116,8 @@ class DefenseSettings(Settings):
 
     def defenses(self) -> dict[str, float]:
         """The defenses switched on, by setting: what a result records (the epsilon spent among them)."""
-        off = {"label_dp_epsilon": 0.0, "gradient_clip": 0.0, "gradient_noise": 0.0, "gradient_keep": 1.0,
-               "gradient_marvell": 0.0, "representation_noise": 0.0}
+        off = {"label_dp_epsilon": 0.0, "gradient_clip": 0.0, "gradient_noise": 0.0, "gradient_dp_epsilon": 0.0,
+               "gradient_keep": 1.0, "gradient_marvell": 0.0, "representation_noise": 0.0}
         return {key: getattr(self, key) for key, value in off.items() if getattr(self, key) != value}
 
 

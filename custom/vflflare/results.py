@@ -56,6 +56,10 @@ def format_table(results: dict) -> str:
     for name, value in sorted(results.get("metrics", {}).items()):
         shown = f"{int(value)}" if name.endswith("rows") and float(value).is_integer() else f"{value:.4f}"
         lines.append(f"  {name:<28} {shown}")  # a count as an integer, a score to 4 places
+    if "dp" in results.get("privacy", {}):
+        from vflflare.privacy.accounting import describe  # noqa: PLC0415 - keeps this module light
+
+        lines += describe(results["privacy"]["dp"])
     alignment = results.get("alignment")
     if alignment and "union" in alignment:  # a silo space (protocol/silo_setup.py)
         lines.append(f"  silo space: {alignment['union']} training rows in the union, {alignment['in_every_silo']} in "

@@ -43,6 +43,10 @@ class FewShotConfig(SplitNNSettings, OneShotConfig):
     fewshot_threshold_mode: str = "global"
     finetune_epochs: int = 0  # > 0 adds split-NN finetuning (the split_* settings apply)
 
+    @property
+    def gradient_passes(self) -> int:
+        return 1 + self.finetune_epochs
+
     def validate(self) -> None:
         super().validate()
         self.check(self.fewshot_threshold_mode in FEWSHOT_THRESHOLD_MODES, "fewshot_threshold_mode",

@@ -28,6 +28,7 @@ from vflflare.protocol.transport import Transport
 @dataclass
 class OneShotConfig(FixMatchSettings, JobConfig):
     privacy_channels = frozenset({"representations", "gradients"})  # the partial gradients
+    gradient_passes = 1
 
 
 class OneShotSite(FixMatchSite, FeatureParty):
@@ -61,7 +62,8 @@ class OneShotLabel(LabelParty):
         head = self.new_head(joint.shape[1], "partial_gradients", sends_gradients=True)
         per_site = [torch.as_tensor(np.asarray(reps[s], dtype=np.float32)).requires_grad_(True) for s in self.sites]
         loss = F.cross_entropy(head(torch.cat(per_site, dim=1)), self.part_labels("aligned"))
-        grads = self.to_sites(dict(zip(self.sites, torch.autograd.grad(loss, per_site))), self.part_labels("aligned"))
+        grads = self.to_sites(dict(zip(self.sites, torch.autograd.grad(loss, per_site))), self.part_labels("aligned"),
+                              "fresh")
         return {site: g.numpy().astype(np.float32) for site, g in grads.items()}
 
 

@@ -17,6 +17,7 @@ from vflflare.protocol.state import PartyState
 from vflflare.data.types import LabelTables
 from vflflare.metrics import metric_name, score
 from vflflare.models.heads import MLPHead
+from vflflare.privacy.accounting import account, noise_for_epsilon
 from vflflare.privacy.defenses import defend_gradients, randomized_response
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.seeding import derive_seed, seeded_init
@@ -47,7 +48,7 @@ def check_classes(who: str, labels: dict[str, np.ndarray]) -> None:
 class LabelParty:
     # label steps a coordinator may call on a label-owning site, and the channel each travels on:
     # "exchange" (a task: phase calls) or "step" (aux: per-batch and per-epoch calls)
-    channels = {"fit_classifier": "exchange", "evaluate": "step"}
+    channels = {"fit_classifier": "exchange", "evaluate": "step", "privacy_account": "step"}
     colocated = None  # the hosting site's feature party, when a site owns the labels (site_runtime._host_label)
 
     def __init__(self, tables: LabelTables, sites: list[str], cfg: JobConfig, tracker: Tracker | None = None,
@@ -127,11 +128,13 @@ class LabelParty:
     def generator(self, purpose: str) -> torch.Generator:
         return torch.Generator().manual_seed(derive_seed(self.seed, f"{purpose}:batches"))
 
-    def to_sites(self, grads: dict[str, torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def to_sites(self, grads: dict[str, torch.Tensor], labels: torch.Tensor, head: str) -> dict[str, torch.Tensor]:
         """Per-row gradients (of rows with these labels) as the sites without labels receive them: clipped,
         noised, sparsified as the job's DefenseSettings say (privacy/defenses.py); the label owner's own are
-        never defended."""
+        never defended. head: "fresh" (a head not trained on the labels) or "trained", for the accounting."""
         cfg = self.cfg
+        released = self.state.get("gradient_rows_released", {})
+        self.state["gradient_rows_released"] = {**released, head: released.get(head, 0) + len(labels)}
         if cfg.gradient_clip == 0 and cfg.gradient_keep == 1 and cfg.gradient_marvell == 0:
             return grads
         if cfg.gradient_marvell and self.num_classes != 2:
@@ -141,9 +144,26 @@ class LabelParty:
             self.state["gradient_defense_generator"] = self.private.generator("gradient-defense")
         generator = self.state["gradient_defense_generator"]
         return {site: g if site == cfg.label_owner else
-                defend_gradients(g, cfg.gradient_clip, cfg.gradient_noise, cfg.gradient_keep, generator,
+                defend_gradients(g, cfg.gradient_clip, self.noise_multiplier, cfg.gradient_keep, generator,
                                  cfg.gradient_marvell, labels)
                 for site, g in grads.items()}
+
+    @property
+    def noise_multiplier(self) -> float:
+        """gradient_noise, or the noise gradient_dp_epsilon asks for over the job's planned passes."""
+        cfg = self.cfg
+        if not cfg.gradient_dp_epsilon:
+            return cfg.gradient_noise
+        if "noise_multiplier" not in self.state:
+            self.state["noise_multiplier"] = noise_for_epsilon(cfg.gradient_dp_epsilon, cfg.gradient_passes,
+                                                               cfg.gradient_dp_delta)
+        return self.state["noise_multiplier"]
+
+    def privacy_account(self) -> dict:
+        """The run's label-DP record (privacy/accounting.py), for the results."""
+        receivers = len([s for s in self.sites if s != self.cfg.label_owner])
+        return account(self.cfg, self.num_classes, len(self.part_labels("aligned")),
+                       self.state.get("gradient_rows_released", {}), receivers, self.noise_multiplier)
 
     def part_labels(self, part: str) -> torch.Tensor:
         if "labels" not in self.state:

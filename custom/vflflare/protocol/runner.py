@@ -79,10 +79,12 @@ def run_algorithm(
 
 
 def privacy_record(cfg: JobConfig, label: Any, alignment: dict) -> dict:
-    """With a defense on: which kind of private source each party drew its defense from (never a value)."""
+    """With a defense on: which kind of private source each party drew its defense from (never a value), and
+    the label party's DP accounting."""
     sources = alignment.pop("private_randomness", {})
     if not cfg.defended:
         return {}
     if isinstance(label, LabelParty):
         sources = {SERVER: label.private.source, **sources}
-    return {"privacy": {"private_randomness": sources}}
+    dp = label.privacy_account() if label is not None else {}
+    return {"privacy": {"private_randomness": sources, **({"dp": dp} if dp else {})}}

@@ -52,6 +52,10 @@ class SplitNNSettings(Settings):
 
     privacy_channels = frozenset({"representations", "gradients"})  # dL/dH to every site without labels
 
+    @property
+    def gradient_passes(self) -> int:
+        return self.split_epochs
+
     def validate(self) -> None:
         super().validate()
         self.check(self.local_steps >= 1, "local_steps", "must be >= 1")
@@ -183,7 +187,7 @@ class SplitNNLabel:
             optimizer.zero_grad()
             self._with_penalty(F.cross_entropy(classifier(stale), labels), classifier).backward()
             optimizer.step()
-        grads = self.to_sites({s: h.grad for s, h in zip(self.sites, per_site)}, labels)
+        grads = self.to_sites({s: h.grad for s, h in zip(self.sites, per_site)}, labels, "trained")
         if self.cfg.iso_gradients > 0:
             if "iso_generator" not in self.state:
                 self.state["iso_generator"] = self.private.generator("iso")
