@@ -58,10 +58,14 @@ class DefenseSettings(Settings):
     # gradient_keep share of each row's entries kept (1 = all)
     gradient_clip: float = 0.0
     gradient_noise: float = 0.0  # the noise std as a multiple of gradient_clip (needs gradient_clip)
+    # every row scaled to norm exactly gradient_clip, not only the longer ones (automatic clipping): C is then
+    # a scale, not a statistic to pick from an undefended run (the sites' Adam ignores it), so gradient_clip: 1
+    # works on any data; no row's norm tells its label
+    gradient_normalize: bool = False
     # instead of gradient_noise: the label-DP epsilon the job's gradients may spend (at gradient_dp_delta), from
     # which the label party sets the noise for the job's planned passes (privacy/accounting.py); 0 = off
     gradient_dp_epsilon: float = 0.0
-    gradient_dp_delta: float = 1e-5
+    gradient_dp_delta: float = 1e-5  # the delta of that target, and of every Gaussian epsilon a result records
     gradient_keep: float = 1.0  # the share of each gradient row's largest entries kept (1 = all)
     # Marvell (Li et al. 2022) on the same gradients, binary labels only: per batch, noise whose power is
     # this multiple of |mean gradient of class 1 - of class 0|^2, shaped to hide the label; 0 = off
@@ -83,6 +87,8 @@ class DefenseSettings(Settings):
         self.check(self.gradient_noise == 0 or self.gradient_clip > 0, "gradient_noise",
                    "needs gradient_clip > 0: the noise std is gradient_noise x gradient_clip")
         self.check(0 < self.gradient_dp_delta < 1, "gradient_dp_delta", "must be in (0, 1)")
+        self.check(not self.gradient_normalize or self.gradient_clip > 0, "gradient_normalize",
+                   "needs gradient_clip > 0: the norm every row is scaled to (1 works on any data)")
         self.check(not self.gradient_dp_epsilon or self.gradient_clip > 0, "gradient_dp_epsilon",
                    "needs gradient_clip > 0: the noise is set relative to the clipping norm")
         self.check(not self.gradient_dp_epsilon or not self.gradient_noise, "gradient_dp_epsilon",
@@ -114,10 +120,10 @@ class DefenseSettings(Settings):
         """Any defense is on, so private randomness is drawn (ISO: FedHSSL's and the split-NN block's settings)."""
         return bool(self.defenses()) or self.defends_gradients or bool(getattr(self, "iso_pretrain", 0.0))
 
-    def defenses(self) -> dict[str, float]:
+    def defenses(self) -> dict[str, float | bool]:
         """The defenses switched on, by setting: what a result records (the epsilon spent among them)."""
-        off = {"label_dp_epsilon": 0.0, "gradient_clip": 0.0, "gradient_noise": 0.0, "gradient_dp_epsilon": 0.0,
-               "gradient_keep": 1.0, "gradient_marvell": 0.0, "representation_noise": 0.0}
+        off = {"label_dp_epsilon": 0.0, "gradient_clip": 0.0, "gradient_normalize": False, "gradient_noise": 0.0,
+               "gradient_dp_epsilon": 0.0, "gradient_keep": 1.0, "gradient_marvell": 0.0, "representation_noise": 0.0}
         return {key: getattr(self, key) for key, value in off.items() if getattr(self, key) != value}
 
 

@@ -47,6 +47,15 @@ def clip_rows(grads: torch.Tensor, max_norm: float) -> torch.Tensor:
     return (rows * scale[:, None]).reshape(grads.shape)
 
 
+def normalize_rows(grads: torch.Tensor, norm: float) -> torch.Tensor:
+    """Every row scaled to L2 norm exactly `norm` (a zero row stays zero): automatic clipping (Bu et al.,
+    "Automatic Clipping: Differentially Private Deep Learning Made Easier and Stronger", NeurIPS 2023), so no
+    row's length tells its label and C is a scale, not a statistic of the data to choose first."""
+    rows = grads.reshape(len(grads), -1)
+    norms = rows.norm(dim=1, keepdim=True)
+    return torch.where(norms > 0, rows * (norm / norms.clamp_min(1e-30)), rows).reshape(grads.shape)
+
+
 def keep_largest(grads: torch.Tensor, share: float) -> torch.Tensor:
     """Each row with all but its ceil(share x width) largest-magnitude entries set to 0."""
     rows = grads.reshape(len(grads), -1)
@@ -58,12 +67,14 @@ def keep_largest(grads: torch.Tensor, share: float) -> torch.Tensor:
 
 
 def defend_gradients(grads: torch.Tensor, clip: float, noise: float, keep: float, generator: torch.Generator,
-                     marvell_strength: float = 0.0, labels: torch.Tensor | None = None) -> torch.Tensor:
-    """Clip each row to `clip` (0 = no clipping), add N(0, (noise x clip)^2), add Marvell's noise of
-    strength `marvell_strength` given the rows' binary `labels`, keep the `keep` share of each row's largest
-    entries. With every setting off the gradients are returned as they are."""
+                     marvell_strength: float = 0.0, labels: torch.Tensor | None = None,
+                     normalize: bool = False) -> torch.Tensor:
+    """Clip each row to `clip` (0 = no clipping; `normalize`: scale every row to exactly `clip`), add
+    N(0, (noise x clip)^2), add Marvell's noise of strength `marvell_strength` given the rows' binary `labels`,
+    keep the `keep` share of each row's largest entries. With every setting off the gradients are returned as
+    they are."""
     if clip > 0:
-        grads = clip_rows(grads, clip)
+        grads = normalize_rows(grads, clip) if normalize else clip_rows(grads, clip)
     if noise > 0:
         if clip <= 0:
             raise ValueError("gradient noise needs a clipping norm: its std is noise x clip")

@@ -145,7 +145,7 @@ class LabelParty:
         generator = self.state["gradient_defense_generator"]
         return {site: g if site == cfg.label_owner else
                 defend_gradients(g, cfg.gradient_clip, self.noise_multiplier, cfg.gradient_keep, generator,
-                                 cfg.gradient_marvell, labels)
+                                 cfg.gradient_marvell, labels, cfg.gradient_normalize)
                 for site, g in grads.items()}
 
     @property
