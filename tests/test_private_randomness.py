@@ -151,3 +151,11 @@ def test_a_sites_private_seed_comes_from_its_local_config(tmp_path):
     (tmp_path / "vflflare.json").write_text(json.dumps({"private_seed": [1]}))
     with pytest.raises(ValueError, match="private_seed"):
         local_private_seed(Context(), "site-1")
+
+
+def test_marvell_is_deterministic_given_its_private_seed():
+    grads = torch.randn(64, 8, generator=torch.Generator().manual_seed(3))
+    labels = (torch.arange(64) % 4 == 0).long()
+    draws = [defenses.defend_gradients(grads, 0.0, 0.0, 1.0, PrivateRandomness("label", "k").generator("g"), 2.0, labels)
+             for _ in range(2)]
+    assert torch.equal(draws[0], draws[1]) and not torch.equal(draws[0], grads)

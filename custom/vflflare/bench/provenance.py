@@ -11,8 +11,8 @@ from importlib import metadata
 from pathlib import Path
 
 # the libraries whose version can move a number: training (torch, numpy), baselines (xgboost,
-# scikit-learn), the simulator runs (nvflare)
-LIBRARIES = ("torch", "numpy", "nvflare", "xgboost", "scikit-learn")
+# scikit-learn), the simulator runs (nvflare), Marvell's optimiser (scipy), the DP accounting (dp-accounting)
+LIBRARIES = ("torch", "numpy", "scipy", "nvflare", "xgboost", "scikit-learn", "dp-accounting")
 UNKNOWN = "unknown"
 
 
@@ -42,7 +42,17 @@ def git_state() -> dict[str, object]:
     return {"commit": commit, "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", "."))}
 
 
+def blas() -> list[str]:
+    """The BLAS libraries numpy and scipy loaded (their kernels can move the last digits of a number)."""
+    from threadpoolctl import threadpool_info
+
+    return sorted({f"{m.get('internal_api')} {m.get('version')} {m.get('architecture') or ''}".strip()
+                   for m in threadpool_info() if m.get("user_api") == "blas"})
+
+
 @lru_cache(maxsize=1)
 def environment() -> dict[str, object]:
-    return {"python": platform.python_version(), **{name: _version(name) for name in LIBRARIES},
+    import scipy.linalg  # noqa: F401 - loads scipy's BLAS, so blas() names it too
+
+    return {"python": platform.python_version(), **{name: _version(name) for name in LIBRARIES}, "blas": blas(),
             "platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count()}
