@@ -181,9 +181,11 @@ def test_oneshot_undefended_gives_the_sites_the_labels(oneshot_undefended):
     assert leak["gradient_clusters"] == 1.0  # linear head, two classes: the clusters are the labels
     assert leak["gradient_direction"] == 1.0
     assert leak["gradient_norm"] > 0.8
-    assert set(leak) == {"gradient_norm", "gradient_direction", "gradient_clusters", "model_completion_40",
-                         "model_completion_200", "model_completion_40_own_columns", "model_completion_200_own_columns",
-                         "feature_reconstruction"}  # no probabilities in one-shot
+    assert set(leak) == {"gradient_norm", "gradient_direction", "gradient_clusters", "known_init_projection",
+                         "model_completion_40", "model_completion_200", "model_completion_40_own_columns",
+                         "model_completion_200_own_columns", "feature_reconstruction", "strongest"}
+    # no probabilities in one-shot, no multi-pass attack on its single gradient message, no seed replay without a
+    # defense, no coalition of two sites
     assert oneshot_undefended["defenses"] == {}
 
 
@@ -235,7 +237,11 @@ def test_attack_command_prints_the_json_the_issue_names(capsys):
 
 def test_each_algorithm_gets_the_attacks_its_channels_declare():
     completion = ["model_completion_40", "model_completion_200"]
+    multi_pass = ["multi_pass_norm", "multi_pass_direction", "multi_pass_clusters"]  # left out of a single pass
     assert label_attacks(make_config(algorithm="oneshot"), 2) == [
-        "gradient_norm", "gradient_direction", "gradient_clusters", *completion]
-    assert label_attacks(make_config(algorithm="fewshot"), 10) == ["gradient_clusters", "probability_clusters", *completion]
+        "gradient_norm", "gradient_direction", "gradient_clusters", "known_init_projection", *multi_pass, *completion]
+    assert label_attacks(make_config(algorithm="fewshot"), 10) == [
+        "gradient_clusters", "probability_clusters", "known_init_projection", "multi_pass_clusters", *completion]
+    assert label_attacks(make_config(algorithm="vanilla", gradient_clip=1.0, gradient_noise=1.0, label_dp_epsilon=1.0),
+                         2)[-4:] == ["seed_replay_gradients", "seed_replay_label_dp", *completion]  # replays: defense on
     assert label_attacks(make_config(algorithm="ssvfl_i"), 2) == completion  # sends the sites nothing from the labels

@@ -140,15 +140,27 @@ def _cmd_attack(args: argparse.Namespace) -> int:
     cfg = make_config({"algorithm": args.algorithm, **parse_overrides(args.set)})
     sites = parse_site_names(args.sites_names, "--sites-names") or [f"site-{i + 1}" for i in range(args.sites)]
     result = attack_run(cfg, sites, args.data_root)
-    if args.json:
-        keys = ("metrics", "leak", "majority", "leak_by_site")
-        print(json.dumps({"algorithm": result["algorithm"], **{k: result[k] for k in keys},
+    if args.json:  # every figure the table prints, and what it summarises
+        keys = ("metrics", "leak", "majority", "leak_by_site", "attack_notes", "gradient_norm_median",
+                "optimal_leak_bound", "optimal_leak_bound_colluding", "privacy")
+        print(json.dumps({"algorithm": result["algorithm"], **{k: result[k] for k in keys if k in result},
                           "defense": result["defenses"], "communication": result["communication"]["per_site"]}, indent=2))
     else:
         print(leak_table([result]))
         print(f"leak: max(AUC, 1 - AUC) of each label attack's score (0.5 = chance) or, for more classes, the share "
-              f"of labels recovered; majority-class rate {result['majority']}; feature_reconstruction: median R² "
-              f"over a site's input columns (0 = the column mean)")
+              f"of labels recovered; strongest: the maximum over the label attacks; majority-class rate "
+              f"{result['majority']}; feature_reconstruction: median R² over a site's input columns (0 = the column "
+              f"mean)")
+        if "optimal_leak_bound" in result:
+            print(f"optimal_leak_bound: {result['optimal_leak_bound']:.3f}, the AUC of the best possible test on one "
+                  f"site's noised gradients over every pass it received")
+        print(f"gradient_norm_median: {result['gradient_norm_median']}")
+        if "dp" in result.get("privacy", {}):
+            from vflflare.privacy.accounting import describe
+
+            print("\n".join(line.strip() for line in describe(result["privacy"]["dp"])))
+        for party, notes in result["attack_notes"].items():
+            print("; ".join(f"{party}: {name} {why}" for name, why in notes.items()))
     return 0
 
 
@@ -255,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--id-normalize", nargs="*", default=[], help="the job's id_normalize steps")
     check.set_defaults(func=_cmd_check_data)
 
-    attack = sub.add_parser("attack", help="run one algorithm in process and every attack on what each party received")
+    attack = sub.add_parser("attack", help="run one algorithm in process and every attack on what each party received "
+                                           "(those of a party that knows the code, the job's configuration and every "
+                                           "message it got; with 3 or more sites also the sites colluding)")
     attack.add_argument("--algorithm", default=JobConfig.algorithm, help=", ".join(algorithms))
     attack.add_argument("--sites", type=int, default=2)
     attack.add_argument("--sites-names", help="comma-separated site names (overrides --sites)")

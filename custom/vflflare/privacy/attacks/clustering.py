@@ -5,6 +5,7 @@ multiple of one vector, so the clusters are the labels up to renaming."""
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
 from vflflare.privacy.attacks.leak import cluster_label_agreement, leak_auc
@@ -14,6 +15,13 @@ from vflflare.privacy.attacks.observed import GradientRound
 CHANNELS = {"gradient_clusters": "gradients", "probability_clusters": "probabilities"}
 
 
+def clusters_of(grads: np.ndarray, num_classes: int, seed: int = 0) -> np.ndarray:
+    """One-shot's k-means on the gradient directions, on one thread: an attack runs it once per pass, and on
+    shared cores the OpenMP threads of scikit-learn and torch wait on each other (seconds per call, not ms)."""
+    with threadpool_limits(1):
+        return kmeans_on_gradients(np.asarray(grads).reshape(len(grads), -1), num_classes, seed)
+
+
 def recovered(groups: np.ndarray, labels: np.ndarray, num_classes: int) -> float:
     """Leak AUC of the groups for two classes (a hard 0/1 score), else recovery accuracy."""
     return leak_auc(groups, labels) if num_classes == 2 else cluster_label_agreement(groups, labels)
@@ -21,7 +29,7 @@ def recovered(groups: np.ndarray, labels: np.ndarray, num_classes: int) -> float
 
 def gradient_cluster_leak(rounds: list[GradientRound], labels: np.ndarray, num_classes: int, seed: int = 0) -> float:
     """Mean over passes of what k-means on the gradient directions recovers."""
-    return float(np.mean([recovered(kmeans_on_gradients(r.grads, num_classes, seed), labels[r.positions], num_classes)
+    return float(np.mean([recovered(clusters_of(r.grads, num_classes, seed), labels[r.positions], num_classes)
                           for r in rounds]))
 
 

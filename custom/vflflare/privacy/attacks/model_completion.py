@@ -2,7 +2,9 @@
 them (He et al., Section VI; Fu et al., "Label Inference Attacks Against Vertical Federated Learning").
 
 MC: after training, a party without labels completes its own trained bottom model with an inference head
-fitted on a few auxiliary labeled rows (80 in the paper), then labels rows it sees at inference. Its
+fitted on a few auxiliary labeled rows (80 in the paper), then labels rows it sees at inference. The
+auxiliary rows are a random class-stratified draw from the aligned rows (`auxiliary_rows`): an attacker that
+knows a few labels knows some of each class, and the first rows in the canonical order may hold one class only. Its
 label recovery accuracy, against that of the same attack on a plain locally pretrained model (the
 adversary's prior), measures what federated training leaked. Here the head is a logistic regression on
 the frozen representations.
@@ -24,6 +26,19 @@ from sklearn.pipeline import make_pipeline
 AUX_ROWS = 80  # the paper's auxiliary labeled rows
 
 CHANNEL = None  # no message: the site's own trained bottom model, so every algorithm whose sites train one
+
+
+def auxiliary_rows(labels: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """Positions of `count` rows drawn without replacement, each class's share as in `labels` and at least one
+    row of every class present (a class with fewer rows than its share gives all it has); every row when
+    count >= len(labels)."""
+    labels = np.asarray(labels, dtype=np.int64)
+    if count >= len(labels):
+        return np.arange(len(labels))
+    classes, sizes = np.unique(labels, return_counts=True)
+    quota = np.minimum(np.maximum(1, np.round(count * sizes / len(labels)).astype(np.int64)), sizes)
+    picked = [rng.choice(np.flatnonzero(labels == c), size=q, replace=False) for c, q in zip(classes, quota)]
+    return np.sort(np.concatenate(picked))
 
 
 def model_completion_attack(aux_reps: np.ndarray, aux_labels: np.ndarray, inference_reps: np.ndarray,
