@@ -32,5 +32,6 @@ def test_a_defense_runs_the_same_in_the_simulator(tmp_path, monkeypatch, channel
     undefended = run_inprocess(make_config({"algorithm": algorithm, **short}), SITES, None)
     assert simulated["defenses"] == defense
     assert set(simulated["privacy"]["private_randomness"].values()) == {LOCAL_SEED}
+    assert simulated["privacy"]["dp"] == in_process["privacy"]["dp"]  # the label party's accounting, as in process
     assert simulated["metrics"] == in_process["metrics"]
     assert simulated["metrics"] != undefended["metrics"]
