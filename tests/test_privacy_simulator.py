@@ -9,6 +9,7 @@ import pytest
 
 from simulator_helpers import run_job
 from vflflare.algorithms.registry import make_config
+from vflflare.privacy.attack_run import attack_run, attack_simulated
 from vflflare.privacy.private_randomness import LOCAL_SEED, PRIVATE_SEED_ENV
 from vflflare.protocol.inprocess import run_inprocess
 
@@ -35,3 +36,18 @@ def test_a_defense_runs_the_same_in_the_simulator(tmp_path, monkeypatch, channel
     assert simulated["privacy"]["dp"] == in_process["privacy"]["dp"]  # the label party's accounting, as in process
     assert simulated["metrics"] == in_process["metrics"]
     assert simulated["metrics"] != undefended["metrics"]
+
+
+def test_the_adaptive_attacks_on_what_a_simulator_runs_parties_received(tmp_path, monkeypatch):
+    """Issue 36: `vflflare attack --env sim` attacks the messages the simulator's coordinator relayed and the
+    bottom models its sites saved; with the same private seed they are the in-process run's, so every leak
+    is the same."""
+    monkeypatch.setenv(PRIVATE_SEED_ENV, "attack-parity")
+    cfg = make_config({"algorithm": "vanilla", "split_epochs": 3, "split_patience": 3, "gradient_clip": 1.0,
+                       "gradient_normalize": True, "gradient_noise": 1.0})
+    simulated = attack_simulated(cfg, SITES, None, str(tmp_path))
+    in_process = attack_run(cfg, SITES, None)
+    assert {"multi_pass_clusters", "known_init_projection", "seed_replay_gradients", "model_completion_200"} \
+        <= set(simulated["leak"])
+    assert simulated["leak"] == pytest.approx(in_process["leak"])
+    assert simulated["optimal_leak_bound"] == in_process["optimal_leak_bound"]

@@ -63,10 +63,11 @@ def quiet_log_config() -> str:
 
 
 def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: str | None = None,
-             timeout: float | None = None, sites: list[str] | None = None, verbose: bool = True) -> dict:
+             timeout: float | None = None, sites: list[str] | None = None, verbose: bool = True,
+             console: Any = None) -> dict:
     """Run `nvflare simulator` on a job folder and return its vflflare_results.json. `sites` names the
     simulated sites (default site-1 .. site-n); without `verbose` the console shows NVFlare's warnings and
-    vflflare's own lines only."""
+    vflflare's own lines only; `console`: where the simulator's output goes (default: stdout)."""
     env = dict(os.environ)
     if data_root:
         env["VFLFLARE_DATA_ROOT"] = str(Path(data_root).resolve())
@@ -78,7 +79,7 @@ def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: 
     cmd = [sys.executable, "-m", "nvflare.cli", "simulator", str(job), "-w", str(workspace), *clients, "-t", str(threads)]
     if not verbose:
         cmd += ["-l", quiet_log_config()]
-    proc = subprocess.run(cmd, env=env, timeout=timeout)
+    proc = subprocess.run(cmd, env=env, timeout=timeout, stdout=console)
     path = find_results(workspace)
     if path is None:
         raise RuntimeError(f"the simulator (exit code {proc.returncode}) wrote no {RESULTS_FILE} under {workspace}")
@@ -135,11 +136,15 @@ def _cmd_inprocess(args: argparse.Namespace) -> int:
 
 def _cmd_attack(args: argparse.Namespace) -> int:
     from vflflare.algorithms.registry import make_config
-    from vflflare.privacy.attack_run import attack_run, leak_table
+    from vflflare.privacy.attack_run import attack_run, attack_simulated, leak_table
 
     cfg = make_config({"algorithm": args.algorithm, **parse_overrides(args.set)})
     sites = parse_site_names(args.sites_names, "--sites-names") or [f"site-{i + 1}" for i in range(args.sites)]
-    result = attack_run(cfg, sites, args.data_root)
+    if args.env == "sim":
+        workspace = args.workspace or tempfile.mkdtemp(prefix="vflflare-attack-")
+        result = attack_simulated(cfg, sites, args.data_root, workspace)
+    else:
+        result = attack_run(cfg, sites, args.data_root)
     if args.json:  # every figure the table prints, and what it summarises
         keys = ("metrics", "leak", "majority", "leak_by_site", "attack_notes", "gradient_norm_median",
                 "optimal_leak_bound", "optimal_leak_bound_colluding", "privacy")
@@ -278,6 +283,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="job settings, defenses among them (label_dp_epsilon, gradient_clip, gradient_noise, "
                              "gradient_keep, gradient_marvell, representation_noise)")
     attack.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    attack.add_argument("--env", choices=("inprocess", "sim"), default="inprocess",
+                        help="sim: run the job in the NVFlare simulator, its coordinator recording what each party "
+                             "received, and attack that")
+    attack.add_argument("--workspace", help="with --env sim: the job and simulator workspace (default: a new "
+                                            "temporary folder)")
     attack.set_defaults(func=_cmd_attack)
 
     bench = sub.add_parser("bench", help="every algorithm and baseline on a grid of splits; the leaderboard")

@@ -24,6 +24,7 @@ from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.topology import COORDINATOR, check_job_sites
 from vflflare.data.loading import load_label_tables
 from vflflare.flare.site_config import local_private_seed, resolve_party_data_root
+from vflflare.privacy.attacks.observed import MESSAGES_FILE, RecordingTransport, save_messages
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.flare.he_filters import workspace_context
 from vflflare.flare.site_health import SiteHealth
@@ -41,19 +42,23 @@ class VFLController(Controller):
         task_timeout: float = 1800.0,
         step_timeout: float = 120.0,
         data_root: str | None = None,
+        record_messages: bool = False,
     ) -> None:
         """config: the job's settings (vflflare.config; the algorithm's plug-in validates them).
         min_sites: at least this many sites must join (the recipe's min_clients; meta.json asks NVFlare for
         2 whatever this is, and the coordinator names what is missing: protocol/topology.py).
         data_root: where a server-hosted label party finds its files
         (default: the server's local/vflflare.json, then VFLFLARE_DATA_ROOT, else the embedded
-        default; see vflflare.flare.site_config)."""
+        default; see vflflare.flare.site_config).
+        record_messages: keep every request and reply the coordinator relays (all that each party received) in
+        the run folder as vflflare_messages.pt, for `vflflare attack --env sim`: an audit of a test run."""
         super().__init__()
         self.config = config or {}
         self.cfg = make_config(self.config)
         self.min_sites = min_sites
         self.task_timeout, self.step_timeout = task_timeout, step_timeout
         self.data_root = data_root
+        self.record_messages = record_messages
         self.health = SiteHealth()  # sites known to have stopped; the transport fails fast on them
 
     def set_communicator(self, communicator: WFCommSpec) -> None:
@@ -111,8 +116,9 @@ class VFLController(Controller):
             # HE: the coordinator's public context (no secret key); a missing or wrong one fails the job here
             server_he = workspace_context(fl_ctx, "server") if self.cfg.he else None
             cfg = self.cfg
+            recorded = RecordingTransport(net) if self.record_messages else net
             results = run_algorithm(
-                net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize), tracker,
+                recorded, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize), tracker,
                 server_he, runs_root=runs_root(data_root, SERVER), run_id=run_id,
                 job_id=fl_ctx.get_job_id(),
                 private=PrivateRandomness.from_environment("label", local_private_seed(fl_ctx, SERVER)),
@@ -131,6 +137,8 @@ class VFLController(Controller):
             return
         tracker.close()
         net.close()
+        if self.record_messages:
+            results["messages"] = os.path.basename(save_messages(os.path.join(run_dir, MESSAGES_FILE), recorded.messages))
         results = completed(results)
         self._keep_predictions(run_dir, results)
         path = self._write(run_dir, results)

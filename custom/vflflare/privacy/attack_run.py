@@ -15,7 +15,9 @@ for few-shot's unaligned rows from `unaligned_labels` when the caller has them (
 table does; a user's own split does not, and that attack is then left out, said so in the result)."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,7 +38,8 @@ from vflflare.privacy.attacks.leak import majority_rate
 from vflflare.privacy.attacks.model_completion import auxiliary_rows, model_completion_attack
 from vflflare.privacy.attacks.multi_pass import multi_pass_leaks
 from vflflare.privacy.attacks.observed import (
-    GradientRound, Message, RecordingTransport, received_gradients, received_probabilities, uploaded_representations,
+    GradientRound, Message, RecordingTransport, load_messages, received_gradients, received_probabilities,
+    uploaded_representations,
 )
 from vflflare.privacy.attacks.optimal_bound import clipped_gradient_bound
 from vflflare.protocol.feature_party import FeatureParty
@@ -301,28 +304,66 @@ def attack_run(cfg: JobConfig, sites: list[str], data_root: str,
     test on one site's gradients over every pass it received; 'optimal_leak_bound_colluding' for the coalition)."""
     check_job_sites(COORDINATOR, sites, cfg.sites, 2, data_root)
     prepare_torch(cfg.num_threads)
-    plugin = get_algorithm(cfg.algorithm, cfg.plugins)
     runtimes = {s: SiteRuntime(s, data_root) for s in sites}
     net = RecordingTransport(InProcessTransport(runtimes, cfg.wire_dtype))
-    owner = cfg.label_owner if cfg.label_owner in sites else SERVER
-    tables = load_label_tables(owner, sites, data_root, cfg.seed, cfg.id_normalize, plugin.uses_active_site_labels)
     result = run_algorithm(net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
                            LogTracker("vflflare.server"))
+    return attack(cfg, sites, data_root, runtimes, net.messages, result, unaligned_labels)
+
+
+def attack_simulated(cfg: JobConfig, sites: list[str], data_root: str, workspace: str,
+                     unaligned_labels: dict[str, int] | None = None) -> dict[str, Any]:
+    """As attack_run, on a run of the NVFlare simulator: its coordinator records every message it relays (all
+    that each party received), and each site keeps its trained bottom model (model_store.py). Each attacker's
+    own state is then rebuilt here from its data (the same alignment: it is a function of the data and the
+    seed) and the model its site saved; the attacks read the recorded messages."""
+    from vflflare.cli import simulate
+    from vflflare.jobs import write_job
+    from vflflare.protocol.checkpoint import runs_root
+    from vflflare.protocol.model_store import load_site_model, models_dir
+    from vflflare.protocol.setup import setup_parties
+
+    if cfg.he:
+        raise ValueError("vflflare attack --env sim reads the messages in plaintext: run it without he")
+    job = write_job(Path(workspace) / "jobs", f"{cfg.algorithm}_attack", cfg.to_dict(), min_sites=len(sites),
+                    record_messages=True)
+    # the simulator's console on stderr: stdout is the attack's report (--json)
+    result = simulate(str(job), str(Path(workspace) / "ws"), len(sites), len(sites), data_root, sites=sites,
+                      verbose=False, console=sys.stderr)
+    if "error" in result:
+        raise RuntimeError(f"the simulated job failed: {result['error']}")
+    messages = load_messages(Path(result["results_path"]).parent / result["messages"])
+    runtimes = {s: SiteRuntime(s, data_root) for s in sites}
+    setup_parties(InProcessTransport(runtimes, cfg.wire_dtype), cfg, get_algorithm(cfg.algorithm, cfg.plugins),
+                  lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize), LogTracker("vflflare.server"))
+    for site, runtime in runtimes.items():
+        folder = models_dir(runs_root(data_root, site), result["job_id"]) / site
+        runtime.party.state["encoder"] = load_site_model(folder, site)[0].to(runtime.party.device)
+    return attack(cfg, sites, data_root, runtimes, messages, result, unaligned_labels)
+
+
+def attack(cfg: JobConfig, sites: list[str], data_root: str | None, runtimes: dict[str, SiteRuntime],
+           messages: list[Message], result: dict[str, Any], unaligned_labels: dict[str, int] | None) -> dict[str, Any]:
+    """Every attack on a finished run: `messages` are what the parties received, `runtimes` the attackers' own
+    state (data, alignment, trained bottom models), `result` the run's record."""
+    plugin = get_algorithm(cfg.algorithm, cfg.plugins)
+    owner = cfg.label_owner if cfg.label_owner in sites else SERVER
+    tables = load_label_tables(owner, sites, data_root, cfg.seed, cfg.id_normalize, plugin.uses_active_site_labels)
     labels = {"train": dict(zip(tables.train_ids, tables.train_labels.tolist())),
               "test": dict(zip(tables.test_ids, tables.test_labels.tolist()))}
     attacked = [s for s in sites if s != cfg.label_owner]
     by_site: dict[str, dict[str, Any]] = {}
     notes: dict[str, dict[str, str]] = {}
-    rounds = {site: received_gradients(net.messages, site) for site in attacked}
+    rounds = {site: received_gradients(messages, site) for site in attacked}
     for site in attacked:
         party = runtimes[site].party
-        view = gradient_view(cfg, sites, [site], rounds, net.messages)
-        by_site[site], notes[site] = site_leaks(cfg, party, net.messages, view, tables.num_classes, labels,
+        view = gradient_view(cfg, sites, [site], rounds, messages)
+        by_site[site], notes[site] = site_leaks(cfg, party, messages, view, tables.num_classes, labels,
                                                 unaligned_labels, len(sites))
         if feature_reconstruction.CHANNEL in cfg.privacy_channels:
-            by_site[site]["feature_reconstruction"] = reconstruction(party, net.messages)
+            by_site[site]["feature_reconstruction"] = reconstruction(party, messages)
             if cfg.representation_noise > 0:
-                replayed, why = replayed_reconstruction(cfg, party, sites.index(site), net.messages)
+                replayed, why = replayed_reconstruction(cfg, party, sites.index(site), messages)
                 by_site[site]["feature_reconstruction_seed_replay"] = replayed
                 if why:
                     notes[site]["feature_reconstruction_seed_replay"] = why
@@ -338,7 +379,7 @@ def attack_run(cfg: JobConfig, sites: list[str], data_root: str,
     aligned = _labels_of(party.view.train_ids, party.rows_of("aligned"), labels["train"])
     coalition = len(sites) >= 3 and len(attacked) >= 2 and all(rounds[s] for s in attacked)
     if coalition:
-        view = gradient_view(cfg, sites, attacked, rounds, net.messages)
+        view = gradient_view(cfg, sites, attacked, rounds, messages)
         by_site[collusion.NAME], notes[collusion.NAME] = gradient_leaks(
             cfg, view, label_attacks(cfg, tables.num_classes), aligned, tables.num_classes, len(sites), party.seed)
         leak["colluding_sites"] = strongest(by_site[collusion.NAME])

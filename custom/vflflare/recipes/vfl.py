@@ -126,6 +126,8 @@ class VFLRecipe(_VFLJobRecipe):
         mlflow_uri: also stream every curve (the TensorBoard scalars of each site and the coordinator) to
             MLflow through NVFlare's MLflowReceiver: a tracking URI (http://..., file:..., sqlite:...), or ""
             for an SQLite store in the job's result folder on the server. None: TensorBoard only.
+        record_messages: the coordinator keeps every message it relays in the server's run folder
+            (vflflare_messages.pt), for `vflflare attack --env sim`; for audits of test runs only.
     """
 
     def __init__(
@@ -143,6 +145,7 @@ class VFLRecipe(_VFLJobRecipe):
         plugin_files: list[str] | None = None,
         bundle_code: bool = False,
         mlflow_uri: str | None = None,
+        record_messages: bool = False,
     ) -> None:
         min_clients = expected_count(min_clients, sites)
         settings = {**(config or {}), "algorithm": algorithm, **({"sites": list(sites)} if sites else {})}
@@ -157,7 +160,8 @@ class VFLRecipe(_VFLJobRecipe):
         if psi:
             _add_psi(job, min_clients, cfg.seed, cfg.id_normalize or None,
                      score=cfg if plugin.psi_items == "score_file" else None, sites=cfg.sites or None)
-        job.to_server(VFLController(config=settings, min_sites=min_clients), id="vfl_controller")
+        job.to_server(VFLController(config=settings, min_sites=min_clients, record_messages=record_messages),
+                      id="vfl_controller")
         job.to_server(TBAnalyticsReceiver(events=TRACKING_EVENTS), id="tb_receiver")
         if mlflow_uri is not None:  # the same curves, streamed by NVFlare's own MLflow receiver
             from nvflare.app_opt.tracking.mlflow.mlflow_receiver import MLflowReceiver

@@ -8,9 +8,11 @@ label-owning site to which the coordinator relays them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
+import torch
 
 from vflflare.protocol.ledger import CommLedger
 from vflflare.protocol.payload import Payload
@@ -49,6 +51,19 @@ class RecordingTransport:
 
     def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
         return self._keep(task, payloads, self.inner.step(task, payloads))
+
+
+MESSAGES_FILE = "vflflare_messages.pt"  # a recorded run's messages, in the server's run folder
+
+
+def save_messages(path: str | Path, messages: list[Message]) -> Path:
+    """Write a run's messages (torch's format: payloads hold arrays and nested dicts)."""
+    torch.save([vars(m) for m in messages], path)
+    return Path(path)
+
+
+def load_messages(path: str | Path) -> list[Message]:
+    return [Message(**m) for m in torch.load(path, weights_only=False)]
 
 
 @dataclass
