@@ -107,11 +107,19 @@ def test_a_defended_heads_initialisation_is_private(monkeypatch):
 
 def test_defenses_repeat_only_under_a_private_seed(monkeypatch):
     cfg = make_config({"algorithm": "oneshot", "ssl_epochs": 1, "gradient_clip": 0.01, "gradient_noise": 1.0})
+    calls = recorded(monkeypatch, label_party, "defend_gradients")
+
+    def sent() -> tuple[dict, torch.Tensor]:  # one more run, and what its sites received
+        calls.clear()
+        result = run_inprocess(cfg, SITES, None)
+        return result, torch.cat([out for _, out in calls])
+
     monkeypatch.delenv(PRIVATE_SEED_ENV, raising=False)
-    fresh = [run_inprocess(cfg, SITES, None)["metrics"] for _ in range(2)]
-    assert fresh[0] != fresh[1]  # the OS's entropy
+    assert not torch.equal(sent()[1], sent()[1])  # the OS's entropy
     monkeypatch.setenv(PRIVATE_SEED_ENV, "bench-7")
-    seeded = [run_inprocess(cfg, SITES, None) for _ in range(2)]
+    seeded = [sent() for _ in range(2)]
+    assert torch.equal(seeded[0][1], seeded[1][1])
+    seeded = [result for result, _ in seeded]
     assert seeded[0]["metrics"] == seeded[1]["metrics"]
     assert seeded[0]["privacy"]["private_randomness"] == {p: LOCAL_SEED for p in ("server", *SITES)}
     assert "bench-7" not in json.dumps(seeded[0])
