@@ -138,6 +138,11 @@ class FedHSSLConfig(HybridSSLSettings, SplitNNSettings, JobConfig):
     def representation_width(self) -> int:
         return self.rep_dim * len(self.towers)
 
+    @property
+    def gradient_passes(self) -> int:
+        """Finetuning runs split NN once per learning rate, and the best once more when it was not the last."""
+        return self.split_epochs * (len(self.finetune_lrs) + (len(self.finetune_lrs) > 1))
+
 
 class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, FeatureParty):
     """A FedHSSL party: f_c with its projector and predictor h_c, f_l with its own and h_l (and, for BYOL and
