@@ -138,6 +138,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "parity/issue28": parity("issue28_parity"),
     "parity/issue29": parity("issue29_parity"),
     "parity/issue29_split": parity("issue29_split_parity"),
+    "parity/issue36": parity("issue36_parity"),
     "parity/stratified": parity_changes("stratified_validation"),
     "collab": script_tables("collab_vs_aux", "table"),
     "ssvfl": script_tables("ssvfl"),
@@ -146,8 +147,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "imbalance": script_tables("imbalance", "table"),
     "overhead": script_tables("overhead"),
     "label_disclosure": script_tables("label_disclosure"),
-    "privacy": script_tables("privacy"),
-    "privacy_mnist": script_text("privacy", "mnist_tables"),
+    "privacy": script_tables("privacy"),  # credit default, the adaptive suite (issue 36): privacy_adaptive.jsonl
     **({"wan": script_tables("wan")} if (COMMITTED / "wan.jsonl").is_file() else {}),
     **{f"poc_step_latency/{session}": (lambda session=session: script("poc_step_latency").table(
         read_records(COMMITTED / "poc_step_latency.jsonl"), session)) for session in sessions("poc_step_latency.jsonl")},
