@@ -148,6 +148,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "overhead": script_tables("overhead"),
     "label_disclosure": script_tables("label_disclosure"),
     "privacy": script_tables("privacy"),  # credit default, the adaptive suite (issue 36): privacy_adaptive.jsonl
+    "privacy_mnist": lambda: script("privacy").mnist_table(read_records(COMMITTED / "privacy_mnist_adaptive.jsonl")),
     **({"wan": script_tables("wan")} if (COMMITTED / "wan.jsonl").is_file() else {}),
     **{f"poc_step_latency/{session}": (lambda session=session: script("poc_step_latency").table(
         read_records(COMMITTED / "poc_step_latency.jsonl"), session)) for session in sessions("poc_step_latency.jsonl")},
