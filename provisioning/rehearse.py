@@ -12,8 +12,8 @@ describes it, with the real startup kits, start.sh scripts and admin API:
    kits call `python3`);
 4. the job, submitted as the project's `lead` user once every site is connected, its status printed while it
    runs, its result downloaded into OUT/results (provisioning/submit_job.py);
-5. `shutdown all` through the admin API as the project admin, then any process of the kits still running is
-   stopped.
+5. each site shut down by its own organisation's admin, then the server by the project admin (admin API;
+   least privilege: nobody else may), then any process of the kits still running is stopped.
 
 Exit status: 0 when the job completed without error, 1 otherwise. Every process it started is stopped.
 """
@@ -92,6 +92,22 @@ def wait_until_connected(kit: Path, user: str, sites: list[str], timeout: float)
     raise TimeoutError(f"sites {sites} not connected within {timeout:.0f} s (last: {last})")
 
 
+def shutdown(prod: Path, site_admins: dict[str, str | None], operator: str) -> None:
+    """Each site by its organisation's admin, then the server by the project admin: under the project's
+    least-privilege policy nobody may stop another organisation's site."""
+    steps = [(admin, "client", [site]) for site, admin in site_admins.items() if admin] + [(operator, "server", None)]
+    for user, target, sites in steps:
+        try:
+            admin = wait_until_connected(prod / user, user, [], 30)
+            try:
+                admin.shutdown(target, sites)
+            finally:
+                admin.close()
+            print(f"5. shut down {sites[0] if sites else 'the server'} as {user}")
+        except Exception as error:  # the system is already down or never came up
+            print(f"5. shutdown of {sites[0] if sites else 'the server'} as {user}: {type(error).__name__}: {error}")
+
+
 def stop_kits(procs: list[subprocess.Popen]) -> None:
     """What `shutdown all` left running: each start.sh's process group (the restart loop and its service)."""
     for proc in procs:
@@ -125,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     sites = [p["name"] for p in participants(project, "client")]
     lead = next(p["name"] for p in participants(project, "admin") if p["role"] == "lead")
     operator = next(p["name"] for p in participants(project, "admin") if p["role"] == "project_admin")
+    site_admins = {s["name"]: next((p["name"] for p in participants(project, "admin")
+                                    if p["role"] in ("org_admin", "project_admin") and p["org"] == s["org"]), None)
+                   for s in participants(project, "client")}
     print(f"1. provisioned {len(project['participants'])} kits into {prod} (server on localhost:{fl_port})")
 
     data = args.data_root.resolve() if args.data_root else out / "data"
@@ -160,13 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"results: {outcome['results_path']}")
         ok = outcome["status"] == "FINISHED:COMPLETED" and results is not None and "error" not in results
     finally:
-        try:
-            admin = wait_until_connected(prod / operator, operator, [], 30)
-            admin.shutdown("all")
-            admin.close()
-            print(f"5. shut down as {operator} (admin API: shutdown all)")
-        except Exception as error:  # the system is already down or never came up
-            print(f"5. shutdown: {type(error).__name__}: {error}")
+        shutdown(prod, site_admins, operator)
         stop_kits(procs)
     return 0 if ok else 1
 

@@ -3,10 +3,11 @@ download the server's job workspace and print the results.
 
     .venv/bin/python provisioning/submit_job.py --kit ~/kits/analyst@bank.example.com jobs/oneshot_vfl
 
-Before submitting, the job is staged: a copy with the vflflare package in app/custom, so sites need
-only NVFlare and vflflare's dependencies (torch, scikit-learn, ...), not vflflare itself. The
-submitter's role needs the submit_job and byoc rights (provisioning/project.yml grants both to
-`lead`).
+The job goes as it is, without code: every site runs the vflflare release it installed, and the job
+fails at set-up, naming the site, when a site's vflflare differs from the server's. The submitter's
+role needs the submit_job right on the server and on every site of the job (provisioning/project.yml:
+`lead`, of an organisation the sites accept jobs from). A job with an app/custom folder is refused
+("BYOC not permitted") wherever the submitter lacks the byoc right: everywhere, in the shipped policy.
 
 Exit status: 0 when the job completed and its results have no "error", 1 when it failed or timed
 out, 2 when it could not be submitted.
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -40,8 +40,7 @@ def kit_username(kit: str | Path) -> str:
 
 
 def submit_and_collect(kit: str | Path, job: str | Path, out: str | Path, user: str | None = None,
-                       timeout: float = 1800, connect_timeout: float = 60, stage: bool = True,
-                       log=print) -> dict:
+                       timeout: float = 1800, connect_timeout: float = 60, log=print) -> dict:
     """Submit `job` with the admin kit, wait up to `timeout` s, download the server's job workspace
     into `out`. Returns {"job_id", "status", "results_path" (or None), "results" (or None)}."""
     from nvflare.fuel.flare_api.flare_api import new_secure_session
@@ -49,36 +48,30 @@ def submit_and_collect(kit: str | Path, job: str | Path, out: str | Path, user: 
     kit, job, out = Path(kit).resolve(), Path(job).resolve(), Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     user = user or kit_username(kit)
-    with tempfile.TemporaryDirectory(prefix="vflflare_stage_") as tmp:
-        if stage:
-            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "custom"))  # a checkout without install
-            from vflflare.staging import stage_job
+    session = new_secure_session(user, str(kit), timeout=connect_timeout)
+    try:
+        job_id = session.submit_job(str(job))
+        log(f"submitted {job.name} as {user}: job {job_id}")
+        started, shown = time.monotonic(), [0.0]
 
-            job = stage_job(job, tmp)
-        session = new_secure_session(user, str(kit), timeout=connect_timeout)
-        try:
-            job_id = session.submit_job(str(job))
-            log(f"submitted {job.name} as {user}: job {job_id}")
-            started, shown = time.monotonic(), [0.0]
+        def progress(_session, _job_id, meta: dict) -> bool:  # a status line every STATUS_EVERY s
+            waited = time.monotonic() - started
+            if waited - shown[0] >= STATUS_EVERY:
+                shown[0] = waited
+                log(f"job {job_id}: {meta.get('status')} after {waited:.0f} s")
+            return True
 
-            def progress(_session, _job_id, meta: dict) -> bool:  # a status line every STATUS_EVERY s
-                waited = time.monotonic() - started
-                if waited - shown[0] >= STATUS_EVERY:
-                    shown[0] = waited
-                    log(f"job {job_id}: {meta.get('status')} after {waited:.0f} s")
-                return True
-
-            _, meta = session.monitor_job_and_return_job_meta(job_id, timeout=timeout, poll_interval=2.0,
-                                                               cb=progress)
-            if meta is None:  # the monitor's timeout
-                status = f"TIMEOUT after {timeout:.0f} s"
-                session.abort_job(job_id)
-            else:
-                status = str(meta.get("status"))
-            log(f"job {job_id}: {status}")
-            location = session.download_job_result(job_id, str(out))
-        finally:
-            session.close()
+        _, meta = session.monitor_job_and_return_job_meta(job_id, timeout=timeout, poll_interval=2.0,
+                                                           cb=progress)
+        if meta is None:  # the monitor's timeout
+            status = f"TIMEOUT after {timeout:.0f} s"
+            session.abort_job(job_id)
+        else:
+            status = str(meta.get("status"))
+        log(f"job {job_id}: {status}")
+        location = session.download_job_result(job_id, str(out))
+    finally:
+        session.close()
     results_path = Path(location) / "workspace" / RESULTS_FILE if location else None
     results = json.loads(results_path.read_text()) if results_path and results_path.is_file() else None
     return {"job_id": job_id, "status": status, "results_path": results_path if results else None, "results": results}
@@ -91,11 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--user", help="admin user name (default: the kit's)")
     parser.add_argument("--out", default="vflflare_results", help="where downloaded job results go")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for the job")
-    parser.add_argument("--no-stage", action="store_true", help="submit the job folder as it is")
     args = parser.parse_args(argv)
     t0 = time.monotonic()
     try:
-        outcome = submit_and_collect(args.kit, args.job, args.out, args.user, args.timeout, stage=not args.no_stage)
+        outcome = submit_and_collect(args.kit, args.job, args.out, args.user, args.timeout)
     except Exception as error:  # connection, authorization or submission failure
         print(f"submit_job: {type(error).__name__}: {error}", file=sys.stderr)
         return 2

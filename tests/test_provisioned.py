@@ -1,8 +1,9 @@
 """Provisioned deployment on localhost: provision/project.yml is provisioned into a temporary folder,
 the server and the sites start from their own startup kits (mutual TLS, signed kits), each
-organisation's site reads its own data location, and the job submitter (role lead) submits a job
-that brings its own code with the admin API, waits for it and downloads the results; then the same job
-as a recipe through NVFlare's ProdEnv."""
+organisation's site reads its own data location and runs the vflflare it installed, and the job
+submitter (role lead) submits a job without code with the admin API, waits for it and downloads the
+results; then the same job as a recipe through NVFlare's ProdEnv. What each role may and may not do is
+tests/test_provisioned_security.py."""
 from __future__ import annotations
 
 import json
@@ -19,7 +20,6 @@ from nvflare.recipe import ProdEnv
 from deployment_helpers import (
     PROVISIONING,
     REPO,
-    env_without_vflflare,
     free_port,
     localhost_project,
     provision,
@@ -59,8 +59,10 @@ def test_project_yml_is_a_realistic_multi_org_project():
     assert builders.index("nvflare.lighter.impl.he.HEBuilder") < builders.index(
         "nvflare.lighter.impl.signature.SignatureBuilder")
     authz = next(b for b in project["builders"] if b["path"].endswith("AuthorizationPolicyBuilder"))
-    lead = authz["args"]["permissions"]["lead"]
-    assert lead["submit_job"] == "any" and lead["byoc"] == "any"
+    permissions = authz["args"]["permissions"]
+    assert permissions["lead"]["submit_job"] == "any"
+    assert all(rights == {"view": "any"} or rights["byoc"] == "none" for rights in permissions.values())
+    assert all(site.get("accept_jobs_from") == [server["org"]] for site in sites)
 
 
 def test_adhoc_settings_keep_what_the_servers_comm_config_already_holds(tmp_path):
@@ -87,7 +89,8 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
     submitter = next(p["name"] for p in _participants(project, "admin") if p["role"] == "lead")
     server_kit, site_kits, admin_kit = prod / server["name"], [prod / s for s in sites], prod / submitter
 
-    # what each organisation receives: TLS on, HE contexts, a policy letting the lead run custom code
+    # what each organisation receives: TLS on, HE contexts, a policy in which nobody brings code, and
+    # vflflare's components on NVFlare's allow list
     assert json.loads((server_kit / "startup" / "fed_server.json").read_text())["servers"][0][
         "connection_security"] == "mtls"
     assert (server_kit / "startup" / "server_context.tenseal").is_file()
@@ -96,8 +99,10 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
         "scheme": "stcp", "resources": {"host": "localhost", "ports": "8102-8120"}}
     for kit in [server_kit, *site_kits]:
         policy = json.loads((kit / "local" / "authorization.json.default").read_text())["permissions"]
-        assert policy["lead"]["byoc"] == "any" and policy["lead"]["submit_job"] == "any"
-        assert policy["org_admin"]["byoc"] == "none"
+        assert policy["lead"]["byoc"] == "none" and policy["org_admin"]["byoc"] == "none"
+        assert policy["lead"]["submit_job"] == ("any" if kit == server_kit else [f"o:{server['org']}"])
+        resources = json.loads((kit / "local" / "resources.json.default").read_text())
+        assert "vflflare.flare." in resources["class_allow_list"]
     for kit in site_kits:
         assert (kit / "startup" / "client_context.tenseal").is_file()
         assert not (kit / "startup" / "server_context.tenseal").exists()
@@ -109,7 +114,7 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
     for kit in (server_kit, site_kits[0]):
         start = subprocess.run(["bash", str(kit / "startup" / "start.sh")], capture_output=True, text=True,
                                timeout=30, env={**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"})
-        assert start.returncode == 1 and "cannot import nvflare; activate the environment" in start.stderr, start
+        assert start.returncode == 1 and "cannot import nvflare and vflflare" in start.stderr, start
 
     # each organisation keeps its own table in its own place, named in its kit's local/vflflare.json
     data = tmp_path / "split"
@@ -124,9 +129,8 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
             shutil.copy(own_root / party / "test.csv", own_root / party / "score.csv")
         write_site_config(kit, own_root)
 
-    # services run as on machines without vflflare installed: the job brings it in app/custom
-    env = env_without_vflflare(tmp_path / "no_vflflare")
-    with running_kits([server_kit, *site_kits], prov, tmp_path, env=env) as procs:
+    # each service runs the vflflare installed beside it: the job brings no code
+    with running_kits([server_kit, *site_kits], prov, tmp_path) as procs:
         wait_for_clients(admin_kit, submitter, sites, 180, procs).close()
         # the policy is enforced: an org admin may not submit (nor bring code)
         org_admin = next(p["name"] for p in _participants(project, "admin") if p["role"] == "org_admin")
@@ -137,7 +141,7 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
         job_id = outcome["job_id"]
         site_logs = {s: (kit / job_id / "log.txt").read_text() for s, kit in zip(sites, site_kits)}
         # the recipe form of the same job, submitted through NVFlare's ProdEnv with the lead's kit
-        recipe = VFLRecipe(algorithm="oneshot", min_clients=len(sites), config=CONFIG, bundle_code=True)
+        recipe = VFLRecipe(algorithm="oneshot", min_clients=len(sites), config=CONFIG)
         run = recipe.execute(ProdEnv(startup_kit_location=str(admin_kit), username=submitter, login_timeout=30))
         downloaded = run.get_result(timeout=300, clean_up=False)
         recipe_results = json.loads(find_results(downloaded).read_text()) if downloaded else None
@@ -158,7 +162,7 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
     assert results["sites"] == sites and results["label_owner"] == "server"
     for site, log in site_logs.items():
         assert f"data root: {tmp_path / 'orgs' / site / 'data'}" in log
-        assert f"vflflare code: {site_kits[sites.index(site)] / job_id / f'app_{site}' / 'custom' / 'vflflare'}" in log
+        assert f"vflflare code: {REPO / 'custom' / 'vflflare'}" in log
         # the job process reached the server's job process directly, over TLS, on a port of the range
         port = re.search(r"created adhoc connector \S+ to stcp://localhost:(\d+) on server\.", log)
         assert port and 8102 <= int(port.group(1)) <= 8120, log[-3000:]

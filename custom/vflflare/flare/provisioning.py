@@ -7,19 +7,27 @@ takes two hops instead of four through the parent processes: about half the time
 
 `AuthorizationPolicyBuilder` puts the project's authorization policy in project.yml itself, so the
 people who sign the project see who may run what. NVFlare writes the policy into every server and
-site startup kit as `local/authorization.json.default`. A site can still tighten it with its own
-`local/authorization.json`.
+site startup kit as `local/authorization.json.default`. A client that names `accept_jobs_from: [org,
+...]` in project.yml gets its own copy, in which `submit_job` (what a site checks, as the submitter,
+before it deploys a job) holds for those organisations only. A site can still tighten its policy with
+its own `local/authorization.json`.
+
+`ComponentAllowListBuilder` adds vflflare's NVFlare components (`vflflare.flare.`) to NVFlare's
+component allow list (`class_allow_list` in `local/resources.json.default`). vflflare jobs carry no
+code: each site runs the vflflare it installed, and with `byoc: none` a job that brings code of its
+own is refused ("BYOC not permitted").
+
+`PrivateJobStoreBuilder` keeps what the kits' processes write readable by their owner only (`umask
+077` in every kit's `sub_start.sh`), and moves the server's job store and snapshots from NVFlare's
+shared `/tmp/nvflare/` into its own workspace (`vflflare.flare.job_store`, run at each start).
 
 `StartCheckBuilder` makes each server and site kit's `startup/start.sh` stop at once, with a message,
-when the `python3` on PATH cannot import NVFlare (NVFlare's script would start its restart loop in the
-background, return 0 and log "No module named nvflare" forever).
-
-vflflare jobs bring their own code (app/custom). NVFlare 2.9 then checks the submitter's `byoc`
-right, on the server and on every site. The policy must grant `submit_job` and `byoc` to the role
-that submits jobs.
+when the `python3` on PATH cannot import NVFlare and vflflare (NVFlare's script would start its restart
+loop in the background, return 0 and log "No module named nvflare" forever).
 """
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -28,12 +36,22 @@ from nvflare.lighter.constants import CtxKey, PropKey
 from nvflare.lighter.spec import Builder, Project, ProvisionContext
 
 TEMPLATE_SECTION = "vflflare_authz"
+ACCEPT_JOBS_FROM = "accept_jobs_from"
+
+
+def accepting_jobs_from(policy: dict, orgs: list[str]) -> dict:
+    """`policy` in which every role that may submit jobs may do so for submitters of `orgs` only."""
+    policy = copy.deepcopy(policy)
+    for rights in policy["permissions"].values():
+        if isinstance(rights, dict) and rights.get("submit_job", "none") not in ("none", "no"):
+            rights["submit_job"] = [f"o:{org}" for org in orgs]
+    return policy
 
 
 class AuthorizationPolicyBuilder(Builder):
     def __init__(self, permissions: dict, format_version: str = "1.0") -> None:
         """permissions: role -> "any" | "none" | {right: condition}, NVFlare's authorization.json
-        syntax (conditions: "any", "none", "o:submitter", "n:submitter", "o:site", ...)."""
+        syntax (conditions: "any", "none", "o:submitter", "n:submitter", "o:site", "o:<org>", ...)."""
         self.policy = {"format_version": format_version, "permissions": permissions}
         _, error = parse_policy_config(self.policy, {})
         if error:
@@ -44,8 +62,17 @@ class AuthorizationPolicyBuilder(Builder):
         # participant names in this property (the mechanism NVFlare's own CC builder uses)
         ctx[CtxKey.TEMPLATE][TEMPLATE_SECTION] = json.dumps(self.policy, indent=2) + "\n"
         for participant in [project.get_server(), *project.get_clients()]:
-            if participant is not None:
-                participant.set_prop(PropKey.AUTHZ_SECTION_KEY, TEMPLATE_SECTION)
+            if participant is None:
+                continue
+            section = TEMPLATE_SECTION
+            orgs = participant.get_prop(ACCEPT_JOBS_FROM)
+            if orgs is not None:
+                if not isinstance(orgs, list) or not orgs or not all(isinstance(o, str) and o for o in orgs):
+                    raise ValueError(f"project.yml: {participant.name}'s {ACCEPT_JOBS_FROM} must be a list of "
+                                     f"organisation names, got {orgs!r}")
+                section = f"{TEMPLATE_SECTION}_{participant.name}"
+                ctx[CtxKey.TEMPLATE][section] = json.dumps(accepting_jobs_from(self.policy, orgs), indent=2) + "\n"
+            participant.set_prop(PropKey.AUTHZ_SECTION_KEY, section)
 
     def build(self, project: Project, ctx: ProvisionContext) -> None:
         pass
@@ -85,9 +112,10 @@ class AdhocConnectionsBuilder(Builder):
 
 START_CHECK = """\
 # vflflare.flare.provisioning.StartCheckBuilder: fail here, not in a restart loop, without NVFlare
-if ! python3 -c "import nvflare" >/dev/null 2>&1; then
-  echo "start.sh: $(command -v python3 || echo 'no python3') on PATH cannot import nvflare; activate the" \\
-       "environment NVFlare is installed in (e.g. source /path/to/.venv/bin/activate), then run start.sh again" >&2
+if ! python3 -c "import nvflare, vflflare" >/dev/null 2>&1; then
+  echo "start.sh: $(command -v python3 || echo 'no python3') on PATH cannot import nvflare and vflflare;" \\
+       "activate the environment they are installed in (e.g. source /path/to/.venv/bin/activate), then run" \\
+       "start.sh again" >&2
   exit 1
 fi
 """
@@ -112,3 +140,64 @@ class StartCheckBuilder(Builder):
             start = Path(ctx.get_kit_dir(participant)) / "start.sh"
             if start.is_file():
                 add_start_check(start)
+
+
+VFLFLARE_COMPONENTS = "vflflare.flare."
+
+
+def allow_components(resources_file: str | Path, prefixes: list[str]) -> Path:
+    """Add `prefixes` to the `class_allow_list` of a kit's resources file (once each)."""
+    path = Path(resources_file)
+    resources = json.loads(path.read_text())
+    allowed = resources.setdefault("class_allow_list", [])
+    allowed.extend(p for p in prefixes if p not in allowed)
+    path.write_text(json.dumps(resources, indent=2) + "\n")
+    return path
+
+
+class ComponentAllowListBuilder(Builder):
+    def __init__(self, prefixes: list[str] | None = None) -> None:
+        """prefixes: component path prefixes the server and sites build for jobs without code of their
+        own (default: vflflare's NVFlare components)."""
+        self.prefixes = prefixes or [VFLFLARE_COMPONENTS]
+
+    def build(self, project: Project, ctx: ProvisionContext) -> None:
+        # listed after StaticFileBuilder (which writes the file) and before SignatureBuilder
+        for participant in [p for p in (project.get_server(), *project.get_clients()) if p is not None]:
+            allow_components(Path(ctx.get_local_dir(participant)) / "resources.json.default", self.prefixes)
+
+
+PRIVATE_FILES = """\
+# vflflare.flare.provisioning.PrivateJobStoreBuilder: what this participant writes is its owner's only
+umask 077
+"""
+PRIVATE_JOB_STORE = """\
+python3 -m vflflare.flare.job_store "$WORKSPACE" || exit 1
+"""
+AFTER_WORKSPACE = "while [[ $# -gt 0 ]]"
+
+
+def add_private_files(sub_start_sh: str | Path, server: bool) -> Path:
+    """PRIVATE_FILES (and, on the server, PRIVATE_JOB_STORE) in a kit's sub_start.sh, once its
+    WORKSPACE is known."""
+    path = Path(sub_start_sh)
+    text = path.read_text()
+    block = PRIVATE_FILES + (PRIVATE_JOB_STORE if server else "")
+    if block not in text:
+        if AFTER_WORKSPACE not in text:
+            raise ValueError(f"{path}: no {AFTER_WORKSPACE!r} line to put the private job store before")
+        text = text.replace(AFTER_WORKSPACE, block + AFTER_WORKSPACE, 1)
+        path.write_text(text)
+    return path
+
+
+class PrivateJobStoreBuilder(Builder):
+    def build(self, project: Project, ctx: ProvisionContext) -> None:
+        pass
+
+    def finalize(self, project: Project, ctx: ProvisionContext) -> None:
+        server = project.get_server()
+        for participant in [p for p in (server, *project.get_clients()) if p is not None]:
+            sub_start = Path(ctx.get_kit_dir(participant)) / "sub_start.sh"
+            if sub_start.is_file():
+                add_private_files(sub_start, participant is server)

@@ -11,15 +11,15 @@ config "sites"); the coordinator fails the job naming any missing or extra site 
 meta.json's min_clients stays 2 whatever the job expects: NVFlare would not start a job while fewer
 sites than that are connected, and would say so nowhere but in the job's schedule history.
 
-The job carries vflflare's code only when asked (`bundle_code=True`: PocEnv/ProdEnv on sites that do
-not have vflflare installed); its app/custom folder always exists, which makes it a bring-your-own-code
-job for NVFlare's component policy. Plug-ins outside vflflare travel as files in app/custom
-(`plugin_files`) and are imported by module name (`config["plugins"]`).
+The job carries no code: every site runs the vflflare it installed, and NVFlare's component allow list
+(`class_allow_list`, written into the kits by `vflflare.flare.provisioning.ComponentAllowListBuilder`)
+names vflflare's components. `bundle_code=True` puts the package into app/custom instead, a
+bring-your-own-code job that only a site granting the `byoc` right runs (a POC on one machine, for
+example). Plug-ins outside vflflare travel as files in app/custom (`plugin_files`), which also makes the
+job bring-your-own-code, and are imported by module name (`config["plugins"]`).
 """
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from nvflare.app_opt.tracking.tb.tb_receiver import TBAnalyticsReceiver
@@ -33,6 +33,7 @@ from vflflare.flare.controller import VFLController
 from vflflare.flare.executor import VFLExecutor
 from vflflare.flare.he_filters import DecryptTaskData, EncryptTaskResult
 from vflflare.flare.tracking import TRACKING_EVENTS
+from vflflare.privacy.he_keys import KEY_TASKS
 from vflflare.protocol.topology import check_unique
 from vflflare.staging import package_folder
 
@@ -40,12 +41,6 @@ from vflflare.staging import package_folder
 # dominate the wall time of a job with few phases)
 TASK_REQUEST_INTERVAL_S = 0.2
 MIN_SITES = 2  # vertical FL's minimum, and meta.json's min_clients (see expected_count)
-CUSTOM_NOTE = """This job runs vflflare's own code (custom/vflflare in the repository).
-The simulator and a POC on this machine import it from the installed package; to deploy on sites
-that do not have it installed, export the recipe with bundle_code=True, or copy the package here
-(poc/ and provisioning/ do that). NVFlare treats a job with an app/custom folder as
-bring-your-own-code: the submitter needs that right.
-"""
 
 
 def _new_job(name: str, bundle_code: bool) -> FedJob:
@@ -98,12 +93,6 @@ class _VFLJobRecipe(Recipe):
             code = str(package_folder())
             self._job.to_server(code)
             self._job.to_clients(code)
-        else:
-            # a file outside any package on sys.path lands at the top of app/custom
-            note = Path(tempfile.mkdtemp(prefix="vflflare-job-")) / "README.txt"
-            note.write_text(CUSTOM_NOTE)
-            self.add_server_file(str(note))
-            self.add_client_file(str(note))
 
 
 class VFLRecipe(_VFLJobRecipe):
@@ -170,6 +159,8 @@ class VFLRecipe(_VFLJobRecipe):
                                          kw_args={"experiment_name": f"vflflare {algorithm}",
                                                   "run_name": name or f"{algorithm}_vfl"}), id="mlflow_receiver")
         tasks = plugin.site_tasks()
+        if cfg.he and cfg.label_owner != SERVER:  # each site's own key pair for the job (privacy/he_keys.py)
+            tasks = [*tasks, *KEY_TASKS]
         job.to_clients(VFLExecutor(), id="vfl_executor", tasks=tasks)
         if cfg.he:  # CKKS on every task's data and result at the sites (aux steps: in the executor)
             job.to_clients(DecryptTaskData(), filter_type=FilterType.TASK_DATA, tasks=tasks)
