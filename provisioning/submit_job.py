@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,6 +41,14 @@ def kit_username(kit: str | Path) -> str:
     return cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value
 
 
+def submit_copy(session, job: str | Path) -> str:
+    """Submit a copy of `job`: NVFlare signs the folder it submits in place (.__nvfl_sig.json files)."""
+    with tempfile.TemporaryDirectory(prefix="vflflare_submit_") as tmp:
+        copy = Path(tmp) / Path(job).name
+        shutil.copytree(job, copy)
+        return session.submit_job(str(copy))
+
+
 def submit_and_collect(kit: str | Path, job: str | Path, out: str | Path, user: str | None = None,
                        timeout: float = 1800, connect_timeout: float = 60, log=print) -> dict:
     """Submit `job` with the admin kit, wait up to `timeout` s, download the server's job workspace
@@ -50,7 +60,7 @@ def submit_and_collect(kit: str | Path, job: str | Path, out: str | Path, user: 
     user = user or kit_username(kit)
     session = new_secure_session(user, str(kit), timeout=connect_timeout)
     try:
-        job_id = session.submit_job(str(job))
+        job_id = submit_copy(session, job)
         log(f"submitted {job.name} as {user}: job {job_id}")
         started, shown = time.monotonic(), [0.0]
 

@@ -30,7 +30,7 @@ from deployment_helpers import (
     running_kits,
     wait_for_clients,
 )
-from submit_job import submit_and_collect
+from submit_job import submit_and_collect, submit_copy
 from vflflare.flare.site_config import write_site_config
 
 pytestmark = pytest.mark.simulator
@@ -122,7 +122,7 @@ def _finished_job(d: Deployment) -> str:
 
 
 ACTIONS = {
-    "submit a vflflare job": lambda d, s: s.submit_job(str(JOB)),
+    "submit a vflflare job": lambda d, s: submit_copy(s, JOB),
     "list jobs": lambda d, s: s.list_jobs(),
     "download the analyst's job": lambda d, s: s.download_job_result(_finished_job(d), str(d.tmp / "dl" / s.username)),
     "read the analyst's job's server log": lambda d, s: s.get_job_logs(_finished_job(d), target="server"),
@@ -241,7 +241,7 @@ def test_a_job_that_brings_code_is_refused_by_the_site(deployment):
     d = deployment
     analyst = d.session(ANALYST)
     # the bank's server accepts its analyst's code (its own rule); the telco's site does not
-    job_id = analyst.submit_job(str(_code_job(d.tmp / "attack", ["site-telco"])))
+    job_id = submit_copy(analyst, _code_job(d.tmp / "attack", ["site-telco"]))
     meta = _wait_for_status(analyst, job_id, ("FAILED", "FINISHED"))
     detail = "\n".join(meta.get("job_deploy_detail", []))
     assert meta["status"] == "FINISHED:FAILED_TO_RUN", meta
@@ -255,7 +255,7 @@ def test_a_job_that_brings_code_is_refused_by_the_site(deployment):
 
 def test_sites_accept_jobs_only_from_the_organisations_they_name(deployment):
     insurer_analyst = deployment.session(INSURER_ANALYST)
-    job_id = insurer_analyst.submit_job(str(JOB))  # the server accepts any organisation's lead ...
+    job_id = submit_copy(insurer_analyst, JOB)  # the server accepts any organisation's lead ...
     meta = _wait_for_status(insurer_analyst, job_id, ("FAILED", "FINISHED"))
     detail = "\n".join(meta.get("job_deploy_detail", []))
     assert meta["status"] == "FINISHED:FAILED_TO_RUN", meta  # ... but every site accepts the bank's only

@@ -17,7 +17,8 @@ def test_the_rehearsal_runs_a_job_on_one_machine_and_shuts_down(tmp_path):
     run = run_bounded([sys.executable, str(REPO / "provisioning" / "rehearse.py"), "--out", str(out), "--timeout", "300"],
                       540, out / "prov", tmp_path / "rehearse.log", env_with(VFLFLARE_DATA_ROOT=None))
     assert run.returncode == 0, run.output[-4000:]
-    for step in ("1. provisioned", "2. data root", "3. started", "5. shut down as admin@bank.example.com"):
+    for step in ("1. provisioned", "2. data root", "3. started", "5. shut down site-telco as it@telco.example.com",
+                 "5. shut down the server as admin@bank.example.com"):
         assert step in run.output, run.output[-4000:]
     assert "4. job " in run.output and ": FINISHED:COMPLETED" in run.output
     results = json.loads(next((out / "results").rglob("vflflare_results.json")).read_text())
