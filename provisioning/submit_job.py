@@ -3,7 +3,8 @@ download the server's job workspace and print the results.
 
     .venv/bin/python provisioning/submit_job.py --kit ~/kits/analyst@bank.example.com jobs/oneshot_vfl
 
-The job goes as it is, without code: every site runs the vflflare release it installed, and the job
+The job goes without code (a copy without the note that the simulator needs in app/custom): every site
+runs the vflflare release it installed, and the job
 fails at set-up, naming the site, when a site's vflflare differs from the server's. The submitter's
 role needs the submit_job right on the server and on every site of the job (provisioning/project.yml:
 `lead`, of an organisation the sites accept jobs from). A job with an app/custom folder is refused
@@ -42,11 +43,14 @@ def kit_username(kit: str | Path) -> str:
 
 
 def submit_copy(session, job: str | Path) -> str:
-    """Submit a copy of `job`: NVFlare signs the folder it submits in place (.__nvfl_sig.json files)."""
+    """Submit a copy of `job` without the simulator's code note (vflflare.staging.without_code_note); a
+    copy, because NVFlare signs the folder it submits in place (.__nvfl_sig.json files)."""
+    from vflflare.staging import without_code_note
+
     with tempfile.TemporaryDirectory(prefix="vflflare_submit_") as tmp:
         copy = Path(tmp) / Path(job).name
         shutil.copytree(job, copy)
-        return session.submit_job(str(copy))
+        return session.submit_job(str(without_code_note(copy)))
 
 
 def submit_and_collect(kit: str | Path, job: str | Path, out: str | Path, user: str | None = None,

@@ -36,6 +36,25 @@ def stage_job(job_dir: str | Path, out_dir: str | Path) -> Path:
     return staged
 
 
+CUSTOM_NOTE_FILE = "README.txt"
+CUSTOM_NOTE = """This folder holds no code: every party runs the vflflare it installed.
+The note makes NVFlare's simulator and POC treat the job as bring-your-own-code, so that their component
+allow list, which does not name vflflare, is skipped. A provisioned deployment's kits name vflflare's
+components and refuse jobs that bring code: provisioning/submit_job.py submits the job without this
+folder (vflflare.staging.without_code_note).
+"""
+
+
+def without_code_note(job_dir: str | Path) -> Path:
+    """Remove every app's custom/ folder that holds nothing but CUSTOM_NOTE (in place, on a copy of a job):
+    what a provisioned deployment's `byoc: none` policy accepts. A custom/ folder with code is kept."""
+    job_dir = Path(job_dir)
+    for custom in job_dir.glob("*/custom"):
+        if [p.name for p in custom.iterdir()] == [CUSTOM_NOTE_FILE]:
+            shutil.rmtree(custom)
+    return job_dir
+
+
 def package_folder() -> Path:
     """A temporary folder holding only a copy of the vflflare package: what FedJob copies into an
     app's custom/ folder (it copies a folder's contents, so the package needs a parent of its own)."""

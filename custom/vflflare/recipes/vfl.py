@@ -11,21 +11,27 @@ config "sites"); the coordinator fails the job naming any missing or extra site 
 meta.json's min_clients stays 2 whatever the job expects: NVFlare would not start a job while fewer
 sites than that are connected, and would say so nowhere but in the job's schedule history.
 
-The job carries no code: every site runs the vflflare it installed, and NVFlare's component allow list
-(`class_allow_list`, written into the kits by `vflflare.flare.provisioning.ComponentAllowListBuilder`)
-names vflflare's components. `bundle_code=True` puts the package into app/custom instead, a
-bring-your-own-code job that only a site granting the `byoc` right runs (a POC on one machine, for
-example). Plug-ins outside vflflare travel as files in app/custom (`plugin_files`), which also makes the
-job bring-your-own-code, and are imported by module name (`config["plugins"]`).
+The job carries no code: every party runs the vflflare it installed. Its app/custom folder holds only a
+note (CUSTOM_NOTE), which makes NVFlare's simulator and POC treat it as bring-your-own-code, so their
+component allow list, which does not name vflflare, is skipped. A provisioned deployment's kits name
+vflflare's components on their allow list (`ComponentAllowListBuilder`) and refuse code (`byoc: none`):
+`execute(ProdEnv(...))` leaves the note out, and `provisioning/submit_job.py` submits an exported job
+without it (`vflflare.staging.without_code_note`).
+`bundle_code=True` puts the package into app/custom instead (sites without vflflare installed; only a
+party granting the `byoc` right runs it). Plug-ins outside vflflare travel as files in app/custom
+(`plugin_files`) and are imported by module name (`config["plugins"]`).
 """
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from nvflare.app_opt.tracking.tb.tb_receiver import TBAnalyticsReceiver
 from nvflare.job_config.api import FedJob
 from nvflare.job_config.defs import FilterType
-from nvflare.recipe.spec import Recipe
+from nvflare.recipe.prod_env import ProdEnv
+from nvflare.recipe.spec import ExecEnv, Recipe
 
 from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare.config import SERVER
@@ -35,7 +41,7 @@ from vflflare.flare.he_filters import DecryptTaskData, EncryptTaskResult
 from vflflare.flare.tracking import TRACKING_EVENTS
 from vflflare.privacy.he_keys import KEY_TASKS
 from vflflare.protocol.topology import check_unique
-from vflflare.staging import package_folder
+from vflflare.staging import CUSTOM_NOTE, CUSTOM_NOTE_FILE, package_folder
 
 # sites idle between phases poll for the next task this often (NVFlare's default is 2 s, which would
 # dominate the wall time of a job with few phases)
@@ -89,10 +95,30 @@ class _VFLJobRecipe(Recipe):
     def __init__(self, job: FedJob, bundle_code: bool) -> None:
         super().__init__(job)
         self.add_server_config({"server": {"task_request_interval": TASK_REQUEST_INTERVAL_S}})
+        self._code_note = not bundle_code  # added when the job goes anywhere but to ProdEnv
         if bundle_code:
             code = str(package_folder())
             self._job.to_server(code)
             self._job.to_clients(code)
+
+    def _add_code_note(self) -> None:
+        if self._code_note:
+            self._code_note = False
+            # a file outside any package on sys.path lands at the top of app/custom
+            note = Path(tempfile.mkdtemp(prefix="vflflare-job-")) / CUSTOM_NOTE_FILE
+            note.write_text(CUSTOM_NOTE)
+            self.add_server_file(str(note))
+            self.add_client_file(str(note))
+
+    def process_env(self, env: ExecEnv) -> None:
+        if not isinstance(env, ProdEnv):  # a provisioned deployment names vflflare on its allow list
+            self._add_code_note()
+
+    def export(self, job_dir: str, server_exec_params: dict | None = None, client_exec_params: dict | None = None,
+               env: ExecEnv | None = None):
+        if env is None:  # a job folder for `nvflare simulator` or `vflflare simulate`
+            self._add_code_note()
+        return super().export(job_dir, server_exec_params, client_exec_params, env)
 
 
 class VFLRecipe(_VFLJobRecipe):
