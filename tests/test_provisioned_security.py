@@ -248,9 +248,12 @@ def test_a_job_that_brings_code_is_refused_by_the_site(deployment):
     assert "site-telco: NVFLARE_ERROR: BYOC not permitted" in detail, detail
     loot = d.prod / d.server / job_id / "loot.txt"
     assert not loot.exists()
-    # the shipped rule on the server: an analyst of another organisation may not bring code at all
-    with pytest.raises(AuthorizationError, match="BYOC not permitted|not authorized"):
-        d.session(INSURER_ANALYST).submit_job(str(_code_job(d.tmp / "attack2", d.sites)))
+    # the shipped rule on the server too: an analyst of another organisation may not bring code at all
+    insurer_analyst = d.session(INSURER_ANALYST)
+    job_id = submit_copy(insurer_analyst, _code_job(d.tmp / "attack2", d.sites))
+    meta = _wait_for_status(insurer_analyst, job_id, ("FAILED", "FINISHED"))
+    assert meta["status"] == "FINISHED:FAILED_TO_RUN", meta
+    assert "server: BYOC not permitted" in "\n".join(meta.get("job_deploy_detail", [])), meta
 
 
 def test_sites_accept_jobs_only_from_the_organisations_they_name(deployment):
@@ -268,7 +271,7 @@ def test_a_sites_admin_aborts_a_running_job(deployment, tmp_path):
 
     VFLRecipe(algorithm="oneshot", config={"ssl_epochs": 5000}, name="long_oneshot").export(str(tmp_path))
     analyst, telco = deployment.session(ANALYST), deployment.session(TELCO_IT)
-    job_id = analyst.submit_job(str(tmp_path / "long_oneshot"))
+    job_id = submit_copy(analyst, tmp_path / "long_oneshot")
     _wait_for_status(analyst, job_id, ("RUNNING",))
     telco.abort_job(job_id)
     meta = _wait_for_status(analyst, job_id, ("FINISHED",), timeout=90)

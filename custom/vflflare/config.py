@@ -231,6 +231,10 @@ class JobConfig(DefenseSettings):
         self.check(not (self.he and self.label_owner == SERVER and not self.he_with_server_labels), "he",
                    "needs the labels on a site (label_owner: site-1, ...): with label_owner 'server' the "
                    "coordinator's label party would need plaintext representations")
+        self.check(not (self.he and self.resume and self.label_owner != SERVER), "resume",
+                   "cannot go on with a run under he: true with the labels on a site: each site's HE key pair "
+                   "lives only in the memory of the job that made it (privacy/he_keys.py), so the earlier job's "
+                   "journaled ciphertexts cannot be decrypted any more; start a new run")
 
     @property
     def representation_width(self) -> int:

@@ -12,11 +12,13 @@ import numpy as np
 from vflflare.algorithms.blocks.secure_aggregation import secure_sum
 from vflflare.algorithms.plugin import Algorithm
 from vflflare.config import JobConfig
+from vflflare.privacy.he_keys import SHARED_KEY_TASKS
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
 from vflflare.seeding import derive_seed
 
 CONTRIBUTE, RESULT = "secure_sum.contribute", "secure_sum.result"
+SHARED_KEY_TASKS.add(CONTRIBUTE)  # the kit's shared key: every site decrypts the sum
 
 
 @dataclass

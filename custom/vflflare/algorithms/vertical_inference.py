@@ -87,6 +87,8 @@ class VerticalInference(Algorithm):
             replies = net.exchange(REPRESENT, {s: {"positions": positions[s], "ids": wants_ids[s], **noise}
                                                for s in sites})
             reps = {s: np.asarray(r["reps"]) for s, r in replies.items()}
+            # what a site's local configuration enforced on its uploads (privacy/enforcement.py): privacy.enforced
+            self.enforced = {s: r["enforced"] for s, r in replies.items() if "enforced" in r}
             if owner == SERVER:
                 out = predictions_path(self.runs_root, self.job_id or "inprocess")
                 folder = models_dir(self.runs_root or ".", model_job) / LABEL_DIR

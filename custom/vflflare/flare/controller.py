@@ -18,12 +18,13 @@ from nvflare.apis.client import Client
 from nvflare.apis.wf_comm_spec import WFCommSpec
 
 from vflflare.algorithms.registry import make_config
+from vflflare.code_identity import code_identity
 from vflflare.config import SERVER
 from vflflare.protocol.checkpoint import runs_root
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.topology import COORDINATOR, check_job_sites
 from vflflare.data.loading import load_label_tables
-from vflflare.flare.site_config import local_private_seed, resolve_party_data_root
+from vflflare.flare.site_config import local_enforcement, local_private_seed, resolve_party_data_root
 from vflflare.privacy.attacks.observed import MESSAGES_FILE, RecordingTransport, save_messages
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.flare.he_filters import workspace_context
@@ -115,6 +116,8 @@ class VFLController(Controller):
             check_job_sites(COORDINATOR, sites, self.cfg.sites, self.min_sites, data_root)
             # HE: the coordinator's public context (no secret key); a missing or wrong one fails the job here
             server_he = workspace_context(fl_ctx, "server") if self.cfg.he else None
+            if self.cfg.he and self.cfg.label_owner != SERVER:  # HE keys by role (privacy/he_keys.py)
+                net.exchange_he_keys(self.cfg.label_owner)
             cfg = self.cfg
             recorded = RecordingTransport(net) if self.record_messages else net
             results = run_algorithm(
@@ -122,12 +125,14 @@ class VFLController(Controller):
                 server_he, runs_root=runs_root(data_root, SERVER), run_id=run_id,
                 job_id=fl_ctx.get_job_id(),
                 private=PrivateRandomness.from_environment("label", local_private_seed(fl_ctx, SERVER)),
+                enforce=local_enforcement(fl_ctx, SERVER),
             )
         except Exception as error:  # any failure ends the job with the reason in the result file
             tracker.close()
             message = f"{type(error).__name__}: {error}"
             self.log_error(fl_ctx, f"vflflare job failed: {message}\n{traceback.format_exc()}")
             record = failed(self.cfg.algorithm, sites, message, getattr(error, "site", None), net.ledger)
+            record["vflflare"] = code_identity(SERVER)
             if run_id:
                 record["run_id"] = run_id
             path = self._write(run_dir, record)
@@ -139,7 +144,7 @@ class VFLController(Controller):
         net.close()
         if self.record_messages:
             results["messages"] = os.path.basename(save_messages(os.path.join(run_dir, MESSAGES_FILE), recorded.messages))
-        results = completed(results)
+        results = completed({**results, "vflflare": code_identity(SERVER)})  # the release and code the server runs
         self._keep_predictions(run_dir, results)
         path = self._write(run_dir, results)
         self.log_info(fl_ctx, f"results written to {path}")

@@ -14,20 +14,24 @@ from nvflare.apis.signal import Signal
 from nvflare.fuel.f3.message import Message
 
 from vflflare import wire
+from vflflare.code_identity import CODE_HEADER, code_identity, describe as describe_code, mismatch
 from vflflare.protocol.payload import Payload, decode, encode, tensor_kinds
 from vflflare.protocol.checkpoint import runs_root
 from vflflare.protocol.error_disclosure import public_message
 from vflflare.protocol.site_runtime import SiteRuntime
-from vflflare.flare.he_filters import workspace_context
+from vflflare.flare.he_filters import (
+    decrypt_for, encrypt_for, forget_party_keys, make_party_keys, party_keys, register_party_keys, workspace_context,
+)
 from vflflare.flare.psi import psi_source
-from vflflare.flare.site_config import local_private_seed, resolve_party_data_root
+from vflflare.flare.site_config import local_enforcement, local_private_seed, resolve_party_data_root
 from vflflare.flare.messages import (
     ERROR_HEADER, PING_TOPIC, STEP_CHANNEL, STEP_TOPIC, TASK_HEADER, error_reply, from_shareable, step_reply,
     to_shareable,
 )
 from vflflare.flare.liveness import WorkClock
 from vflflare.flare.tracking import FlareTracker
-from vflflare.privacy import ckks
+from vflflare.config import SERVER
+from vflflare.privacy.he_keys import KEYGEN_TASK, KEYS_TASK
 
 
 class VFLExecutor(Executor):
@@ -54,12 +58,16 @@ class VFLExecutor(Executor):
             try:
                 data_root = resolve_party_data_root(self.data_root, fl_ctx, site)
                 private_seed = local_private_seed(fl_ctx, site)
+                enforce = local_enforcement(fl_ctx, site)
             except ValueError as error:  # a malformed local/vflflare.json: reported by the first task
                 self.config_error, data_root, private_seed = f"{type(error).__name__}: {error}", None, None
-            self.log_info(fl_ctx, f"data root: {data_root or '<embedded default>'}; vflflare code: {Path(__file__).parents[1]}")
+                enforce = None
+            self.log_info(fl_ctx, f"data root: {data_root or '<embedded default>'}; vflflare code: "
+                                  f"{Path(__file__).parents[1]} (release {describe_code(code_identity(site))})")
             # alignment "psi": the intersection from this job's PSI workflow or an earlier PSI job
             self.runtime = SiteRuntime(site, data_root, self.tracker, psi_source(fl_ctx, site, data_root),
-                                       runs_root=runs_root(data_root, site), private_seed=private_seed)
+                                       runs_root=runs_root(data_root, site), private_seed=private_seed,
+                                       enforce=enforce)
             # per-batch steps: plain requests to this job's cell; the coordinator's liveness probes: aux
             cell = self._engine.get_cell()
             getattr(cell, "core_cell", cell).register_request_cb(STEP_CHANNEL, STEP_TOPIC, self._on_step)
@@ -67,6 +75,7 @@ class VFLExecutor(Executor):
         elif event_type == EventType.END_RUN and self.tracker is not None:
             self._save_model(fl_ctx)
             self.tracker.close()
+            forget_party_keys(fl_ctx)
 
     def _save_model(self, fl_ctx: FLContext) -> None:
         """The site's models for scoring new rows; a job that failed leaves them too, but its coordinator
@@ -83,15 +92,26 @@ class VFLExecutor(Executor):
             self.log_error(fl_ctx, f"task '{task}' refused: {self.config_error}")
             return error_reply(self.config_error)
         try:
+            # with the labels on a site, HE keys by role (privacy/he_keys.py): this site's own key pair for
+            # the job, then the public keys of the parties it encrypts for
+            if task == KEYGEN_TASK:
+                return to_shareable(wire.dumps({"public_context": make_party_keys(fl_ctx)}))
+            if task == KEYS_TASK:
+                register_party_keys(fl_ctx, payload["public_contexts"], payload["label_owner"], payload["sites"])
+                return to_shareable(wire.dumps({}))
             if task == "setup":
-                self.he = bool(payload.get("config", {}).get("he", False))
+                config = payload.get("config", {})
+                self.he = bool(config.get("he", False))
                 if self.he:
                     workspace_context(fl_ctx, "client")  # a missing or wrong key fails the job here
+                    if config.get("label_owner", SERVER) != SERVER and party_keys(fl_ctx) is None:
+                        raise ValueError("he: true with the labels on a site, but this site holds no per-party keys "
+                                         f"(the coordinator did not run '{KEYGEN_TASK}' and '{KEYS_TASK}' first)")
             if step and tensor_kinds(payload)["encrypted"]:
-                payload = ckks.decrypt_payload(payload, workspace_context(fl_ctx, "client"))
+                payload = decrypt_for(fl_ctx, payload)
             reply = encode(self.runtime.handle(task, decode(payload)), self.runtime.wire_dtype)
             if step and self.he:
-                reply = ckks.encrypt_payload(reply, workspace_context(fl_ctx, "client"))
+                reply = encrypt_for(fl_ctx, task, reply)
             return to_shareable(wire.dumps(reply))
         except Exception as error:  # the full message stays here; the coordinator gets its public form
             self.log_error(fl_ctx, f"task '{task}' failed: {type(error).__name__}: {error}\n{traceback.format_exc()}")
@@ -101,11 +121,24 @@ class VFLExecutor(Executor):
         problem = shareable.get_header(ERROR_HEADER)  # a task data filter (HE decryption) failed: say why
         if problem:
             return error_reply(problem)
+        problem = self._other_code(shareable.get_header(CODE_HEADER), fl_ctx)
+        if problem:
+            self.log_error(fl_ctx, f"task '{task_name}' refused: {problem}")
+            return error_reply(problem)
         self.clock.start(task_name)
         try:
             return self._run(task_name, from_shareable(shareable), fl_ctx)
         finally:
             self.clock.stop()
+
+    @staticmethod
+    def _other_code(server: dict | None, fl_ctx: FLContext) -> str | None:
+        """The error when this site runs another vflflare than the coordinator that sent the task (its identity
+        rides on every task: flare/transport.py); None when they agree or the task does not say."""
+        if not server:
+            return None
+        site = fl_ctx.get_identity_name()
+        return mismatch(site, code_identity(site), server)
 
     def _on_ping(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
         """Answering at all says the job is up; the clock says whether its task makes progress."""

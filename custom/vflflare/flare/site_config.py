@@ -12,6 +12,9 @@ or the server for a server-hosted label party) finds its data root, in this orde
 
 ``{"private_seed": "..."}`` in the same file makes the party's defense noise repeatable for benchmarks
 (privacy/private_randomness.py); it stays in the party's kit and never goes in a job.
+``{"enforce": {"representation_noise": 0.5}}`` sets defenses the party applies whatever the job asks
+(privacy/enforcement.py); the file only, no environment variable: one environment often serves every party
+of a simulator or POC, and each party enforces only the defenses it applies itself.
 
 The data root holds the party's folder: ``<root>/<site-name>/`` for a site, ``<root>/server/`` for
 the server. A relative ``data_root`` in the file is relative to the file's folder.
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.loading import resolve_data_root
+from vflflare.privacy.enforcement import ENFORCE_KEY, Enforcement, parse_enforcement
 from vflflare.privacy.private_randomness import PRIVATE_SEED_KEY
 
 SITE_CONFIG_FILE = "vflflare.json"
@@ -82,6 +86,19 @@ def local_private_seed(fl_ctx, party: str) -> str | None:
     if not isinstance(value, (str, int)) or isinstance(value, bool):
         raise DataError.at(site_owner(party), path, f"'{PRIVATE_SEED_KEY}' must be a string or an integer")
     return str(value)
+
+
+def local_enforcement(fl_ctx, party: str) -> Enforcement | None:
+    """The defenses `party` enforces, from the `enforce` object of its local/vflflare.json, or None."""
+    path = site_config_path(fl_ctx)
+    if path is None:
+        return None
+    return enforcement_from_file(path, party)
+
+
+def enforcement_from_file(path: Path, party: str) -> Enforcement | None:
+    """The `enforce` object of the vflflare.json at `path`, checked (privacy/enforcement.py), or None."""
+    return parse_enforcement(read_site_config(path, site_owner(party)).get(ENFORCE_KEY), path, party)
 
 
 def resolve_party_data_root(argument: str | None, fl_ctx, party: str) -> str | None:

@@ -23,6 +23,8 @@ from nvflare.fuel.f3.cellnet.fqcn import FQCN
 from nvflare.fuel.f3.message import Message
 
 from vflflare import wire
+from vflflare.code_identity import CODE_HEADER, code_identity
+from vflflare.config import SERVER
 from vflflare.protocol.ledger import CommLedger
 from vflflare.protocol.payload import Payload, decode, encode, tensor_kinds
 from vflflare.protocol.transport import TransportError
@@ -32,7 +34,8 @@ from vflflare.flare.messages import (
     to_shareable,
 )
 from vflflare.flare.site_health import SiteHealth
-from vflflare.privacy.ckks import key_ids
+from vflflare.privacy.ckks import HEContextError, key_ids, party_key_id
+from vflflare.privacy.he_keys import KEYGEN_TASK, KEYS_TASK, address, published_for
 
 # after NVFlare aborts the job (it does so about 2 s after a site's parent reports the site's job
 # process dead, without saying which site), wait this long for a probe or NVFlare's dead-job report
@@ -57,13 +60,16 @@ class FlareTransport:
         join_timeout: float = 120.0,
     ) -> None:
         """he: the sites encrypt every float tensor (vflflare.privacy.ckks); the coordinator then refuses
-        any plaintext float tensor in either direction, and ciphertexts of differing keys.
+        any plaintext float tensor in either direction, and ciphertexts of differing keys; with per-party keys
+        (exchange_he_keys) it sends a site no ciphertext made for another party's key.
         health: where the controller records NVFlare's dead-site reports (shared with the probes).
         stall_timeout: how long a site may stay silent, or busy without progress (flare/liveness.py).
         join_timeout: how long a site may take to pick up its first task (its job process starting)."""
         self.controller, self.fl_ctx, self.abort_signal = controller, fl_ctx, abort_signal
         self.he = he
         self._key_ids: dict[str, str] = {}  # HE key fingerprint -> first site that used it
+        # per-party keys (exchange_he_keys): site -> the fingerprint of the public key it published
+        self._party_keys: dict[str, str] = {}
         self.sites = sites
         self.task_timeout, self.step_timeout = task_timeout, step_timeout
         self.ledger = CommLedger(wire_dtype)
@@ -149,16 +155,43 @@ class FlareTransport:
                 f"float tensor must cross the coordinator as a CKKS ciphertext (are the job's HE filters configured?)",
                 site=site,
             )
+        parties = set(self._party_keys.values())
         for key in key_ids(payload):
+            if key in parties:  # a ciphertext for one party: only ever sent on to that party
+                if direction == "down" and key != self._party_keys.get(site):
+                    owner = next(s for s, k in self._party_keys.items() if k == key)
+                    raise TransportError(
+                        f"HE: the coordinator was about to send site '{site}' a ciphertext made for site '{owner}''s "
+                        f"key in task '{task}': only '{owner}' can decrypt it (a routing error in the algorithm)",
+                        site=site)
+                continue
             first = self._key_ids.setdefault(key, site)
             if len(self._key_ids) > 1:
                 raise TransportError(
                     f"HE is on but site '{site}' encrypted task '{task}' with key {key}, site '{first}' with "
-                    f"{next(k for k in self._key_ids if k != key)}: all sites must share one client_context.tenseal",
+                    f"{next(k for k in self._key_ids if k != key)}: all sites must share one client_context.tenseal "
+                    f"(or a site encrypted for a key no site published)",
                     site=site,
                 )
 
+    def exchange_he_keys(self, label_owner: str) -> None:
+        """HE keys by role (privacy/he_keys.py), before setup: every site makes its own key pair for the job
+        and publishes its public context; the label site gets every site's, a feature site the label site's.
+        Control messages: public keys are no tensors (wire bytes only)."""
+        replies = self.exchange(KEYGEN_TASK, {s: {} for s in self.sites})
+        published = {s: bytes(r["public_context"]) for s, r in replies.items()}
+        self._party_keys = {s: party_key_id(data) for s, data in published.items()}
+        if len(set(self._party_keys.values())) != len(self.sites):
+            raise TransportError("HE: two sites published the same public key")
+        self.exchange(KEYS_TASK, {s: {"public_contexts": published_for(s, label_owner, published),
+                                      "label_owner": label_owner, "sites": list(self.sites)} for s in self.sites})
+
     def _outgoing(self, site: str, payload: Payload, task: str = "") -> bytes:
+        if self.he and self._party_keys:
+            try:  # a ciphertext for several receivers: only the one for `site` goes to it
+                payload = address(payload, site)
+            except HEContextError as error:
+                raise TransportError(f"HE: task '{task}': {error}", site=site) from error
         if self.he:
             self._check_he(site, task, payload, "down")
         sent = encode(payload, self.ledger.wire_dtype)
@@ -197,9 +230,12 @@ class FlareTransport:
 
         tasks = {}
         for site, payload in payloads.items():
+            data = to_shareable(self._outgoing(site, payload, task))
+            # which vflflare the coordinator runs, outside the counted payload: a site running another refuses
+            data.set_header(CODE_HEADER, code_identity(SERVER))
             tasks[site] = Task(
                 name=task,
-                data=to_shareable(self._outgoing(site, payload, task)),
+                data=data,
                 timeout=int(self.task_timeout),
                 result_received_cb=on_result,
             )

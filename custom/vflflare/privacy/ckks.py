@@ -6,6 +6,10 @@ The keys are the ones NVFlare itself provisions (`HEBuilder` in project.yml, `nv
 - `server_context.tenseal` in the server's startup kit: parameters and relinearisation keys only, no
   secret key. The coordinator can add ciphertexts with it but can neither decrypt nor encrypt.
 
+With the labels on a site, point-to-point tensors use per-party keys instead (`make_key_pair`,
+`load_public`; who encrypts for whom: privacy/he_keys.py); the kit's shared key is left for secure
+aggregation, and its parameters are the ones every party key must have.
+
 `make_contexts` makes the same pair with the same parameters (CKKS, poly modulus degree 8192,
 coefficient moduli [60, 40, 40] bits, scale 2^40, symmetric encryption), for the simulator.
 
@@ -70,6 +74,11 @@ class HEContext:
     @property
     def can_decrypt(self) -> bool:
         return self.role == "client"
+
+    @property
+    def can_encrypt(self) -> bool:
+        """A client context, or a party's published public context (role "public", per-party keys)."""
+        return self.role in ("client", "public")
 
 
 def make_contexts(
@@ -169,12 +178,59 @@ def load_context(source: bytes | str | Path, role: str, name: str | None = None,
     )
 
 
+# ---------------------------------------------------------------------------------- per-party keys
+# A party that receives ciphertexts point to point (privacy/he_keys.py) makes its own key pair for the job:
+# public-key (asymmetric) CKKS with the kit context's parameters, TenSEAL's own randomness, the secret key in
+# memory only. It publishes the public context, which encrypts but cannot decrypt.
+
+
+def _parms_id(context: Any) -> list[int]:
+    return list(context.seal_context().data.key_context_data().parms_id())
+
+
+def party_key_id(public: bytes) -> str:
+    """The fingerprint a party's key goes by: of its public context as published (sender and receiver
+    both hold those bytes)."""
+    return hashlib.sha256(b"vflflare-ckks-party-key\0" + bytes(public)).hexdigest()[:16]
+
+
+def make_key_pair(like: HEContext, owner: str) -> tuple[HEContext, bytes]:
+    """A fresh key pair with the parameters of `like` (the kit context): (the owner's context, with the
+    secret key; its public context as bytes, no secret key, to publish)."""
+    ts = _ts()
+    parms = like.context.seal_context().data.key_context_data().parms()
+    own = ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=int(parms.poly_modulus_degree()),
+                     coeff_mod_bit_sizes=list(COEFF_MOD_BIT_SIZES), encryption_type=ts.ENCRYPTION_TYPE.ASYMMETRIC)
+    own.global_scale = like.context.global_scale
+    if _parms_id(own) != _parms_id(like.context):
+        raise HEContextError(f"{like.source} has CKKS parameters other than HEBuilder's defaults "
+                             f"(degree {POLY_MODULUS_DEGREE}, moduli {list(COEFF_MOD_BIT_SIZES)}): per-party keys need those")
+    public = own.serialize(save_public_key=True, save_secret_key=False, save_galois_keys=False, save_relin_keys=False)
+    return HEContext(own, "client", f"{owner}'s own key", like.slot_count, party_key_id(public)), public
+
+
+def load_public(data: bytes, like: HEContext, owner: str) -> HEContext:
+    """Another party's published public context, checked against `like` (the kit context: same CKKS
+    parameters and scale) and refused if it holds a secret key."""
+    ts = _ts()
+    name = f"{owner}'s public context"
+    try:
+        context = ts.context_from(bytes(data))
+    except Exception as error:
+        raise HEContextError(f"{name} is not a TenSEAL context: {error}") from error
+    if context.is_private() or not context.has_public_key():
+        raise HEContextError(f"{name} must hold a public key and no secret key")
+    if _parms_id(context) != _parms_id(like.context) or context.global_scale != like.context.global_scale:
+        raise HEContextError(f"{name} has CKKS parameters other than {like.source}'s")
+    return HEContext(context, "public", name, like.slot_count, party_key_id(data))
+
+
 # ------------------------------------------------------------------------------------------ tensors
 
 
 def encrypt(array: np.ndarray, ctx: HEContext) -> dict:
     """A float tensor of any shape (0-d included) -> encrypted-tensor dict, one ciphertext per slot_count values."""
-    if not ctx.can_decrypt:
+    if not ctx.can_encrypt:
         raise HEContextError(f"cannot encrypt with {ctx.source}: a server context has no encryption key")
     array = np.asarray(array)
     if not np.issubdtype(array.dtype, np.floating):

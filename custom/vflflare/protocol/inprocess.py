@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Mapping
 
 from vflflare import wire
+from vflflare.privacy.enforcement import Enforcement
 from vflflare.protocol.ledger import CommLedger
 from vflflare.protocol.payload import Payload, decode, encode
 from vflflare.protocol.runner import run_algorithm
@@ -47,22 +48,25 @@ class InProcessTransport:
         return replies
 
 
-def run_inprocess(cfg: JobConfig, sites: list[str], data_root: str | None, runs_root: str | None = None) -> dict:
+def run_inprocess(cfg: JobConfig, sites: list[str], data_root: str | None, runs_root: str | None = None,
+                  enforce: Mapping[str, Enforcement] | None = None) -> dict:
     """runs_root: where the coordinator (runs_root/server) and each site (runs_root/<site>) keep the
     checkpoints of a run with cfg.checkpoint or cfg.resume, and the models it leaves (`job_id` in the
-    result names them)."""
+    result names them). enforce: by party (a site or "server"), the defenses its local configuration
+    enforces (privacy/enforcement.py), as a deployment's parties read them from their local/vflflare.json."""
+    enforce = enforce or {}
     check_job_sites(COORDINATOR, sites, cfg.sites, 2, data_root)  # a site left out fails, named (topology.py)
     prepare_torch(cfg.num_threads)
 
     def root(party: str) -> str | None:
         return str(Path(runs_root) / party) if runs_root else None
 
-    runtimes = {s: SiteRuntime(s, data_root, runs_root=root(s)) for s in sites}
+    runtimes = {s: SiteRuntime(s, data_root, runs_root=root(s), enforce=enforce.get(s)) for s in sites}
     net = InProcessTransport(runtimes, cfg.wire_dtype)
     job_id = uuid.uuid4().hex[:12] if runs_root else None
     results = run_algorithm(
         net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
-        LogTracker("vflflare.server"), runs_root=root(SERVER), job_id=job_id
+        LogTracker("vflflare.server"), runs_root=root(SERVER), job_id=job_id, enforce=enforce.get(SERVER)
     )
     if job_id is not None:  # NVFlare's sites save at the job's end (END_RUN); here, once it has run
         for runtime in runtimes.values():

@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 from vflflare.algorithms.registry import get_algorithm
 from vflflare.config import SERVER, JobConfig
+from vflflare.privacy.enforcement import Enforcement, apply_enforcement
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.data.types import LabelTables
 from vflflare.protocol.checkpoint import CheckpointedTransport, Journal
@@ -20,13 +21,15 @@ from vflflare.tracking import Tracker
 def run_algorithm(
     net: Transport, cfg: JobConfig, load_server_labels: Callable[[], LabelTables], tracker: Tracker,
     he_context: Any = None, runs_root: str | None = None, run_id: str | None = None, job_id: str | None = None,
-    private: PrivateRandomness | None = None,
+    private: PrivateRandomness | None = None, enforce: Enforcement | None = None,
 ) -> dict:
     """he_context: the coordinator's public CKKS context when cfg.he (it can add, never decrypt).
     runs_root, run_id: where the coordinator journals a run with cfg.checkpoint, and its id (default:
     a fresh one); cfg.resume names the run to go on with.
     job_id: with runs_root, a label party at the coordinator saves its head there at the end (model_store.py).
-    private: the coordinator's private source (privacy/private_randomness.py), for a label party hosted there."""
+    private: the coordinator's private source (privacy/private_randomness.py), for a label party hosted there.
+    enforce: the defenses the server's local configuration enforces on a label party hosted there
+    (privacy/enforcement.py)."""
     if len(net.sites) < 2:
         raise ValueError(f"vertical FL needs at least 2 sites, got {net.sites}")
     resumable = None
@@ -37,10 +40,15 @@ def run_algorithm(
         net = resumable = CheckpointedTransport(net, Journal(runs_root, run_id, cfg.to_dict(), bool(cfg.resume)))
         tracker.info(f"run id {run_id}: checkpoints under {runs_root}; go on after a failure with resume: {run_id}")
     plugin = get_algorithm(cfg.algorithm, cfg.plugins)
+    hosts_label = cfg.label_owner == SERVER and plugin.needs_data and not plugin.silo_space
+    # a label party at the coordinator runs with the stricter of the job's defenses and the server's own
+    label_cfg, enforced = apply_enforcement(cfg, enforce, hosts_label=hosts_label, hosts_site=False) \
+        if plugin.needs_data else (cfg, {})
+    enforced = {SERVER: enforced} if enforced else {}
     if plugin.silo_space:
         label, rows, alignment = setup_silo_space(net, cfg, tracker)
     elif plugin.needs_data:
-        label, rows, alignment = setup_parties(net, cfg, plugin, load_server_labels, tracker, private)
+        label, rows, alignment = setup_parties(net, cfg, plugin, load_server_labels, tracker, private, label_cfg)
     else:
         label, rows, alignment = None, {}, {}
     flow = plugin(cfg, tracker, he_context)
@@ -74,17 +82,20 @@ def run_algorithm(
         "wall_s": net.ledger.wall_s(),
         "config": cfg.to_dict(),
         "defenses": cfg.defenses(),  # the label DP epsilon spent among them
-        **privacy_record(cfg, label, alignment),
+        **privacy_record(cfg, label, alignment, {**enforced, **getattr(flow, "enforced", {})}),
     }
 
 
-def privacy_record(cfg: JobConfig, label: Any, alignment: dict) -> dict:
-    """With a defense on: which kind of private source each party drew its defense from (never a value), and
-    the label party's DP accounting."""
+def privacy_record(cfg: JobConfig, label: Any, alignment: dict, enforced: dict | None = None) -> dict:
+    """With a defense on (the job's, or one a party's local configuration enforced): which kind of private
+    source each party drew its defense from (never a value), the label party's DP accounting (with the values
+    it used) and, only where a party's local configuration changed a defense, what and by whom ("enforced")."""
     sources = alignment.pop("private_randomness", {})
-    if not cfg.defended:
+    enforced = {**alignment.pop("enforced", {}), **(enforced or {})}
+    if not cfg.defended and not enforced:
         return {}
-    if isinstance(label, LabelParty):
+    if isinstance(label, LabelParty) and label.cfg.defended:
         sources = {SERVER: label.private.source, **sources}
     dp = label.privacy_account() if label is not None else {}
-    return {"privacy": {"private_randomness": sources, **({"dp": dp} if dp else {})}}
+    return {"privacy": {"private_randomness": sources, **({"dp": dp} if dp else {}),
+                        **({"enforced": enforced} if enforced else {})}}

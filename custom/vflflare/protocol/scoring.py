@@ -34,6 +34,7 @@ from vflflare.protocol.model_store import (
     write_predictions,
 )
 from vflflare.privacy.defenses import noisy_representations
+from vflflare.privacy.enforcement import Enforcement, enforced_floor
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.protocol.payload import Payload
 from vflflare.ssl.augment import TabularBatch
@@ -93,6 +94,7 @@ class SiteScorer:
     psi_source: Callable[[], list[str]] | None = None  # this job's PSI intersection, for alignment "psi"
     log: Callable[[str], None] | None = None  # the site's own log (values may appear there, nowhere else)
     private: PrivateRandomness | None = None  # the site's private source for scoring noise (default: its environment)
+    enforce: Enforcement | None = None  # defenses the site's local configuration enforces (privacy/enforcement.py)
     _loaded: dict[str, Any] | None = None
     _noise: torch.Generator | None = None
 
@@ -158,12 +160,17 @@ class SiteScorer:
         positions = torch.as_tensor(np.asarray(self._positions(payload), dtype=np.int64))
         with torch.no_grad():
             reps = loaded["encoder"](*loaded["batch"].take(positions))
-        if payload.get("representation_noise"):
+        # the stricter of the job's noise and the floor this site's local configuration enforces
+        strength, enforced = enforced_floor(self.enforce, "representation_noise",
+                                            float(payload.get("representation_noise") or 0.0))
+        if strength:
             if self._noise is None:
                 private = self.private or PrivateRandomness.from_environment(f"scorer:{self.site}")
                 self._noise = private.generator("scoring-noise")
-            reps = noisy_representations(reps, payload["representation_noise"], self._noise)
+            reps = noisy_representations(reps, strength, self._noise)
         reply: Payload = {"reps": reps.numpy().astype(np.float32)}
+        if enforced:  # for the results' privacy.enforced
+            reply["enforced"] = {"representation_noise": enforced}
         if payload.get("ids"):  # and the ID column's name, for the label party's predictions file
             reply.update(ids=[loaded["ids"][i] for i in positions.tolist()], id_column=loaded["id_column"])
         return reply

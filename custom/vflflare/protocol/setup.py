@@ -45,6 +45,7 @@ from vflflare.protocol.alignment_report import (
     unlabeled_test,
 )
 from vflflare.protocol.label_party import LabelParty
+from vflflare.privacy.enforcement import collect_enforced
 from vflflare.privacy.private_randomness import PrivateRandomness, collect_sources
 from vflflare.protocol.label_proxy import RemoteLabelParty
 from vflflare.protocol.transport import Transport
@@ -63,14 +64,15 @@ def alignment_salt(seed: int) -> str:
 
 def setup_parties(
     net: Transport, cfg: JobConfig, plugin: Any, load_server_labels: Callable[[], LabelTables], tracker: Tracker,
-    private: PrivateRandomness | None = None,
+    private: PrivateRandomness | None = None, label_cfg: JobConfig | None = None,
 ) -> tuple[LabelParty | RemoteLabelParty, dict[str, int], dict]:
-    """private: the coordinator's private source, for a label party hosted there. Returns the label party handle (plugin.Label here, or a proxy of the one on the label-owning site),
+    """private: the coordinator's private source, for a label party hosted there; label_cfg: that label party's
+    config, the job's with the defenses the server's local configuration enforces (default: the job's). Returns the label party handle (plugin.Label here, or a proxy of the one on the label-owning site),
     the row counts of the aligned parts and the alignment report (alignment_report.py)."""
     if cfg.label_owner != SERVER and cfg.label_owner not in net.sites:
         raise ValueError(f"label_owner '{cfg.label_owner}' is neither 'server' nor one of the sites {net.sites}")
     if cfg.alignment == "psi":
-        return _setup_with_psi(net, cfg, plugin, load_server_labels, tracker, private)
+        return _setup_with_psi(net, cfg, plugin, load_server_labels, tracker, private, label_cfg)
     salt = alignment_salt(cfg.seed)
     with net.ledger.phase("setup"):
         replies = net.exchange(
@@ -82,7 +84,8 @@ def setup_parties(
         label_key = "label:" + cfg.label_owner
         if cfg.label_owner == SERVER:
             tables = load_server_labels()
-            label: LabelParty | RemoteLabelParty = plugin.Label(tables, net.sites, cfg, tracker, private=private)
+            label: LabelParty | RemoteLabelParty = plugin.Label(tables, net.sites, label_cfg or cfg, tracker,
+                                                                private=private)
             train[label_key], test[label_key] = hash_ids(tables.train_ids, salt), hash_ids(tables.test_ids, salt)
             variants[label_key] = id_variants(tables.train_ids, tables.test_ids, salt, cfg.id_normalize)
             num_classes = tables.num_classes
@@ -94,6 +97,7 @@ def setup_parties(
         report, common_train, common_test = hash_report(train, test, variants)
         collect_checks(report, replies, net.sites)
         collect_sources(report, replies, net.sites)
+        collect_enforced(report, replies, net.sites)
         tracker.info("alignment:\n" + format_report(report))
         check_shared(report)
         check_min_aligned(len(common_train), cfg.min_aligned, report, net.sites)
@@ -155,7 +159,7 @@ def setup_parties(
 
 def _setup_with_psi(
     net: Transport, cfg: JobConfig, plugin: Any, load_server_labels: Callable[[], LabelTables], tracker: Tracker,
-    private: PrivateRandomness | None,
+    private: PrivateRandomness | None, label_cfg: JobConfig | None = None,
 ) -> tuple[LabelParty | RemoteLabelParty, dict[str, int], dict]:
     """Sites read their PSI intersection and order it locally. What reaches the coordinator: each
     site's intersection sizes and fingerprint; from a label site, boolean masks over the canonical
@@ -172,10 +176,12 @@ def _setup_with_psi(
                                     for s in net.sites}}
         collect_checks(report, replies, net.sites)
         collect_sources(report, replies, net.sites)
+        collect_enforced(report, replies, net.sites)
         keep: dict = {"train_keys": None, "test_keys": None, "train_mask": None, "test_mask": None, "val_mask": None}
         if cfg.label_owner == SERVER:
             tables = load_server_labels()
-            label: LabelParty | RemoteLabelParty = plugin.Label(tables, net.sites, cfg, tracker, private=private)
+            label: LabelParty | RemoteLabelParty = plugin.Label(tables, net.sites, label_cfg or cfg, tracker,
+                                                                private=private)
             num_classes = tables.num_classes
             # one more DH-PSI round, coordinator = PSI client, first site = PSI server over the intersection
             client = LabelMatchClient(tag_items(tables.train_ids, tables.test_ids))

@@ -43,6 +43,7 @@ from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.label_proxy import LABEL_PREFIX
 from vflflare.protocol.payload import Payload
+from vflflare.privacy.enforcement import Enforcement, apply_enforcement
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.tracking import LogTracker, Tracker
 
@@ -56,15 +57,19 @@ class SiteRuntime:
         psi_source: Callable[[], list[str]] | None = None,
         runs_root: str | None = None,
         private_seed: str | None = None,
+        enforce: Enforcement | None = None,
     ) -> None:
         """psi_source: returns this site's PSI intersection (tagged items) for alignment "psi"; default:
         read <psi root>/<site>/psi_intersection.csv (psi root: VFLFLARE_PSI_ROOT, else data_root).
         runs_root: where the site keeps the checkpoints of runs with `checkpoint` (its workspace).
         private_seed: the site's private seed from its local configuration (privacy/private_randomness.py);
-        None: VFLFLARE_PRIVATE_SEED at this site, else the OS."""
+        None: VFLFLARE_PRIVATE_SEED at this site, else the OS.
+        enforce: the defenses the site enforces whatever the job asks, from its local configuration
+        (privacy/enforcement.py)."""
         self.site = site
         self.data_root = data_root
         self.private_seed = private_seed
+        self.enforce = enforce
         self.psi_source = psi_source or self._psi_from_file
         self.checkpoints = SiteCheckpoints(runs_root, site)
         self.runs_root = runs_root
@@ -86,7 +91,7 @@ class SiteRuntime:
         }
         # a scoring job (vertical_inference) needs no setup: it reads a saved model and new rows
         self._scorer = SiteScorer(site, data_root, runs_root, self.psi_source, self.tracker.info,
-                                  self._private(f"scorer:{site}"))
+                                  self._private(f"scorer:{site}"), enforce=enforce)
         self._tasks.update(self._scorer.tasks)
         self._without_setup = {"setup", *self._scorer.tasks}
 
@@ -139,6 +144,11 @@ class SiteRuntime:
     def _setup(self, payload: Payload) -> Payload:
         cfg = make_config(payload["config"])
         self._plugin = get_algorithm(cfg.algorithm)
+        # the stricter of the job's defenses and the ones this site's local configuration enforces
+        cfg, enforced = apply_enforcement(cfg, self.enforce, hosts_site=True,
+                                          hosts_label=cfg.label_owner == self.site or self._plugin.silo_space)
+        if enforced:
+            self.tracker.info(f"site '{self.site}' enforces {enforced}")
         self._steps = self._plugin.Site.site_steps()
         self.wire_dtype = cfg.wire_dtype
         torch.set_num_threads(cfg.num_threads)
@@ -155,6 +165,8 @@ class SiteRuntime:
         self._cfg = cfg
         # column names and counts go into the job's alignment report (setup.py)
         checks = {"data_checks": public_checks(tables.data_checks)} if has_findings(tables.data_checks) else {}
+        if enforced:  # what this site's local configuration changed, for the results' privacy.enforced
+            checks["enforced"] = enforced
         if cfg.alignment == "psi":
             return {**self._setup_psi(cfg, sites, tables), **checks, **self._randomness(cfg)}
         reply = {**self._digests(tables.train_ids, tables.test_ids, salt, cfg.id_normalize), **checks,

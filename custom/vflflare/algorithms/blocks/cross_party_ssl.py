@@ -14,10 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from vflflare.privacy.he_keys import BROADCAST_TASKS
 from vflflare.protocol.transport import Transport
 from vflflare.tracking import Tracker
 
 TASK = "cross_ssl"
+BROADCAST_TASKS.add(TASK)  # with he: the active (label) site encrypts its z_c for every passive site
 
 
 def full_batches(n_rows: int, batch_size: int) -> int:

@@ -14,10 +14,12 @@ import torch
 from nvflare.app_common.aggregators.weighted_aggregation_helper import WeightedAggregationHelper
 
 from vflflare.algorithms.blocks.secure_aggregation import secure_sum
+from vflflare.privacy.he_keys import SHARED_KEY_TASKS
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
 
 CONTRIBUTE, UPDATE = "pma_contribute", "pma_update"
+SHARED_KEY_TASKS.add(CONTRIBUTE)  # with he: summed under the kit's shared key, every site decrypts the sum
 
 
 def average(contributions: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
