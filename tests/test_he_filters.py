@@ -7,6 +7,7 @@ import pytest
 from nvflare.apis.fl_constant import ReservedKey
 from nvflare.apis.fl_context import FLContext
 
+from flare_fakes import FakeEngine
 from vflflare import wire
 from vflflare.protocol.payload import tensor_kinds
 from vflflare.protocol.transport import TransportError
@@ -18,25 +19,9 @@ from vflflare.jobs import job_files
 from vflflare.privacy import ckks
 
 
-class _Workspace:
-    def __init__(self, startup):
-        self.startup = str(startup)
-
-    def get_startup_kit_dir(self):
-        return self.startup
-
-
-class _Engine:
-    def __init__(self, startup):
-        self.workspace = _Workspace(startup)
-
-    def get_workspace(self):
-        return self.workspace
-
-
 def _fl_ctx(startup, site="site-1"):
     fl_ctx = FLContext()
-    fl_ctx.set_prop(ReservedKey.ENGINE, _Engine(startup), private=True, sticky=False)
+    fl_ctx.set_prop(ReservedKey.ENGINE, FakeEngine(startup), private=True, sticky=False)
     fl_ctx.set_prop(ReservedKey.IDENTITY_NAME, site, private=False, sticky=False)
     return fl_ctx
 

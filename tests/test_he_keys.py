@@ -15,6 +15,7 @@ from nvflare.apis.fl_constant import ReservedKey
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.signal import Signal
 
+from flare_fakes import FakeEngine
 from vflflare import wire
 from vflflare.algorithms.registry import make_config
 from vflflare.config import SERVER
@@ -39,25 +40,9 @@ LABEL = "site-1"
 JOB = "job-he-keys"
 
 
-class _Workspace:
-    def __init__(self, startup):
-        self.startup = str(startup)
-
-    def get_startup_kit_dir(self):
-        return self.startup
-
-
-class _Engine:
-    def __init__(self, startup):
-        self.workspace = _Workspace(startup)
-
-    def get_workspace(self):
-        return self.workspace
-
-
 def _fl_ctx(startup, site, task=None, job=JOB):
     fl_ctx = FLContext()
-    fl_ctx.set_prop(ReservedKey.ENGINE, _Engine(startup), private=True, sticky=False)
+    fl_ctx.set_prop(ReservedKey.ENGINE, FakeEngine(startup), private=True, sticky=False)
     fl_ctx.set_prop(ReservedKey.IDENTITY_NAME, site, private=False, sticky=False)
     fl_ctx.set_prop(ReservedKey.RUN_NUM, job, private=False, sticky=False)
     if task:

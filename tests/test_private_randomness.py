@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from flare_fakes import FakeContext
 from vflflare.algorithms.registry import make_config
 from vflflare.flare.site_config import local_private_seed, read_site_config
 from vflflare.models.heads import MLPHead
@@ -140,25 +141,13 @@ def test_private_streams_are_per_party_and_purpose():
 
 
 def test_a_sites_private_seed_comes_from_its_local_config(tmp_path):
-    class Workspace:
-        def get_site_config_dir(self):
-            return str(tmp_path)
-
-    class Engine:
-        def get_workspace(self):
-            return Workspace()
-
-    class Context:
-        def get_engine(self):
-            return Engine()
-
-    assert local_private_seed(Context(), "site-1") is None
+    assert local_private_seed(FakeContext(tmp_path), "site-1") is None
     (tmp_path / "vflflare.json").write_text(json.dumps({"data_root": "/d", "private_seed": 1234}))
-    assert local_private_seed(Context(), "site-1") == "1234"
+    assert local_private_seed(FakeContext(tmp_path), "site-1") == "1234"
     assert read_site_config(tmp_path / "vflflare.json", "site 'site-1'")["data_root"] == "/d"
     (tmp_path / "vflflare.json").write_text(json.dumps({"private_seed": [1]}))
     with pytest.raises(ValueError, match="private_seed"):
-        local_private_seed(Context(), "site-1")
+        local_private_seed(FakeContext(tmp_path), "site-1")
 
 
 def test_marvell_is_deterministic_given_its_private_seed():

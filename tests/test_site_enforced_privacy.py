@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from flare_fakes import FakeContext
 from vflflare import cli
 from vflflare.algorithms.registry import make_config
 from vflflare.flare.site_config import enforcement_from_file, local_enforcement
@@ -145,20 +146,8 @@ def test_the_label_party_enforces_an_epsilon_ceiling_and_the_accounting_uses_it(
 
 
 def test_enforce_comes_from_the_partys_workspace(tmp_path):
-    class Workspace:
-        def get_site_config_dir(self):
-            return str(tmp_path)
-
-    class Engine:
-        def get_workspace(self):
-            return Workspace()
-
-    class Context:
-        def get_engine(self):
-            return Engine()
-
-    assert local_enforcement(Context(), "site-telco") is None
+    assert local_enforcement(FakeContext(tmp_path), "site-telco") is None
     (tmp_path / "vflflare.json").write_text(json.dumps({"data_root": "/d", "enforce": {"representation_noise": 1}}))
-    found = local_enforcement(Context(), "site-telco")
+    found = local_enforcement(FakeContext(tmp_path), "site-telco")
     assert found.values == {"representation_noise": 1.0} and found.by == "site-telco local/vflflare.json"
     assert parse_enforcement({}, tmp_path, "site-telco") is None
