@@ -132,6 +132,8 @@ ACTIONS = {
     "ls on site-telco": lambda d, s: s.ls_target("site-telco"),
     "cat site-telco's local/vflflare.json": lambda d, s: s.cat_target("site-telco", file="local/vflflare.json"),
     "sys_info of site-telco": lambda d, s: s.do_command("sys_info client site-telco"),
+    "cat the analyst's job's log on site-telco": lambda d, s: s.cat_target("site-telco",
+                                                                          file=f"{_finished_job(d)}/log.txt"),
 }
 
 # (user, action, outcome): the shipped policy, row by row (provisioning/README.md, "Who may do what")
@@ -160,6 +162,9 @@ ROLE_TABLE = [
     (TELCO_IT, "ls on site-telco", "allowed"),
     (TELCO_IT, "cat site-telco's local/vflflare.json", "allowed"),
     (TELCO_IT, "sys_info of site-telco", "allowed"),
+    (TELCO_IT, "cat the analyst's job's log on site-telco", "allowed"),
+    (BANK_ADMIN, "cat the analyst's job's log on site-telco", "refused"),
+    (INSURER_IT, "cat the analyst's job's log on site-telco", "refused"),
     (INSURER_IT, "ls on site-telco", "refused"),
     (INSURER_IT, "cat site-telco's local/vflflare.json", "refused"),
     (INSURER_IT, "sys_info of site-telco", "refused"),
@@ -174,6 +179,9 @@ ROLE_TABLE = [
 
 
 def test_every_row_of_the_role_table(deployment):
+    # what the telco's admin may read is its site's own log of the job (before the table deletes the job)
+    log = ACTIONS["cat the analyst's job's log on site-telco"](deployment, deployment.session(TELCO_IT))
+    assert "data root:" in str(log) and "vflflare code:" in str(log), str(log)[:2000]
     got = [(user, action, _outcome(lambda: ACTIONS[action](deployment, deployment.session(user))))
            for user, action, _ in ROLE_TABLE]
     wrong = [(row, outcome) for row, (_, _, outcome) in zip(ROLE_TABLE, got) if row[2] != outcome]
