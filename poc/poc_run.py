@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -109,11 +110,20 @@ class PocRun:
         # each party sees only its own folder of --data-root (configure_data), so the coordinator cannot
         # tell that a site of the data has no POC site: default to the data's sites, and check here
         split = site_folders(self.args.data_root) if self.args.data_root else []
-        k = self.args.sites if self.args.sites is not None else max(needed, len(split))
-        if k < needed:
-            raise SetupError(f"{self.job.name} needs at least {needed} sites (its min_sites), got --sites {k}")
-        sites = [f"site-{i + 1}" for i in range(k)]
-        if names and names != sites:
+        given = self.args.sites
+        if isinstance(given, list):  # --sites broker,insurer: the user's names
+            sites = given
+        elif given is not None:  # --sites K
+            sites = [f"site-{i + 1}" for i in range(given)]
+        elif names:  # the job names its sites
+            sites = names
+        elif len(split) >= needed:
+            sites = split  # the data's own site names
+        else:
+            sites = [f"site-{i + 1}" for i in range(max(needed, len(split)))]
+        if len(sites) < needed:
+            raise SetupError(f"{self.job.name} needs at least {needed} sites (its min_sites), got {sites}")
+        if names and sorted(names) != sorted(sites):
             raise SetupError(f"{self.job.name} names its sites {names}; this POC runs {sites}")
         if self.args.data_root:
             try:
@@ -137,7 +147,7 @@ class PocRun:
             port = DEFAULT_PORT if port_is_free(DEFAULT_PORT) else free_port()
         elif not port_is_free(port):
             raise SetupError(f"port {port} is in use on localhost; pick another with --port")
-        args = ["poc", "prepare", "-n", str(len(sites)), "--force"] + (["-he"] if self.args.he else [])
+        args = ["poc", "prepare", "-c", *sites, "--force"] + (["-he"] if self.args.he else [])
         self.nvflare(*args, timeout=180)
         project_file = self.poc / "project.yml"
         project = yaml.safe_load(project_file.read_text())
@@ -319,11 +329,31 @@ class PocRun:
         return 0 if status == COMPLETED else 1
 
 
+def site_names(value: str) -> int | list[str]:
+    """--sites: a number K, or comma-separated unique names (at least 2, each a valid NVFlare client name)."""
+    if value.strip().isdigit():
+        return int(value)
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    from vflflare.protocol.topology import check_unique
+
+    try:
+        check_unique(names, "--sites")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+    if len(names) < 2:
+        raise argparse.ArgumentTypeError(f"vertical FL needs at least 2 sites, got {names}")
+    bad = [n for n in names if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", n) or n == "server"]
+    if bad:
+        raise argparse.ArgumentTypeError(f"{bad}: a site name is letters, digits, '-', '_' or '.', and not 'server'")
+    return names
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="poc/run.sh", description=__doc__.split("\n\n")[0])
     parser.add_argument("job", help="job folder, e.g. jobs/oneshot_vfl")
-    parser.add_argument("--sites", type=int, help="number of sites K, named site-1..site-K (default: the job's min_clients, at least 2, or the "
-                             "number of site folders of --data-root when that is more)")
+    parser.add_argument("--sites", type=site_names,
+                        help="the sites: their names (--sites broker,insurer) or a number K (site-1..site-K); default: the "
+                             "names the job gives, else the site folders of --data-root, else the job's min_clients (at least 2)")
     parser.add_argument("--he", action="store_true", help="provision HE (TenSEAL CKKS) contexts: nvflare poc prepare -he")
     parser.add_argument("--data-root", default=os.environ.get("VFLFLARE_DATA_ROOT"),
                         help="folder with <site>/ and server/ subfolders (vflflare split --out); default: $VFLFLARE_DATA_ROOT, else the embedded default")

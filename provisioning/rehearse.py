@@ -5,9 +5,11 @@ describes it, with the real startup kits, start.sh scripts and admin API:
 
 1. a copy of project.yml whose server is `localhost` (`default_host`) on free ports, provisioned into
    OUT/prov (`nvflare provision`);
-2. data: `--data-root`, a split whose folders are named as the project's sites (and `server/` for the
-   labels), else a breast-cancer split for them written to OUT/data; each kit's `local/vflflare.json`
-   names it;
+   With `--sites broker,insurer` (or a `--data-root` whose site folders are named so), the copy's sites are
+   those: each its own organisation with an admin `it@<site>.example.com`, accepting the server's
+   organisation's jobs;
+2. data: `--data-root`, a split whose folders are named as the sites (and `server/` for the labels), else
+   a breast-cancer split for them written to OUT/data; each kit's `local/vflflare.json` names it;
 3. each server and site kit's `startup/start.sh`, with this environment's `bin` first on PATH (the
    kits call `python3`);
 4. the job, submitted as the project's `lead` user once every site is connected, its status printed while it
@@ -20,6 +22,9 @@ Exit status: 0 when the job completed without error, 1 otherwise. Every process 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import logging
 import os
 import signal
 import socket
@@ -54,6 +59,38 @@ def localhost_project(source: Path, dest: Path, fl_port: int, admin_port: int) -
 
 def participants(project: dict, kind: str) -> list[dict]:
     return [p for p in project["participants"] if p["type"] == kind]
+
+
+def with_sites(project: dict, sites: list[str]) -> dict:
+    """`project` whose sites are `sites`: each its own organisation, with an org admin, accepting jobs from
+    the server's organisation. The server and its organisation's users stay; the other organisations go."""
+    server, = participants(project, "server")
+    gone = {p["org"] for p in participants(project, "client")} - {server["org"]}
+    kept = [p for p in project["participants"] if p["type"] != "client" and p.get("org") not in gone]
+    for site in sites:
+        kept.append({"name": site, "type": "client", "org": site, "accept_jobs_from": [server["org"]]})
+        kept.append({"name": f"it@{site}.example.com", "type": "admin", "org": site, "role": "org_admin"})
+    project["participants"] = kept
+    return project
+
+
+@contextlib.contextmanager
+def quiet(verbose: bool):
+    """Without --verbose, the admin API's "Connecting to FLARE ..." lines and NVFlare's connection warnings
+    (a shut-down server is unreachable, on purpose) stay out of the output."""
+    if verbose:
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in ("nvflare", "")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def venv_env() -> dict:
@@ -92,7 +129,7 @@ def wait_until_connected(kit: Path, user: str, sites: list[str], timeout: float)
     raise TimeoutError(f"sites {sites} not connected within {timeout:.0f} s (last: {last})")
 
 
-def shutdown(prod: Path, site_admins: dict[str, str | None], operator: str) -> None:
+def shutdown(prod: Path, site_admins: dict[str, str | None], operator: str, log=print) -> None:
     """Each site by its organisation's admin, then the server by the project admin: under the project's
     least-privilege policy nobody may stop another organisation's site."""
     steps = [(admin, "client", [site]) for site, admin in site_admins.items() if admin] + [(operator, "server", None)]
@@ -103,9 +140,9 @@ def shutdown(prod: Path, site_admins: dict[str, str | None], operator: str) -> N
                 admin.shutdown(target, sites)
             finally:
                 admin.close()
-            print(f"5. shut down {sites[0] if sites else 'the server'} as {user}")
+            log(f"5. shut down {sites[0] if sites else 'the server'} as {user}")
         except Exception as error:  # the system is already down or never came up
-            print(f"5. shutdown of {sites[0] if sites else 'the server'} as {user}: {type(error).__name__}: {error}")
+            log(f"5. shutdown of {sites[0] if sites else 'the server'} as {user}: {type(error).__name__}: {error}")
 
 
 def stop_kits(procs: list[subprocess.Popen]) -> None:
@@ -128,7 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="a new folder for kits, data, logs and results")
     parser.add_argument("--job", type=Path, default=REPO / "jobs" / "oneshot_vfl")
     parser.add_argument("--project", type=Path, default=HERE / "project.yml")
-    parser.add_argument("--data-root", type=Path, help="a split with one folder per site of the project and server/")
+    parser.add_argument("--data-root", type=Path, help="a split with one folder per site and server/")
+    parser.add_argument("--sites", help="the sites' names, e.g. broker,insurer (default: the site folders of "
+                                        "--data-root, else the project's sites)")
+    parser.add_argument("--verbose", action="store_true", help="also NVFlare's connection messages")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for the job")
     args = parser.parse_args(argv)
     out = args.out.resolve()
@@ -136,6 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     fl_port = free_port()
     admin_port = free_port()
     project = localhost_project(args.project, out / "project.yml", fl_port, admin_port)
+    from vflflare.protocol.topology import check_unique, site_folders
+
+    names = ([n.strip() for n in args.sites.split(",") if n.strip()] if args.sites
+             else site_folders(args.data_root) if args.data_root else [])
+    if names and names != sorted(p["name"] for p in participants(project, "client")):
+        if len(check_unique(names, "--sites")) < 2:
+            parser.error(f"vertical FL needs at least 2 sites, got {names}")
+        project = with_sites(project, names)
+        (out / "project.yml").write_text(yaml.safe_dump(project, sort_keys=False))
     prod = provision(out / "project.yml", out / "prov")
     server, = participants(project, "server")
     sites = [p["name"] for p in participants(project, "client")]
@@ -166,11 +215,13 @@ def main(argv: list[str] | None = None) -> int:
                                           start_new_session=True))
             if kit == kits[0]:
                 time.sleep(3)  # the server first, as its operator would
-        session = wait_until_connected(prod / lead, lead, sites, 180)
+        with quiet(args.verbose):
+            wait_until_connected(prod / lead, lead, sites, 180).close()
         print(f"3. started {', '.join(k.name for k in kits)}; every site connected")
-        session.close()
-        outcome = submit_and_collect(prod / lead, args.job, out / "results", lead, timeout=args.timeout,
-                                     connect_timeout=30, log=lambda line: print(f"4. {line}", flush=True))
+        with quiet(args.verbose):
+            outcome = submit_and_collect(prod / lead, args.job, out / "results", lead, timeout=args.timeout,
+                                         connect_timeout=30,
+                                         log=lambda line: print(f"4. {line}", flush=True, file=sys.__stdout__))
         results = outcome["results"]
         if results is not None:
             from vflflare.results import format_table
@@ -179,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"results: {outcome['results_path']}")
         ok = outcome["status"] == "FINISHED:COMPLETED" and results is not None and "error" not in results
     finally:
-        shutdown(prod, site_admins, operator)
+        with quiet(args.verbose):
+            shutdown(prod, site_admins, operator, log=lambda line: print(line, flush=True, file=sys.__stdout__))
         stop_kits(procs)
     return 0 if ok else 1
 
