@@ -139,6 +139,7 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "parity/issue29": parity("issue29_parity"),
     "parity/issue29_split": parity("issue29_split_parity"),
     "parity/issue36": parity("issue36_parity"),
+    "parity/issue37": parity("issue37_parity"),
     "parity/stratified": parity_changes("stratified_validation"),
     "collab": script_tables("collab_vs_aux", "table"),
     "ssvfl": script_tables("ssvfl"),
