@@ -72,6 +72,14 @@ def exec_env(args: argparse.Namespace):
     return ProdEnv(startup_kit_location=args.startup_kit)
 
 
+def run_environment(args: argparse.Namespace) -> dict:
+    """What the scoring command printed after training needs to run where this job ran (results.py)."""
+    if args.env == "prod":
+        return {"kind": "prod", "startup_kit": str(Path(args.startup_kit).resolve())}
+    root = str(Path(args.data_root).resolve()) if args.data_root else None
+    return {"kind": "simulator" if args.env == "sim" else "poc", "data_root": root}
+
+
 def main() -> int:
     args = parse_args()
     if args.data_root:
@@ -88,6 +96,8 @@ def main() -> int:
         print(f"job {run.get_job_id()} ended with status {run.get_status()} and no results under {workspace}")
         return 1
     results = json.loads(path.read_text())
+    # where the printed scoring command runs: this run's environment (the simulator's coordinator says so itself)
+    results.setdefault("environment", run_environment(args))
     print(format_table(results))
     print(f"results: {path}")
     return 1 if "error" in results else 0

@@ -4,11 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from conftest import SHARED_DATA  # noqa: F401 (re-exported: ../shared/data or VFLFLARE_DATA_DIR)
 from vflflare.cli import simulate
 from vflflare.jobs import write_job
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 def run_job(tmp_path: Path, algorithm: str, n_sites: int = 2, data_root: Path | None = None,

@@ -90,3 +90,72 @@ def test_every_silo_s_labels_are_checked(tmp_path, capsys):
     assert [line.split(":")[0] for line in out.splitlines() if line.startswith("labels at")] == [
         "labels at site-1", "labels at site-2", "labels at site-3"]
     assert "site-3/train.csv line 6 (id 'bc-00004'), column 'label': non-integer label 'maybe'" in out
+
+
+# ---------------------------------------------------------------- issue 38: score.csv, --data-root, ranges, K >= 2
+
+
+def test_score_csv_is_checked_like_train_and_test(split_root, capsys):
+    """A site's new rows to score (docs/scoring.md) get the same row checks; a clean one is counted."""
+    for site in ("site-1", "site-2"):
+        (split_root / site / "score.csv").write_text((split_root / site / "test.csv").read_text())
+    code, out = check(capsys, "--data-root", split_root)
+    assert code == 0, out
+    assert "site-1: ok, " in out and ", 114 score rows, " in out and out.splitlines()[-1] == "no problems found"
+    score = split_root / "site-2" / "score.csv"
+    column = next(csv.reader(score.open()))[1]
+    rows = edit(score, {(3, column): "abc"})
+    code, out = check(capsys, "--data-root", split_root)
+    assert code == 1
+    assert f"{score} line 5 (id '{rows[4][0]}'), column '{column}': non-numeric value 'abc'" in out
+    assert out.splitlines()[-1] == "1 problem(s)"
+
+
+def test_score_csv_needs_the_training_columns(split_root, capsys):
+    score = split_root / "site-1" / "score.csv"
+    with (split_root / "site-1" / "test.csv").open(newline="") as f:
+        rows = [row[:-1] + ["x"] for row in csv.reader(f)]  # its last column replaced by an unknown one
+    rows[0][-1] = "not_trained"
+    with score.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    code, out = check(capsys, "--data-root", split_root)
+    assert code == 1
+    assert f"{score}: columns differ from the training columns of {split_root / 'site-1' / 'train.csv'}" in out
+    assert "extra ['not_trained']" in out
+
+
+def test_data_root_option_and_positional_path(split_root, capsys):
+    """`--data-root ROOT` as every other command takes it; the positional form still works."""
+    assert check(capsys, "--data-root", split_root)[0] == 0
+    assert check(capsys, split_root)[0] == 0
+    code = cli.main(["check-data", str(split_root), "--data-root", str(split_root / "site-1")])
+    assert code == 2 and "not both" in capsys.readouterr().err
+
+
+def test_an_unstandardisable_value_is_found_beside_a_duplicate_id(split_root, capsys):
+    """1e300 (whose variance overflows float64, beyond float32 scaled) was checked only when the file loaded
+    cleanly: a duplicate ID in the same file hid it. Now both come at once, and every such column."""
+    path = split_root / "site-1" / "train.csv"
+    header = next(csv.reader(path.open()))
+    first, second = header[1], header[2]
+    rows = edit(path, {(5, first): "1e300", (7, second): "-1e300"})
+    edit(path, {(9, "id"): rows[9][0]})  # data row 9 (line 11) takes the ID of data row 8 (line 10)
+    code, out = check(capsys, "--data-root", split_root)
+    assert code == 1
+    assert f"line 11 (id '{rows[9][0]}'), column 'id': duplicate ID '{rows[9][0]}', first seen on line 10" in out
+    assert f"{path} line 7 (id '{rows[6][0]}'), column '{first}': value 1e+300 is too large to standardise" in out
+    assert f"{path} line 9 (id '{rows[8][0]}'), column '{second}': value -1e+300 is too large to standardise" in out
+    assert out.splitlines()[-1] == "3 problem(s)"
+
+
+def test_a_root_with_one_site_is_not_vertical(split_root, capsys):
+    """Vertical FL needs K >= 2 sites; a root with one site folder and no manifest said "no problems found"."""
+    for path in sorted((split_root / "site-2").iterdir()):
+        path.unlink()
+    (split_root / "site-2").rmdir()
+    (split_root / "manifest.json").unlink()
+    code, out = check(capsys, "--data-root", split_root)
+    assert code == 1
+    assert "only one site folder ('site-1')" in out and "at least 2 sites" in out
+    assert "no problems found" not in out
+    assert check(capsys, "--data-root", split_root / "site-1")[0] == 0  # one site's own folder is fine alone

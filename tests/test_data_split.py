@@ -146,6 +146,7 @@ def test_write_split_layout(breast_cancer, tmp_path):
         write_split(result, tmp_path / "other", label_owner="d")
 
 
+@pytest.mark.needs_data("credit_default")
 def test_cli_credit_default_paper_split(shared_data, tmp_path, capsys):
     out = tmp_path / "credit"
     assert run_split(cli("--dataset", "credit_default", "--data-dir", str(shared_data), "--overlap", "1000",
@@ -167,6 +168,7 @@ def test_cli_credit_default_paper_split(shared_data, tmp_path, capsys):
     assert (original.to_numpy() == train[second["columns"]].iloc[:50].to_numpy()).all()
 
 
+@pytest.mark.needs_data("adult")
 def test_cli_adult_with_categorical_and_site_label_owner(shared_data, tmp_path):
     out = tmp_path / "adult"
     assert run_split(cli("--dataset", "adult", "--data-dir", str(shared_data), "--overlap", "500",
@@ -216,6 +218,7 @@ def test_cli_label_in_table_round_trip(tmp_path, capsys):
     assert "need a site label owner" in capsys.readouterr().err
 
 
+@pytest.mark.needs_data("adult")
 def test_adult_source_reads_both_files(shared_data):
     frame, labels, ids, categorical, default_columns = load_source("adult", shared_data)
     assert frame.shape == (32561 + 16281, 14) and len(ids) == len(labels) == len(frame)

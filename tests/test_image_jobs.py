@@ -16,6 +16,8 @@ from vflflare.algorithms.registry import make_config
 from vflflare.cli import main as cli_main
 from vflflare.protocol.inprocess import run_inprocess
 
+pytestmark = pytest.mark.needs_data("mnist", "cifar10")  # every test splits both (the `splits` fixture)
+
 # short runs: enough to show each algorithm learns from strips, not to reach its accuracy
 QUICK = {"ssl_epochs": 3, "split_epochs": 4, "split_patience": 4, "pretrain_epochs": 2, "classifier_epochs": 30,
          "batch_size": 32}

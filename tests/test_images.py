@@ -10,6 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
+from conftest import SHARED_DATA
 from vflflare.cli import main as cli_main
 from vflflare.data.errors import DataError
 from vflflare.data.image_sources import ImageSource
@@ -17,7 +18,6 @@ from vflflare.data.image_split import cut_strips, split_images, strip_boxes
 from vflflare.data.loading import load_site_view
 from vflflare.data.views import ImageView
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SITES = ["site-1", "site-2"]
 
 
@@ -64,6 +64,7 @@ def test_image_split_shares_aligned_rows_spreads_the_rest_and_keeps_the_test_set
     assert again.overlap_ids == result.overlap_ids
 
 
+@pytest.mark.needs_data("mnist")
 def test_split_cli_writes_what_a_site_holds_and_the_site_reads_it_back(tmp_path):
     out = tmp_path / "mnist"
     code = cli_main(["split", "--dataset", "mnist", "--data-dir", str(SHARED_DATA), "--sites", "4", "--overlap", "50",
@@ -86,6 +87,7 @@ def test_split_cli_writes_what_a_site_holds_and_the_site_reads_it_back(tmp_path)
     assert abs(float(train.mean())) < 1e-4 and abs(float(train.std()) - 1) < 1e-2  # standardised on its own images
 
 
+@pytest.mark.needs_data("mnist")  # the options are checked once the dataset is read
 def test_split_rejects_options_that_do_not_apply_to_images(tmp_path, capsys):
     args = ["split", "--dataset", "mnist", "--data-dir", str(SHARED_DATA), "--overlap", "10", "--train-rows", "100"]
     assert cli_main(args + ["--sites", "3", "--out", str(tmp_path / "a")]) == 2

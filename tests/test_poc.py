@@ -95,12 +95,32 @@ def test_run_sh_starts_the_data_s_sites_and_refuses_fewer(tmp_path, manifest):
         PocRun(parse_args([job, "--sites", "2", "--data-root", str(data), "--workspace", str(tmp_path / "ws")])).sites()
 
 
+def test_run_sh_takes_the_users_site_names(tmp_path, capsys):
+    """Issue 38: `--sites broker,insurer`, and by default the names of the data's folders."""
+    sys.path.insert(0, str(REPO / "poc"))
+    from poc_run import PocRun, parse_args
+    from vflflare.cli import main as vflflare_main
+
+    data = tmp_path / "data"
+    assert vflflare_main(["split", "--dataset", "breast_cancer", "--sites", "broker,insurer", "--overlap", "60",
+                          "--out", str(data)]) == 0
+    job, ws = str(REPO / "jobs" / "oneshot_vfl"), str(tmp_path / "ws")
+    assert PocRun(parse_args([job, "--data-root", str(data), "--workspace", ws])).sites() == ["broker", "insurer"]
+    assert PocRun(parse_args([job, "--sites", "broker,insurer", "--data-root", str(data),
+                              "--workspace", ws])).sites() == ["broker", "insurer"]
+    for bad, says in [("broker", "at least 2 sites"), ("broker,broker", "duplicate site names"),
+                      ("broker,server", "not 'server'"), ("a b,c", "letters, digits")]:
+        with pytest.raises(SystemExit):
+            parse_args([job, "--sites", bad])
+        assert says in capsys.readouterr().err
+
+
 def _site_counts(results: dict) -> dict:
     return {site: {key: row[key] for key in COUNTS} for site, row in results["communication"]["per_site"].items()}
 
 
-SPLITS = {
-    "table": ["--dataset", "breast_cancer", "--overlap", "100"],
+SPLITS = {  # the table's sites carry a user's own names, which run.sh takes from the data's folders
+    "table": ["--dataset", "breast_cancer", "--overlap", "100", "--sites", "broker,insurer"],
     # image strips: PNG files read through the index CSVs of each site's own folder
     "mnist_halves": ["--dataset", "mnist", "--data-dir", str(SHARED_DATA), "--overlap", "100", "--train-rows", "400",
                      "--test-rows", "100"],
@@ -108,7 +128,8 @@ SPLITS = {
 
 
 @pytest.mark.simulator
-@pytest.mark.parametrize("data_kind", list(SPLITS))
+@pytest.mark.parametrize("data_kind", [pytest.param(kind, marks=[pytest.mark.needs_data("mnist")] if "mnist" in kind else [])
+                                       for kind in SPLITS])
 def test_poc_run_matches_inprocess(tmp_path, data_kind):
     """poc/run.sh on a split (server, 2 sites, admin: real processes, each site reading its own
     folder through local/vflflare.json) gives the in-process run's metric and communication counts
@@ -118,12 +139,14 @@ def test_poc_run_matches_inprocess(tmp_path, data_kind):
     from vflflare.protocol.inprocess import run_inprocess
 
     data = tmp_path / "data"
-    split = run_bounded([sys.executable, "-m", "vflflare.cli", "split", *SPLITS[data_kind], "--sites", "2",
+    sites = ["broker", "insurer"] if "--sites" in SPLITS[data_kind] else ["site-1", "site-2"]
+    split_args = SPLITS[data_kind] if "--sites" in SPLITS[data_kind] else [*SPLITS[data_kind], "--sites", "2"]
+    split = run_bounded([sys.executable, "-m", "vflflare.cli", "split", *split_args,
                          "--seed", "1", "--out", str(data)], 120, tmp_path / "none", tmp_path / "split.log")
     assert split.returncode == 0, split.output
 
     poc_ws = tmp_path / "poc_ws"
-    poc_cmd = ["bash", str(POC_RUN), str(JOB), "--sites", "2", "--data-root", str(data), "--workspace", str(poc_ws),
+    poc_cmd = ["bash", str(POC_RUN), str(JOB), "--data-root", str(data), "--workspace", str(poc_ws),
                "--port", str(free_port()), "--timeout", "240", "--start-timeout", "180", "--stop-timeout", "60"]
     poc = run_bounded(poc_cmd, 540, poc_ws / "poc", tmp_path / "poc.log", env_with(VFLFLARE_DATA_ROOT=None))
     assert poc.returncode == 0, poc.output[-6000:]
@@ -135,19 +158,19 @@ def test_poc_run_matches_inprocess(tmp_path, data_kind):
 
     # each party read its own folder of the split, not the embedded default
     job_dir = path.parents[1]
-    for site in ["site-1", "site-2"]:
+    for site in sites:
         log = (job_dir / site / "log.txt").read_text()
         assert f"data root: {poc_ws / 'site_data' / site}" in log
         # and reached the server's job cell over a direct mutual-TLS connection (poc/run.sh's default)
         assert re.search(r"created adhoc connector \S+ to stcp://localhost:\d+ on server\.", log), log[-3000:]
 
-    reference = run_inprocess(make_config(poc_results["config"]), ["site-1", "site-2"], str(data))
+    reference = run_inprocess(make_config(poc_results["config"]), sites, str(data))
     assert poc_results["rows"] == reference["rows"]
     metric = next(k for k in reference["metrics"] if k.startswith("test_"))
     assert poc_results["metrics"][metric] == pytest.approx(reference["metrics"][metric], abs=1e-6)
     assert _site_counts(poc_results) == _site_counts(reference)
     assert {s: (c["uploads"], c["downloads"]) for s, c in _site_counts(poc_results).items()} == {
-        "site-1": (2, 1), "site-2": (2, 1)}
+        site: (2, 1) for site in sites}
     assert not (poc_ws / "poc").exists()  # stopped and cleaned
 
 

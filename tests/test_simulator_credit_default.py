@@ -5,7 +5,7 @@ import pytest
 from simulator_helpers import SHARED_DATA, per_site, run_job
 from vflflare.cli import main as vflflare_main
 
-pytestmark = pytest.mark.simulator
+pytestmark = [pytest.mark.simulator, pytest.mark.needs_data("credit_default")]
 
 
 @pytest.fixture(scope="module")

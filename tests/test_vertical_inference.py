@@ -173,7 +173,8 @@ def test_the_simulator_trains_then_scores_with_the_shipped_job(tmp_path, monkeyp
     scored = cli.simulate(str(Path(__file__).resolve().parents[1] / "jobs" / "vertical_inference"),
                           str(tmp_path / "score_ws"), 2, 2, str(data))
     assert "error" not in scored, scored.get("error")
-    expected = read_predictions(models_dir(data, trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
+    assert trained["job_id"] == "simulate_job" and trained["model_id"].startswith("oneshot_job-oneshot-")
+    expected = read_predictions(models_dir(data, trained["model_id"]) / LABEL_DIR / "test_predictions.csv")
     assert read_predictions(Path(scored["training"]["predictions"])) == expected
     assert scored["metrics"]["scored_rows"] == trained["rows"]["test"]
 
@@ -212,8 +213,8 @@ def test_a_poc_trains_then_scores(tmp_path):
         assert run.returncode == 0, run.output[-4000:]
         results[job] = json.loads(results_path_from(run.output).read_text())
     trained, scored = results["oneshot_vfl"], results["vertical_inference"]
-    assert scored["training"]["model_job"] == trained["job_id"]  # "latest": the POC training job
-    expected = read_predictions(models_dir(data, trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
+    assert scored["training"]["model_job"] == trained["model_id"]  # "latest": the POC training run's model
+    expected = read_predictions(models_dir(data, trained["model_id"]) / LABEL_DIR / "test_predictions.csv")
     assert read_predictions(Path(scored["training"]["predictions"])) == expected
 
 
@@ -226,13 +227,13 @@ def test_predictions_keep_the_users_row_order_and_id_column_and_never_overwrite(
         _rewrite(data / site / "score.csv", lambda rows: [rows[0], *reversed(rows[1:])])
     trained, scored = _train_and_score(tmp_path, "oneshot", data)
     path = Path(scored["training"]["predictions"])
-    assert path.name == f"predictions-{scored['job_id']}.csv"
+    assert path.name == f"predictions_{trained['model_id']}.csv"  # named after the model that scored
     with path.open(newline="") as f:
         written = list(csv.reader(f))
     with (data / "site-1" / "score.csv").open(newline="") as f:
         given = [row[0] for row in list(csv.reader(f))[1:]]
     assert written[0] == ["customer", "score"]
     assert [row[0] for row in written[1:]] == given  # site-1's score.csv order, not the alignment's
-    # the simulator names every job simulate_job: a second scoring run under the same id gets a new file
-    assert predictions_path(str(tmp_path / "runs" / "server"), scored["job_id"]).name == \
-        f"predictions-{scored['job_id']}-2.csv"
+    # a second scoring run with the same model gets a new file
+    assert predictions_path(str(tmp_path / "runs" / "server"), trained["model_id"]).name == \
+        f"predictions_{trained['model_id']}-2.csv"

@@ -182,13 +182,36 @@ def _cmd_check_data(args: argparse.Namespace) -> int:
     from vflflare.data.check_data import check_data, describe, problems
     from vflflare.data.errors import DataError
 
+    if args.path and args.data_root and Path(args.path) != Path(args.data_root):
+        print(f"vflflare check-data: error: give the folder once, as --data-root {args.data_root} or as {args.path}, "
+              f"not both", file=sys.stderr)
+        return 2
+    path = args.data_root or args.path or os.environ.get("VFLFLARE_DATA_ROOT")
+    if not path:
+        print("vflflare check-data: error: which data? --data-root ROOT (a data root, or one site's folder)",
+              file=sys.stderr)
+        return 2
     try:
-        checks, report = check_data(Path(args.path), args.id_normalize)
+        checks, report = check_data(Path(path), args.id_normalize)
     except DataError as error:
         print(error)
         return 1
     print("\n".join(describe(checks, report)))
     return 1 if problems(checks) else 0
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from vflflare.protocol.model_ids import format_models, list_models, runs_roots_of
+
+    if args.root and args.data_root and Path(args.root) != Path(args.data_root):
+        raise SystemExit(f"vflflare models: give the data root once (ROOT or --data-root), got {args.root} and "
+                         f"{args.data_root}")
+    root = args.data_root or args.root
+    if root is not None and not Path(root).is_dir():
+        raise SystemExit(f"vflflare models: no folder {root}")
+    for runs in runs_roots_of(root):
+        print(format_models(runs, list_models(runs)))
+    return 0
 
 
 def _cmd_he_keys(args: argparse.Namespace) -> int:
@@ -207,7 +230,7 @@ def _cmd_he_keys(args: argparse.Namespace) -> int:
 
 # subcommands that run no algorithm: their process never imports the plug-ins (torch, scikit-learn, ...),
 # which take seconds; `vflflare simulate` hands the job to NVFlare's own processes at once
-LIGHT_COMMANDS = {"simulate", "split", "check-data", "he-keys"}
+LIGHT_COMMANDS = {"simulate", "split", "check-data", "he-keys", "models"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,9 +291,18 @@ def main(argv: list[str] | None = None) -> int:
     settings.set_defaults(func=_cmd_settings)
 
     check = sub.add_parser("check-data", help="every problem in a site folder or a data root at once, before a job")
-    check.add_argument("path", help="one site's folder (train.csv, test.csv, schema.json) or a data root")
+    check.add_argument("--data-root", help="a data root (one folder per site, server/), or one site's folder "
+                       "(train.csv, test.csv, schema.json, score.csv); default: VFLFLARE_DATA_ROOT")
+    check.add_argument("path", nargs="?", help="the same as --data-root (the earlier form, still accepted)")
     check.add_argument("--id-normalize", nargs="*", default=[], help="the job's id_normalize steps")
     check.set_defaults(func=_cmd_check_data)
+
+    models = sub.add_parser("models", help="the models training runs saved under a data root (model ID, algorithm, "
+                                           "when, sites, label owner, metric): what `--set model_job=` can name")
+    models.add_argument("root", nargs="?", help="the data root (as --data-root)")
+    models.add_argument("--data-root", help="the data root the models were trained on (default: VFLFLARE_RUNS_ROOT, "
+                                            "else ~/.vflflare/runs, the embedded default's)")
+    models.set_defaults(func=_cmd_models)
 
     attack = sub.add_parser("attack", help="run one algorithm in process and every attack on what each party received "
                                            "(those of a party that knows the code, the job's configuration and every "

@@ -5,6 +5,9 @@ Every record a job writes has "status": "completed", or "failed" with "error" (t
 """
 from __future__ import annotations
 
+import shlex
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # deployment scripts import this module for RESULTS_FILE: keep it light
@@ -50,6 +53,9 @@ def format_table(results: dict) -> str:
         where = f" in phase {results['phase']}" if results.get("phase") else ""
         where += f" (site {results['site']})" if results.get("site") else ""
         lines.append(f"FAILED{where}: {results['error']}")
+    classes = results.get("classes") or results.get("training", {}).get("classes")
+    if classes:  # labels.json named the classes: class id = position
+        lines.append(f"  {'classes':<28} " + ", ".join(f"{name} ({c})" for c, name in enumerate(classes)))
     if results.get("run_id"):
         lines.append(f"  run id {results['run_id']} (resume: {results['run_id']}), "
                      f"{results.get('replayed_exchanges', 0)} exchange(s) replayed")
@@ -104,7 +110,8 @@ FIXES = (  # (an error type named in the failure, what to do): the first that ap
     ("DataError", "fix the file named above; `vflflare check-data <data root>` lists every such problem at once"),
     ("AlignmentError", "`vflflare check-data <data root>` shows the rows each party shares and the id_normalize hint"),
     ("ConfigError", "fix the setting named above; `vflflare settings --algorithm <name>` lists every setting"),
-    ("ModelStoreError", "score with the model of one training job at every party (`model_job`), unchanged since"),
+    ("ModelStoreError", "score with one saved model at every party (`--set model_job=<model id>`; `vflflare models "
+                        "--data-root <data root>` lists them), unchanged since it was saved"),
     ("ResumeError", "resume with the run id and settings of the stopped run, on the same data"),
     ("TransportError", "check that the site named above is running and connected, then submit the job again"),
 )
@@ -121,12 +128,54 @@ def next_steps(results: dict) -> list[str]:
         where = f"at {scored.get('label_owner')}: {scored['predictions']}"
         if scored.get("predictions_in_job"):
             where += f" (a copy, {scored['predictions_in_job']}, in this job's result folder for download_job)"
-        return [f"predictions {where}"]
-    if results.get("job_id") and "union" not in results.get("alignment", {}):  # a silo space keeps no model
-        job = results["job_id"]
+        lines = [f"predictions of model {scored.get('model_job')} {where}"]
+        if scored.get("predictions_about"):
+            lines.append(f"which model, which rows, when: {scored['predictions_about']}")
+        return lines
+    model = results.get("model_id") or results.get("job_id")
+    if model and "union" not in results.get("alignment", {}):  # a silo space keeps no model
+        environment = results.get("environment") or {}
+        root = environment.get("data_root")
         here = f"; the label model here: {results['label_model']}" if results.get("label_model") else ""
-        return [f"models of job {job} kept by each party under its runs root (its data root, or VFLFLARE_RUNS_ROOT)"
-                f"{here}",
-                f"score new rows (score.csv beside each site's train.csv): python job.py --algorithm vertical_inference "
-                f"--set model_job={job} --env sim|poc|prod (or `vflflare simulate jobs/vertical_inference`)"]
+        lines = [f"model {model} kept by each party under its runs root (its data root, or VFLFLARE_RUNS_ROOT)"
+                 f"{here}"]
+        if environment.get("kind") in ("simulator", "poc") and not root:
+            return lines + ["to score new rows, train on a data root of your own (--data-root ROOT) and put score.csv "
+                            "beside each site's train.csv: the embedded default has no folder to read it from"]
+        if root:
+            lines.append(f"list the models there: {shlex.join([_vflflare(), 'models', '--data-root', str(root)])}")
+        return lines + [f"score new rows (score.csv beside each site's train.csv): {scoring_command(results)}"]
     return []
+
+
+def _vflflare() -> str:
+    """The `vflflare` command of this interpreter's environment, else `vflflare` from PATH."""
+    beside = Path(sys.executable).parent / "vflflare"
+    return str(beside) if beside.is_file() else "vflflare"
+
+
+def _launcher() -> list[str]:
+    """This interpreter and, beside the package's source folder, the repository's job.py (else job.py in the
+    current folder)."""
+    job_py = Path(__file__).resolve().parents[2] / "job.py"
+    return [sys.executable, str(job_py) if job_py.is_file() else "job.py"]
+
+
+def scoring_command(results: dict) -> str:
+    """The command that scores new rows with a training run's model, to paste as is: the run's sites by name, its
+    label owner, its model ID and, where the run's environment is known (results "environment": kind
+    simulator or poc with the data root, prod with the admin startup kit), where to run."""
+    model = results.get("model_id") or results.get("job_id")
+    command = [*_launcher(), "--algorithm", "vertical_inference", "--sites", ",".join(results["sites"])]
+    if results.get("label_owner") not in (None, "server"):
+        command += ["--label-owner", str(results["label_owner"])]
+    command += ["--set", f"model_job={model}"]
+    environment = results.get("environment") or {}
+    kind = environment.get("kind")
+    if kind in ("simulator", "poc") and environment.get("data_root"):
+        command += ["--env", "sim" if kind == "simulator" else "poc", "--data-root", str(environment["data_root"])]
+    elif kind == "prod" and environment.get("startup_kit"):
+        command += ["--env", "prod", "--startup-kit", str(environment["startup_kit"])]
+    else:
+        return shlex.join(command) + " --env poc|prod (poc: --data-root ROOT; prod: --startup-kit ADMIN_KIT)"
+    return shlex.join(command)

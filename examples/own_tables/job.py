@@ -4,8 +4,9 @@ new rows (score.csv) with the model it saved, as NVFlare's examples run their jo
     python prepare_data.py --out /tmp/vflflare_examples/own_tables
     python job.py --data-root /tmp/vflflare_examples/own_tables
 
-The model stays beside the data (<data root>/vflflare_models/<job id>/); the predictions land in
-<data root>/vflflare_predictions/predictions-<job id>.csv, in the hospital's score.csv row order.
+The model stays beside the data (<data root>/vflflare_models/<model id>/, the training run's own ID); the
+predictions land in <data root>/vflflare_predictions/predictions_<model id>.csv, in the hospital's score.csv
+row order, with predictions_<model id>.json beside it (which model, which rows, when).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def main() -> None:
     os.environ["VFLFLARE_DATA_ROOT"] = str(args.data_root.resolve())  # every simulated party reads its folder
     trained = run(VFLRecipe(algorithm="oneshot", sites=SITES, config={"ssl_epochs": args.ssl_epochs}),
                   args.workspace / "train")
-    scored = run(VFLRecipe(algorithm="vertical_inference", sites=SITES, config={"model_job": trained["job_id"]}),
+    scored = run(VFLRecipe(algorithm="vertical_inference", sites=SITES, config={"model_job": trained["model_id"]}),
                  args.workspace / "score")
     print(f"test AUC {trained['metrics']['test_auc']:.4f}; predictions: {scored['training']['predictions']}")
 

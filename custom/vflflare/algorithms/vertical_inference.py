@@ -6,8 +6,9 @@
 2. the coordinator matches the digests (or checks that the fingerprints agree): the rows every site has
    are scored, in one shared order;
 3. every site sends f_k of its matched rows (phase `scoring`);
-4. the label party, where the training job had it, applies the saved head and writes predictions.csv
-   (ID, score or class probabilities).
+4. the label party, where the training job had it, applies the saved head and writes
+   predictions_<model id>.csv (ID, score or class probabilities, the predicted class by name when the
+   labels had names) and predictions_<model id>.json (which model, which rows, when).
 The result reports how many rows were scored and, per site, how many were unmatched and which categories
 training never saw.
 """
@@ -29,15 +30,15 @@ from vflflare.protocol.transport import Transport
 
 @dataclass
 class VerticalInferenceConfig(JobConfig):
-    # the training job whose saved model scores (its NVFlare job id); "latest": each party's newest, which
-    # must be one job at every party
+    # the model ID of the training run whose saved model scores (`vflflare models ROOT` lists them); "latest":
+    # each party's newest, which must be one model at every party
     model_job: str = LATEST
     score_file: str = SCORE_FILE  # each site's file of new rows, in its data root's <site>/ folder
 
     def validate(self) -> None:
         super().validate()
-        self.check(bool(self.model_job), "model_job", "must name the training job whose model scores the rows, "
-                                                      "or be 'latest'")
+        self.check(bool(self.model_job), "model_job", "must name the model ID whose model scores the rows "
+                                                      "(`vflflare models ROOT` lists them), or be 'latest'")
 
 
 def matched_order(digests: dict[str, list[str]]) -> tuple[list[str], dict[str, list[int]]]:
@@ -89,20 +90,24 @@ class VerticalInference(Algorithm):
             reps = {s: np.asarray(r["reps"]) for s, r in replies.items()}
             # what a site's local configuration enforced on its uploads (privacy/enforcement.py): privacy.enforced
             self.enforced = {s: r["enforced"] for s, r in replies.items() if "enforced" in r}
+            about = {"scoring_job_id": self.job_id or "inprocess"}
             if owner == SERVER:
-                out = predictions_path(self.runs_root, self.job_id or "inprocess")
+                out = predictions_path(self.runs_root, model_job)  # named after the model that scores
                 folder = models_dir(self.runs_root or ".", model_job) / LABEL_DIR
                 first = replies[sites[0]]
                 # hash alignment: the coordinator's own positions put the rows in the first site's score.csv
                 # order; PSI: none to use (they would be new to it), so the canonical order of the intersection
                 order = positions[sites[0]] if positions[sites[0]] is not None else list(range(len(first["ids"])))
-                scored = apply_head(folder, reps, list(first["ids"]), out, order, first["id_column"])
+                scored = apply_head(folder, reps, list(first["ids"]), out, order, first["id_column"],
+                                    {**about, "score_file": loaded[sites[0]]["file"]})
             else:
                 scored = net.exchange(APPLY, {owner: {"reps": reps, "positions": positions[owner],
-                                                      "job_id": self.job_id or "inprocess"}})[owner]
+                                                      "model_id": model_job, "about": about}})[owner]
         self.info.update(
             model_job=model_job, algorithm=loaded[sites[0]]["algorithm"], label_owner=owner,
             predictions=scored["predictions"],
+            **({"predictions_about": scored["sidecar"]} if scored.get("sidecar") else {}),
+            **({"classes": scored["classes"]} if scored.get("classes") else {}),
             per_site={s: {"file": r["file"], "rows": r["rows"], "unmatched": r["rows"] - matched,
                           "unseen_categories": r["data_checks"]["unseen_categories"],  # as before data_checks
                           "data_checks": r["data_checks"]} for s, r in loaded.items()},
@@ -112,7 +117,7 @@ class VerticalInference(Algorithm):
                               f"every site (not scored)")
             for line in describe_checks(f"site {site!r}", report["data_checks"]):
                 self.tracker.info(line)
-        self.tracker.info(f"scored {matched} rows with the model of job {model_job}; predictions at "
+        self.tracker.info(f"scored {matched} rows with model {model_job}; predictions at "
                           f"{owner}: {scored['predictions']}")
         return {"scored_rows": float(matched)}
 
@@ -121,8 +126,9 @@ class VerticalInference(Algorithm):
         jobs = {s: r["job_id"] for s, r in loaded.items()}
         hashes = {s: r["config_hash"] for s, r in loaded.items()}
         if len(set(jobs.values())) > 1 or len(set(hashes.values())) > 1:
-            raise ModelStoreError(f"the sites' saved models come from different training jobs ({jobs}, config "
-                                  f"hashes {hashes}); set model_job to the job id every site has a model of")
+            raise ModelStoreError(f"the sites' saved models come from different training runs ({jobs}, config "
+                                  f"hashes {hashes}); set model_job to the model ID every site has a model of "
+                                  f"(`vflflare models ROOT` lists them)")
         return next(iter(jobs.values()))
 
     @staticmethod
@@ -140,8 +146,11 @@ class VerticalInference(Algorithm):
         if label_owner(models_dir(self.runs_root or ".", model_job) / LABEL_DIR) == SERVER:
             holders.append(SERVER)
         if len(holders) != 1:
-            raise ModelStoreError(f"job {model_job}: {'no party' if not holders else holders} holds its label model "
+            raise ModelStoreError(f"model {model_job}: {'no party' if not holders else holders} holds its label model "
                                   f"(the head); a training job that ended before its classifier saves none")
+        if self.cfg.label_owner not in (SERVER, holders[0]):  # a site named, but the head is elsewhere
+            raise ModelStoreError(f"label_owner {self.cfg.label_owner!r}, but the label model (the head) of model "
+                                  f"{model_job} is at {holders[0]!r}: leave label_owner out, or name {holders[0]!r}")
         return holders[0]
 
     def expected_communications(self, sites: list[str], rows: dict[str, int]) -> dict[str, dict[str, int]]:

@@ -1,20 +1,28 @@
 """`vflflare check-data`: every problem in a site's folder, or in a whole data root, at once and in seconds,
 before any job runs (a job stops at the first problem, a simulator run later).
 
-Each feature table is scanned row by row for what a job would refuse (wrong field counts, empty or
-duplicate IDs, non-numeric or infinite values, missing cells where the site's schema.json refuses them),
-up to MAX_EXAMPLES findings per column and kind, with the count of the rest. A folder the scan finds clean
-is then read by the job's own loader, so whatever else a job checks (schema, labels, test columns,
-preprocessing) is checked too. For a data root, the parties' IDs are matched as setup matches them
-(salted digests), with the same hint when normalising IDs would align more rows.
+Each feature table (train.csv, test.csv, and score.csv when a site has new rows to score) is scanned row
+by row for what a job would refuse (wrong field counts, empty or duplicate IDs, non-numeric or infinite
+values, missing cells where the site's schema.json refuses them), up to MAX_EXAMPLES findings per column and
+kind, with the count of the rest. Every numeric column then goes through the job's own preprocessing, cells
+the scan refused left out, so a value it cannot standardise (1e300) is found beside any other problem of the
+file. A folder found clean is then read by the job's own loader, so whatever else a job checks (schema,
+labels, test columns) is checked too, and its score.csv as scoring reads it. For a data root, the parties'
+IDs are matched as setup matches them (salted digests), with the same hint when normalising IDs would align
+more rows; a root needs at least 2 sites (vertical FL: K >= 2).
 """
 from __future__ import annotations
 
 import csv
+import dataclasses
+import math
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from vflflare.data.errors import VALUE, DataError, site_owner
 from vflflare.data.ids import normalizer
@@ -23,6 +31,9 @@ from vflflare.data.table import MISSING_NUMBERS, _finite_float, _number_problem
 
 MAX_EXAMPLES = 5  # findings shown per (file, column, kind); the rest are counted
 SERVER = "server"
+FEATURE_FILES = ("train.csv", "test.csv")
+SCORE_FILE = "score.csv"  # a site's new rows to score (the scoring job's default score_file)
+MIN_SITES = 2  # vertical FL: at least two parties hold columns of the same rows
 
 
 @dataclass
@@ -53,9 +64,21 @@ class Findings:
         return bool(self.messages)
 
 
-def scan_features(owner: str, path: Path, schema: TableSchema, findings: Findings) -> list[str] | None:
-    """Every row-level problem of one feature table (train.csv / test.csv) into `findings`; its header,
-    or None when the file cannot be read at all."""
+@dataclass
+class Numbers:
+    """The numeric cells of one feature table as floats (NaN where the cell is missing or refused), with each
+    row's line and ID: what the preprocessing check needs (check_ranges). Rows with a wrong field count are
+    left out."""
+
+    lines: array = field(default_factory=lambda: array("q"))
+    ids: list[str] = field(default_factory=list)
+    columns: dict[str, array] = field(default_factory=dict)
+
+
+def scan_features(owner: str, path: Path, schema: TableSchema, findings: Findings,
+                  numbers: Numbers | None = None) -> list[str] | None:
+    """Every row-level problem of one feature table (train.csv / test.csv / score.csv) into `findings`; its
+    header, or None when the file cannot be read at all. `numbers`: filled with its numeric cells."""
     if not path.is_file():
         findings.add((path.name, None, "missing"), DataError.at(owner, path, "file not found"))
         return None
@@ -75,6 +98,9 @@ def scan_features(owner: str, path: Path, schema: TableSchema, findings: Finding
                         return None
                     at_id = header.index(schema.id_column)
                     kinds = _column_kinds(header, schema)
+                    numeric = [i for i, kind in kinds.items() if kind == "number"] if numbers is not None else []
+                    for i in numeric:
+                        numbers.columns[header[i]] = array("d")
                     continue
                 row_id = record[at_id] if at_id < len(record) else None
                 if len(record) != len(header):
@@ -82,6 +108,12 @@ def scan_features(owner: str, path: Path, schema: TableSchema, findings: Finding
                         owner, path, f"{len(record)} fields but the header has {len(header)}", line=line, row_id=row_id))
                     continue
                 _check_id(owner, path, row_id, line, seen, findings, schema.id_column)
+                if numbers is not None:
+                    numbers.lines.append(line)
+                    numbers.ids.append(row_id or "")
+                    for i in numeric:
+                        value = _finite_float(record[i])
+                        numbers.columns[header[i]].append(math.nan if value is None else value)
                 for position, kind in kinds.items():
                     problem = _cell_problem(record[position], kind, schema)
                     if problem:
@@ -142,6 +174,45 @@ def _cell_problem(text: str, kind: str, schema: TableSchema) -> str | None:
     return None
 
 
+def check_ranges(owner: str, schema: TableSchema, tables: dict[str, tuple[Path, Numbers]],
+                 findings: Findings) -> None:
+    """What the job's preprocessing refuses in each numeric column, whatever else is wrong with the file:
+    fitted on train.csv's column (a value too large to standardise), then applied to test.csv's and
+    score.csv's (a value beyond float32 once scaled), as the loader and scoring do. The cells the scan
+    refused are filled as missing ones; a column without one usable training value is left to the loader."""
+    from vflflare.data.preprocess import STANDARD, Preprocessor
+    from vflflare.data.table import CsvTable, FeatureTable
+
+    if "train.csv" not in tables:
+        return
+    missing = schema.missing
+    if missing.numeric == "error":  # refused cells are reported by the scan; fill them to check the rest
+        missing = dataclasses.replace(missing, numeric="median")
+
+    def table(path: Path, numbers: Numbers, name: str) -> FeatureTable:
+        csv_table = CsvTable(owner, str(path), [schema.id_column, name], [], numbers.lines, numbers.ids)
+        return FeatureTable(csv_table, {name: np.frombuffer(numbers.columns[name], dtype=np.float64).copy()}, [])
+
+    train_path, train = tables["train.csv"]
+    for name in train.columns:
+        fitted = table(train_path, train, name)
+        if not np.isfinite(fitted.columns[name]).any():
+            continue
+        try:
+            preprocessor = Preprocessor.fit(fitted, numeric_transform=schema.numeric_transform or STANDARD,
+                                            missing=missing)
+            preprocessor.transform(fitted)
+        except DataError as error:
+            findings.add((train_path.name, name, "range"), error)
+            continue
+        for file, (path, numbers) in tables.items():
+            if file != "train.csv" and name in numbers.columns:
+                try:
+                    preprocessor.transform(table(path, numbers, name))
+                except DataError as error:
+                    findings.add((path.name, name, "range"), error)
+
+
 @dataclass
 class PartyCheck:
     """One party's folder: its problems, and what its clean data holds (for the report)."""
@@ -153,7 +224,8 @@ class PartyCheck:
 
 
 def check_site_folder(site: str, folder: Path, sites: list[str], data_root: str | None = None) -> PartyCheck:
-    """A site's folder: scanned, then (if clean) read by the job's loader."""
+    """A site's folder: scanned (its score.csv too, if any), then (if clean) read by the job's loader, and
+    its score.csv as scoring reads it."""
     from vflflare.data.loading import load_site_view
 
     owner, findings = site_owner(site), Findings()
@@ -163,12 +235,25 @@ def check_site_folder(site: str, folder: Path, sites: list[str], data_root: str 
     except DataError as error:
         findings.add((SCHEMA_FILE, None, "schema"), error)
         return check
+    score = folder / SCORE_FILE if schema.modality == "table" and (folder / SCORE_FILE).is_file() else None
     if schema.modality == "table":
-        headers = [scan_features(owner, folder / name, schema, findings) for name in ("train.csv", "test.csv")]
-        if all(headers) and set(headers[0]) != set(headers[1]):
+        numbers = {name: Numbers() for name in (*FEATURE_FILES, *([SCORE_FILE] if score else []))}
+        headers = {name: scan_features(owner, folder / name, schema, findings, numbers[name]) for name in numbers}
+        train, test = headers["train.csv"], headers["test.csv"]
+        if train and test and set(train) != set(test):
             findings.add(("test.csv", None, "columns"), DataError.at(
                 owner, folder / "test.csv", f"columns differ from {folder / 'train.csv'}: missing "
-                f"{[n for n in headers[0] if n not in headers[1]]}, extra {[n for n in headers[1] if n not in headers[0]]}"))
+                f"{[n for n in train if n not in test]}, extra {[n for n in test if n not in train]}"))
+        if train and headers.get(SCORE_FILE):
+            trained = [n for n in train if n not in (schema.id_column, schema.label_column)]
+            given = [n for n in headers[SCORE_FILE] if n != schema.id_column]
+            if set(trained) != set(given):
+                findings.add((SCORE_FILE, None, "columns"), DataError.at(
+                    owner, score, f"columns differ from the training columns of {folder / 'train.csv'}: missing "
+                    f"{[n for n in trained if n not in given]}, extra {[n for n in given if n not in trained]} "
+                    f"(scoring needs the ID column and exactly the columns the model was trained on)"))
+        check_ranges(owner, schema, {name: (folder / name, numbers[name]) for name in numbers if headers[name]},
+                     findings)
     if findings:
         return check
     try:
@@ -181,6 +266,15 @@ def check_site_folder(site: str, folder: Path, sites: list[str], data_root: str 
     check.summary = {"modality": schema.modality, "train_rows": len(view.train_ids), "test_rows": len(view.test_ids),
                      "inputs": len(tables.feature_names) if tables is not None else None,
                      "data_checks": tables.data_checks if tables is not None else {}}
+    if score is not None and tables is not None and tables.site_input is not None:
+        from vflflare.protocol.scoring import read_new_rows
+
+        try:  # as the scoring job reads it, with this training data's preprocessing
+            score_ids, _, score_checks = read_new_rows(site, score, tables.site_input)
+        except DataError as error:
+            findings.add((SCORE_FILE, None, "scoring"), error)
+            return check
+        check.summary.update(score_rows=len(score_ids), score_checks=score_checks)
     return check
 
 
@@ -249,6 +343,12 @@ def check_data(path: Path, id_normalize: list[str] = ()) -> tuple[list[PartyChec
     if not sites:
         raise DataError.at("check-data", path, "neither a site folder (train.csv, test.csv) nor a data root "
                                                "(one folder per site)")
+    root_check = PartyCheck("data root", Findings())
+    if len(sites) < MIN_SITES:
+        root_check.findings.add(("sites", None, "too few"), DataError.at(
+            "check-data", path, f"only one site folder ({sites[0]!r}): vertical FL needs at least {MIN_SITES} sites, "
+            f"each holding its own columns of the same rows; add the other parties' folders (to check this one "
+            f"site's folder alone: vflflare check-data --data-root {path / sites[0]})"))
     checks = [check_site_folder(site, path / site, sites, str(path)) for site in sites]
     owners = label_owners(path, sites)
     if not owners:
@@ -258,7 +358,7 @@ def check_data(path: Path, id_normalize: list[str] = ()) -> tuple[list[PartyChec
     checks += [check_labels(owner, sites, str(path)) for owner in owners]
     clean = [c for c in checks if c.ids]
     report = overlap(clean, list(id_normalize)) if len(clean) == len(checks) else None
-    return checks, report
+    return ([root_check] if root_check.findings else []) + checks, report
 
 
 def describe(checks: list[PartyCheck], report: dict[str, Any] | None) -> list[str]:
@@ -274,8 +374,10 @@ def describe(checks: list[PartyCheck], report: dict[str, Any] | None) -> list[st
         s = check.summary
         if "train_rows" in s:
             what = f"{s['inputs']} model inputs" if s["inputs"] is not None else "images"
-            lines.append(f"{check.name}: ok, {s['train_rows']} train rows, {s['test_rows']} test rows, {what}")
+            scored = f", {s['score_rows']} score rows" if "score_rows" in s else ""
+            lines.append(f"{check.name}: ok, {s['train_rows']} train rows, {s['test_rows']} test rows{scored}, {what}")
             lines += [f"  {line}" for line in describe_checks(site_owner(check.name), s["data_checks"])]
+            lines += [f"  {line}" for line in describe_checks(site_owner(check.name), s.get("score_checks", {}))]
         elif s:
             lines.append(f"{check.name}: ok, {s['train_labels']} train labels (per class {s['per_class']}), "
                          f"{s['test_labels']} test labels, {s['num_classes']} classes")

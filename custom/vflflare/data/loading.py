@@ -243,6 +243,11 @@ def _label_tables(
         spec, declared_in, train_csv, train_labels, test_csv, test_labels
     )
     per_class = class_counts(np.concatenate([train_labels, test_labels]))
+    if len(per_class) < num_classes and spec.classes is not None:
+        absent = [name for c, name in enumerate(spec.classes) if c not in per_class]
+        raise DataError.at(train_csv.owner, Path(train_csv.source).parent / declared_in,
+                           f"declares the classes {list(spec.classes)} but no train or test label is {absent}; "
+                           f"remove {'it' if len(absent) == 1 else 'them'} from \"classes\"")
     if len(per_class) < num_classes:
         # a declared C above the classes present would silently change the metric (accuracy for AUC)
         raise DataError.at(train_csv.owner, Path(train_csv.source).parent / declared_in,
@@ -258,6 +263,8 @@ def _label_tables(
         test_labels=test_labels,
         num_classes=num_classes,
         train_source=source,
+        id_column=spec.id_column,
+        classes=list(spec.classes) if spec.classes is not None else None,
     )
 
 

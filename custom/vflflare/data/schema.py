@@ -48,14 +48,18 @@ class MissingPolicy:
 
 @dataclass(frozen=True)
 class LabelSpec:
-    """How to read the label files; num_classes None means "infer it from the labels"."""
+    """How to read the label files; num_classes None means "infer it from the labels". classes: the user's
+    label values, class id = position (`{"classes": ["No", "Yes"]}`: "No" is 0, "Yes" 1); None: the labels
+    are the class ids themselves."""
 
     num_classes: int | None = None
     id_column: str = DEFAULT_ID_COLUMN
     label_column: str = DEFAULT_LABEL_COLUMN
+    classes: tuple[str, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"num_classes": self.num_classes, "id_column": self.id_column, "label_column": self.label_column}
+        values = {"num_classes": self.num_classes, "id_column": self.id_column, "label_column": self.label_column}
+        return {**values, "classes": list(self.classes)} if self.classes is not None else values
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,7 @@ class TableSchema:
     image_size: tuple[int, int] | None = None
     path_column: str = DEFAULT_PATH_COLUMN
     missing: MissingPolicy = MissingPolicy()
+    classes: tuple[str, ...] | None = None  # the label column's values by class id, as labels.json's "classes"
 
     def to_dict(self) -> dict[str, Any]:
         values: dict[str, Any] = {"id_column": self.id_column, "categorical_columns": list(self.categorical_columns)}
@@ -88,6 +93,8 @@ class TableSchema:
             values["label_column"] = self.label_column
         if self.num_classes is not None:
             values["num_classes"] = self.num_classes
+        if self.classes is not None:
+            values["classes"] = list(self.classes)
         if self.numeric_transform is not None:
             values["numeric_transform"] = self.numeric_transform
         if self.modality != "table":
@@ -102,13 +109,14 @@ class TableSchema:
     def label_spec(self) -> LabelSpec:
         """The label column read like a label file, so both go through the same validation."""
         assert self.label_column is not None
-        return LabelSpec(self.num_classes, self.id_column, self.label_column)
+        return LabelSpec(self.num_classes, self.id_column, self.label_column, self.classes)
 
 
 def read_table_schema(owner: str, path: Path) -> TableSchema:
     """``schema.json`` of a site folder, or the defaults when the file is absent."""
     values = _read_json_object(owner, path, {"id_column", "categorical_columns", "label_column", "num_classes",
-                                             "numeric_transform", "modality", "image_size", "path_column", "missing"})
+                                             "numeric_transform", "modality", "image_size", "path_column", "missing",
+                                             "classes"})
     if values is None:
         return TableSchema()
     modality = values.get("modality", "table")
@@ -137,10 +145,11 @@ def read_table_schema(owner: str, path: Path) -> TableSchema:
             raise DataError.at(owner, path, f"'id_column' and 'label_column' are both {id_column!r}")
         if label_column in categorical:
             raise DataError.at(owner, path, f"the label column {label_column!r} cannot also be a categorical feature")
-    num_classes = _num_classes(owner, path, values)
-    if num_classes is not None and label_column is None:
-        # C without a label column would be read by nobody: refuse rather than ignore it.
-        raise DataError.at(owner, path, "'num_classes' needs 'label_column' (it describes that column's labels)")
+    num_classes, classes = _classes(owner, path, values)
+    for key in ("num_classes", "classes"):
+        if values.get(key) is not None and label_column is None:
+            # C without a label column would be read by nobody: refuse rather than ignore it.
+            raise DataError.at(owner, path, f"{key!r} needs 'label_column' (it describes that column's labels)")
     numeric_transform = values.get("numeric_transform")
     if numeric_transform is not None and numeric_transform not in NUMERIC_TRANSFORMS:
         raise DataError.at(
@@ -152,7 +161,7 @@ def read_table_schema(owner: str, path: Path) -> TableSchema:
         raise DataError.at(owner, path, f"'path_column' {path_column!r} is also the ID or label column")
     return TableSchema(id_column, tuple(categorical), label_column, num_classes, numeric_transform, modality,
                        _image_size(owner, path, values.get("image_size")), path_column,
-                       _missing(owner, path, values.get("missing")))
+                       _missing(owner, path, values.get("missing")), classes)
 
 
 def _missing(owner: str, path: Path, value: Any) -> MissingPolicy:
@@ -183,17 +192,37 @@ def _image_size(owner: str, path: Path, value: Any) -> tuple[int, int] | None:
 
 def read_label_spec(owner: str, path: Path) -> LabelSpec:
     """``labels.json`` of the label party's folder, or the defaults (C inferred) when absent."""
-    values = _read_json_object(owner, path, {"num_classes", "id_column", "label_column"})
+    values = _read_json_object(owner, path, {"num_classes", "id_column", "label_column", "classes"})
     if values is None:
         return LabelSpec()
-    num_classes = _num_classes(owner, path, values)
+    num_classes, classes = _classes(owner, path, values)
     id_column = values.get("id_column", DEFAULT_ID_COLUMN)
     label_column = values.get("label_column", DEFAULT_LABEL_COLUMN)
     _check_name(owner, path, "id_column", id_column)
     _check_name(owner, path, "label_column", label_column)
     if id_column == label_column:
         raise DataError.at(owner, path, f"'id_column' and 'label_column' are both {id_column!r}")
-    return LabelSpec(num_classes, id_column, label_column)
+    return LabelSpec(num_classes, id_column, label_column, classes)
+
+
+def _classes(owner: str, path: Path, values: dict[str, Any]) -> tuple[int | None, tuple[str, ...] | None]:
+    """num_classes and classes: "classes" lists the user's label values, class id = position, each once,
+    at least 2; it sets num_classes, which, if also given, must agree."""
+    num_classes = _num_classes(owner, path, values)
+    classes = values.get("classes")
+    if classes is None:
+        return num_classes, None
+    if (not isinstance(classes, list) or len(classes) < 2
+            or not all(isinstance(c, str) and c != "" for c in classes)):
+        raise DataError.at(owner, path, f"'classes' must list at least 2 label values as non-empty strings, class id "
+                                        f"= position (e.g. [\"No\", \"Yes\"]), got {classes!r}")
+    repeated = sorted({c for c in classes if classes.count(c) > 1})
+    if repeated:
+        raise DataError.at(owner, path, f"'classes' lists {repeated} more than once")
+    if num_classes is not None and num_classes != len(classes):
+        raise DataError.at(owner, path, f"'num_classes' {num_classes} but 'classes' names {len(classes)}: "
+                                        f"{classes}; give one of them, or make them agree")
+    return len(classes), tuple(classes)
 
 
 def _num_classes(owner: str, path: Path, values: dict[str, Any]) -> int | None:

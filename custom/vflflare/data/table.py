@@ -485,9 +485,27 @@ def parse_column_labels(table: CsvTable, spec: LabelSpec, every_row: bool) -> tu
 def _label_values(table: CsvTable, spec: LabelSpec, declared_in: str) -> np.ndarray:
     if not table.num_rows:
         raise table.error("no data rows")
+    if spec.classes is not None:  # the user's values, mapped to class ids by their place in "classes"
+        return class_ids(table, spec, declared_in)
     labels = table.integers(spec.label_column, what="label")
     if spec.num_classes is not None:
         check_label_range(table, labels, spec.num_classes, spec.label_column, f"from {declared_in}")
+    return labels
+
+
+def class_ids(table: CsvTable, spec: LabelSpec, declared_in: str) -> np.ndarray:
+    """int64 class ids of the label column's values by `spec.classes` (class id = position); a value not in
+    it is an error naming the file, the row and the value."""
+    assert spec.classes is not None
+    index = {name: c for c, name in enumerate(spec.classes)}
+    values = table.column(spec.label_column)
+    labels = np.empty(len(values), dtype=np.int64)
+    for row, text in enumerate(values):
+        if text not in index:
+            raise table.error(f"label {VALUE} is not one of the classes {list(spec.classes)} that {declared_in} "
+                              f"declares (\"classes\", class id = position); add it there or fix the value",
+                              row=row, column=spec.label_column, value=repr(text))
+        labels[row] = index[text]
     return labels
 
 

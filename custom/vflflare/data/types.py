@@ -58,3 +58,5 @@ class LabelTables:
     num_classes: int
     # where the training labels were read, for messages: a label file, or "column 'label' of <site>/train.csv"
     train_source: str = ""
+    id_column: str = "id"  # the label files' (or label column's table's) ID column: test_predictions.csv uses it
+    classes: list[str] | None = None  # labels.json "classes": the user's name of each class id, else None

@@ -21,6 +21,7 @@ from vflflare.algorithms.registry import make_config
 from vflflare.code_identity import code_identity
 from vflflare.config import SERVER
 from vflflare.protocol.checkpoint import runs_root
+from vflflare.protocol.model_ids import SIMULATOR_JOB_ID, new_model_id
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.topology import COORDINATOR, check_job_sites
 from vflflare.data.loading import load_label_tables
@@ -120,10 +121,13 @@ class VFLController(Controller):
                 net.exchange_he_keys(self.cfg.label_owner)
             cfg = self.cfg
             recorded = RecordingTransport(net) if self.record_messages else net
+            # the training run's own model ID (the simulator calls every job simulate_job): model_ids.py
+            server_runs = runs_root(data_root, SERVER)
+            model_id = new_model_id(self._job_name(run_dir, fl_ctx), cfg.algorithm, [server_runs])
             results = run_algorithm(
                 recorded, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize), tracker,
-                server_he, runs_root=runs_root(data_root, SERVER), run_id=run_id,
-                job_id=fl_ctx.get_job_id(),
+                server_he, runs_root=server_runs, run_id=run_id,
+                job_id=fl_ctx.get_job_id(), model_id=model_id,
                 private=PrivateRandomness.from_environment("label", local_private_seed(fl_ctx, SERVER)),
                 enforce=local_enforcement(fl_ctx, SERVER),
             )
@@ -145,10 +149,24 @@ class VFLController(Controller):
         if self.record_messages:
             results["messages"] = os.path.basename(save_messages(os.path.join(run_dir, MESSAGES_FILE), recorded.messages))
         results = completed({**results, "vflflare": code_identity(SERVER)})  # the release and code the server runs
+        if fl_ctx.get_job_id() == SIMULATOR_JOB_ID:  # where the printed scoring command points (results.py)
+            results["environment"] = {"kind": "simulator", "data_root": data_root}
         self._keep_predictions(run_dir, results)
         path = self._write(run_dir, results)
         self.log_info(fl_ctx, f"results written to {path}")
         print(format_table(results), flush=True)  # once, on the console of whoever runs the server
+
+    def _job_name(self, run_dir: str, fl_ctx: FLContext) -> str:
+        """The job's name (its meta.json "name", e.g. oneshot_vfl), else the algorithm's."""
+        meta = fl_ctx.get_prop(FLContextKey.JOB_META)
+        if not isinstance(meta, dict):
+            try:
+                with open(os.path.join(run_dir, "meta.json")) as f:
+                    meta = json.load(f)
+            except (OSError, ValueError):
+                meta = {}
+        name = meta.get("name") if isinstance(meta, dict) else None
+        return str(name or self.cfg.algorithm)
 
     @staticmethod
     def _keep_predictions(run_dir: str, results: dict) -> None:
@@ -161,6 +179,9 @@ class VFLController(Controller):
         kept = os.path.join(run_dir, os.path.basename(scored["predictions"]))
         shutil.copyfile(scored["predictions"], kept)
         scored["predictions_in_job"] = os.path.basename(kept)
+        sidecar = os.path.splitext(scored["predictions"])[0] + ".json"  # which model, which rows, when
+        if os.path.isfile(sidecar):
+            shutil.copyfile(sidecar, os.path.join(run_dir, os.path.basename(sidecar)))
 
     @staticmethod
     def _write(run_dir: str, results: dict) -> str:

@@ -337,7 +337,7 @@ def attack_simulated(cfg: JobConfig, sites: list[str], data_root: str, workspace
     setup_parties(InProcessTransport(runtimes, cfg.wire_dtype), cfg, get_algorithm(cfg.algorithm, cfg.plugins),
                   lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize), LogTracker("vflflare.server"))
     for site, runtime in runtimes.items():
-        folder = models_dir(runs_root(data_root, site), result["job_id"]) / site
+        folder = models_dir(runs_root(data_root, site), result.get("model_id") or result["job_id"]) / site
         runtime.party.state["encoder"] = load_site_model(folder, site)[0].to(runtime.party.device)
     return attack(cfg, sites, data_root, runtimes, messages, result, unaligned_labels)
 

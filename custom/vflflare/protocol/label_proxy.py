@@ -11,6 +11,8 @@ LABEL_PREFIX = "label."
 
 
 class RemoteLabelParty:
+    classes: list[str] | None = None  # the label site's class names (labels.json "classes"), if it gave them
+
     def __init__(self, net: Transport, site: str, num_classes: int, channels: dict[str, str]) -> None:
         self.net, self.site, self.num_classes, self.channels = net, site, num_classes, channels
         self.metric_name = "auc" if num_classes == 2 else "accuracy"

@@ -3,16 +3,19 @@ preprocessing, the label party's head, and a manifest per party.
 
 Layout, under each party's runs root (checkpoint.runs_root: VFLFLARE_RUNS_ROOT, else its data root, else
 ~/.vflflare/runs):
-``vflflare_models/<job id>/<site>/`` holds a site's ``encoder.pt`` (its f_k, the module itself),
+``vflflare_models/<model id>/<site>/`` holds a site's ``encoder.pt`` (its f_k, the module itself),
 ``preprocessing.json`` (the fitted Preprocessor and the input schema: column order, scales, categorical
-vocabularies, ID column and ID normalisation) and ``manifest.json``; ``vflflare_models/<job id>/label/``
-holds the label party's ``head.pt``, ``test_predictions.csv`` (ID and class probabilities of the test rows
-it evaluated) and ``manifest.json``. Each party writes only at its own place: raw features never leave a
-site, and the label party's files hold no feature at all.
+vocabularies, ID column and ID normalisation) and ``manifest.json``; ``vflflare_models/<model id>/label/``
+holds the label party's ``head.pt``, ``test_predictions.csv`` (ID, under the label files' ID column name,
+and class probabilities of the test rows it evaluated, with the predicted class by its name when labels.json
+names the classes) and ``manifest.json``. Each party writes only at its own place: raw features never leave
+a site, and the label party's files hold no feature at all. The model ID (model_ids.py) is the training
+run's own, so a second run adds a folder beside the first; a party never writes over a saved model.
 
 A manifest names the algorithm, the hash of the job's config (`config_hash`: every party of one job writes
-the same), the job id, where the label party ran (`label_owner`), the party's input schema (a site) or the sites in the head's input order and the
-test metric (the label party), when it was written, and the sha256 of each file, which loading checks.
+the same), the model ID and the NVFlare job id that trained it, where the label party ran (`label_owner`), the party's
+input schema (a site) or the sites in the head's input order, the test metric and the class names, if any
+(the label party), when it was written, and the sha256 of each file, which loading checks.
 """
 from __future__ import annotations
 
@@ -32,10 +35,8 @@ from vflflare.metrics import score
 from vflflare.protocol.checkpoint import UNCHECKED, file_hash
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
+from vflflare.protocol.model_ids import LABEL_DIR, MANIFEST, MODELS_DIR
 
-MODELS_DIR = "vflflare_models"
-LABEL_DIR = "label"
-MANIFEST = "manifest.json"
 ENCODER_FILE, PREPROCESSING_FILE = "encoder.pt", "preprocessing.json"
 HEAD_FILE, PREDICTIONS_FILE = "head.pt", "test_predictions.csv"
 
@@ -44,12 +45,12 @@ class ModelStoreError(RuntimeError):
     """A saved model cannot be used as asked: the message names the party and the file."""
 
 
-def models_dir(root: str | Path, job_id: str) -> Path:
-    return Path(root) / MODELS_DIR / job_id
+def models_dir(root: str | Path, model_id: str) -> Path:
+    return Path(root) / MODELS_DIR / model_id
 
 
 def latest_job(root: str | Path, party: str) -> str:
-    """The id of the newest job that saved a model of `party` (a site, or LABEL_DIR) under `root`."""
+    """The model ID of the newest model of `party` (a site, or LABEL_DIR) saved under `root`."""
     manifests = sorted((p.stat().st_mtime, p.parent.parent.name) for p in Path(root, MODELS_DIR).glob(f"*/{party}/{MANIFEST}"))
     if not manifests:
         raise ModelStoreError(f"{party}: no saved model under {Path(root, MODELS_DIR)}; run a training job first")
@@ -60,6 +61,14 @@ def config_hash(config: dict[str, Any]) -> str:
     """sha256 of the job's settings, without those a resumed run may change."""
     kept = {k: v for k, v in config.items() if k not in UNCHECKED}
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _new_folder(folder: Path, party: str) -> None:
+    """A party's model folder, which must not hold a saved model yet: a model is never overwritten."""
+    if (folder / MANIFEST).exists():
+        raise ModelStoreError(f"{party}: a model is already saved at {folder}; a saved model is never overwritten "
+                              f"(each training run has a model ID of its own)")
+    folder.mkdir(parents=True, exist_ok=True)
 
 
 def _write_manifest(folder: Path, fields: dict[str, Any], files: list[str]) -> Path:
@@ -87,8 +96,9 @@ def read_manifest(folder: Path, party: str) -> dict[str, Any]:
 
 def save_site_model(folder: Path, site: str, encoder: torch.nn.Module, site_input: SiteInput | None,
                     fields: dict[str, Any]) -> Path:
-    """fields: algorithm, config_hash, job_id. A site without a tabular input (images) saves its encoder only."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """fields: algorithm, config_hash, model_id, job_id. A site without a tabular input (images) saves its encoder
+    only."""
+    _new_folder(folder, f"site '{site}'")
     torch.save(encoder, folder / ENCODER_FILE)
     files = [ENCODER_FILE]
     schema = None
@@ -112,16 +122,20 @@ def load_site_model(folder: Path, site: str) -> tuple[torch.nn.Module, SiteInput
 
 
 def save_label_model(folder: Path, head: torch.nn.Module, sites: list[str], metrics: dict[str, float],
-                     test_ids: list[str] | None, test_probs: np.ndarray | None, fields: dict[str, Any]) -> Path:
+                     test_ids: list[str] | None, test_probs: np.ndarray | None, fields: dict[str, Any],
+                     id_column: str = "id", classes: list[str] | None = None) -> Path:
     """The head over the sites' representations side by side in `sites` order, and the test rows' class
-    probabilities it gave (the training job's test predictions, to compare scoring with)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    probabilities it gave (the training job's test predictions, to compare scoring with), under the label
+    files' ID column name; `classes`: the names labels.json gives the classes (None: numbered 0..C-1)."""
+    _new_folder(folder, "label party")
     torch.save(head, folder / HEAD_FILE)
     files = [HEAD_FILE]
     if test_ids is not None and test_probs is not None:
-        write_predictions(folder / PREDICTIONS_FILE, test_ids, test_probs)
+        write_predictions(folder / PREDICTIONS_FILE, test_ids, test_probs, id_column, classes)
         files.append(PREDICTIONS_FILE)
-    return _write_manifest(folder, {**fields, "party": LABEL_DIR, "sites": list(sites), "metrics": metrics}, files)
+    named = {"classes": list(classes)} if classes else {}
+    return _write_manifest(folder, {**fields, "party": LABEL_DIR, "sites": list(sites), "metrics": metrics,
+                                    **named}, files)
 
 
 def label_owner(folder: Path) -> str | None:
@@ -137,38 +151,56 @@ def load_label_model(folder: Path) -> tuple[torch.nn.Module, dict[str, Any]]:
     return head.eval(), manifest
 
 
-def write_predictions(path: Path, ids: list[str], probs: np.ndarray, id_column: str = "id") -> None:
-    """ID, then the probability of each class (binary: `score`, the positive class's)."""
+PREDICTED_COLUMN = "predicted"  # the predicted class by its name, when labels.json names the classes
+
+
+def prediction_columns(num_classes: int, classes: list[str] | None = None) -> list[str]:
+    """The columns after the ID: binary `score` (the probability of class 1), else `p0,p1,...`, or
+    `p_<class name>` when the classes have names; then `predicted` (the most probable class's name)."""
+    if num_classes == 2:
+        columns = ["score"]
+    else:
+        columns = [f"p_{name}" for name in classes] if classes else [f"p{c}" for c in range(num_classes)]
+    return columns + ([PREDICTED_COLUMN] if classes else [])
+
+
+def write_predictions(path: Path, ids: list[str], probs: np.ndarray, id_column: str = "id",
+                      classes: list[str] | None = None) -> None:
+    """ID, then the probability of each class (binary: `score`, the positive class's); with class names
+    (labels.json `classes`), also the predicted class by its name."""
     probs = np.asarray(probs, dtype=np.float64)
+    if classes is not None and len(classes) != probs.shape[1]:
+        raise ModelStoreError(f"{len(classes)} class names {list(classes)} for {probs.shape[1]} class probabilities")
+    values = probs[:, 1:] if probs.shape[1] == 2 else probs
+    named = [[classes[c]] for c in np.argmax(probs, axis=1)] if classes else [[] for _ in ids]
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
-        if probs.shape[1] == 2:
-            writer.writerow([id_column, "score"])
-            writer.writerows((i, repr(float(p))) for i, p in zip(ids, probs[:, 1]))
-        else:
-            writer.writerow([id_column, *(f"p{c}" for c in range(probs.shape[1]))])
-            writer.writerows((i, *(repr(float(v)) for v in row)) for i, row in zip(ids, probs))
+        writer.writerow([id_column, *prediction_columns(probs.shape[1], classes)])
+        writer.writerows((i, *(repr(float(v)) for v in row), *name) for i, row, name in zip(ids, values, named))
 
 
 def read_predictions(path: Path) -> dict[str, list[float]]:
+    """ID -> the class probabilities of a predictions file (`predicted`, a class name, left out)."""
     with path.open(newline="") as f:
         rows = list(csv.reader(f))
-    return {row[0]: [float(v) for v in row[1:]] for row in rows[1:]}
+    keep = [c for c, name in enumerate(rows[0]) if c and name != PREDICTED_COLUMN] if rows else []
+    return {row[0]: [float(row[c]) for c in keep] for row in rows[1:]}
 
 
-def _fields(cfg: JobConfig, job_id: str) -> dict[str, Any]:
-    return {"algorithm": cfg.algorithm, "config_hash": config_hash(cfg.to_dict()), "job_id": job_id,
-            "label_owner": cfg.label_owner}
+def _fields(cfg: JobConfig, model_id: str, job_id: str | None) -> dict[str, Any]:
+    return {"algorithm": cfg.algorithm, "config_hash": config_hash(cfg.to_dict()), "model_id": model_id,
+            "job_id": job_id or model_id, "label_owner": cfg.label_owner}
 
 
-def save_feature_party(root: str | Path, job_id: str, party: FeatureParty) -> Path:
-    """A site's f_k as it stands now (the job's end) and, for a table site, its preprocessing."""
+def save_feature_party(root: str | Path, model_id: str, party: FeatureParty, job_id: str | None = None) -> Path:
+    """A site's f_k as it stands now (the job's end) and, for a table site, its preprocessing; job_id: the
+    NVFlare job that trained it (default: the model ID)."""
     site_input = getattr(getattr(party.view, "tables", None), "site_input", None)
-    return save_site_model(models_dir(root, job_id) / party.site, party.site, party.encoder, site_input,
-                           _fields(party.cfg, job_id))
+    return save_site_model(models_dir(root, model_id) / party.site, party.site, party.encoder, site_input,
+                           _fields(party.cfg, model_id, job_id))
 
 
-def save_label_party(root: str | Path, job_id: str, label: LabelParty) -> Path | None:
+def save_label_party(root: str | Path, model_id: str, label: LabelParty, job_id: str | None = None) -> Path | None:
     """The label party's head and its last test predictions; None when it trained no head (a job that
     ended before its classifier, or an algorithm without one)."""
     if "classifier" not in label.state:
@@ -177,5 +209,6 @@ def save_label_party(root: str | Path, job_id: str, label: LabelParty) -> Path |
     if label.test_probs is not None:
         name, value = score(label.test_probs, label.part_labels("test").numpy(), label.num_classes)
         metrics[f"test_{name}"] = value
-    return save_label_model(models_dir(root, job_id) / LABEL_DIR, label.state["classifier"], label.sites, metrics,
-                            label.test_ids, label.test_probs, _fields(label.cfg, job_id))
+    return save_label_model(models_dir(root, model_id) / LABEL_DIR, label.state["classifier"], label.sites, metrics,
+                            label.test_ids, label.test_probs, _fields(label.cfg, model_id, job_id),
+                            getattr(label.tables, "id_column", "id"), getattr(label.tables, "classes", None))

@@ -21,12 +21,14 @@ from vflflare.tracking import Tracker
 def run_algorithm(
     net: Transport, cfg: JobConfig, load_server_labels: Callable[[], LabelTables], tracker: Tracker,
     he_context: Any = None, runs_root: str | None = None, run_id: str | None = None, job_id: str | None = None,
-    private: PrivateRandomness | None = None, enforce: Enforcement | None = None,
+    private: PrivateRandomness | None = None, enforce: Enforcement | None = None, model_id: str | None = None,
 ) -> dict:
     """he_context: the coordinator's public CKKS context when cfg.he (it can add, never decrypt).
     runs_root, run_id: where the coordinator journals a run with cfg.checkpoint, and its id (default:
     a fresh one); cfg.resume names the run to go on with.
     job_id: with runs_root, a label party at the coordinator saves its head there at the end (model_store.py).
+    model_id: the ID every party saves this run's model under (model_ids.py; sent to the sites with setup);
+    default: job_id.
     private: the coordinator's private source (privacy/private_randomness.py), for a label party hosted there.
     enforce: the defenses the server's local configuration enforces on a label party hosted there
     (privacy/enforcement.py)."""
@@ -45,10 +47,12 @@ def run_algorithm(
     label_cfg, enforced = apply_enforcement(cfg, enforce, hosts_label=hosts_label, hosts_site=False) \
         if plugin.needs_data else (cfg, {})
     enforced = {SERVER: enforced} if enforced else {}
+    model_id = (model_id or job_id) if job_id is not None else None  # nothing is saved without a job id
     if plugin.silo_space:
         label, rows, alignment = setup_silo_space(net, cfg, tracker)
     elif plugin.needs_data:
-        label, rows, alignment = setup_parties(net, cfg, plugin, load_server_labels, tracker, private, label_cfg)
+        label, rows, alignment = setup_parties(net, cfg, plugin, load_server_labels, tracker, private, label_cfg,
+                                               model_id)
     else:
         label, rows, alignment = None, {}, {}
     flow = plugin(cfg, tracker, he_context)
@@ -60,17 +64,22 @@ def run_algorithm(
     saved = {}
     if job_id is not None:
         saved["job_id"] = job_id
+        if plugin.needs_data and not plugin.silo_space:  # a model to score with, named by its model ID
+            saved["model_id"] = model_id
         if runs_root is not None and isinstance(label, LabelParty):
-            head = save_label_party(runs_root, job_id, label)
+            head = save_label_party(runs_root, model_id, label, job_id)
             if head is not None:
                 saved["label_model"] = str(head)
+    classes = getattr(label, "classes", None) or getattr(getattr(label, "tables", None), "classes", None)
     return {
         **resume,
         **saved,
         "algorithm": cfg.algorithm,
         "seed": cfg.seed,
         "sites": list(net.sites),
-        "label_owner": cfg.label_owner,
+        # a scoring job's: where its predictions went (the saved model's label party), whatever the job says
+        "label_owner": flow.info.get("label_owner", cfg.label_owner),
+        **({"classes": list(classes)} if classes else {}),
         "metrics": {k: float(v) for k, v in metrics.items()},
         "rows": rows,
         "alignment": alignment,

@@ -4,13 +4,16 @@ A site reads its file of new rows (ID + the columns it trained on), checks it ag
 schema its saved model keeps, preprocesses it with the training statistics, and sends salted digests of
 the IDs. After the coordinator has matched the digests, the site sends f_k of the matched rows, in the
 coordinator's order. The label party (at the coordinator, or at the site that owned the labels) applies
-its saved head to the representations side by side and writes predictions.csv where it runs.
+its saved head to the representations side by side and writes predictions_<model id>.csv where it runs,
+with predictions_<model id>.json beside it: which model, which rows, when.
 With alignment "psi", the rows every site has come from NVFlare's DH-PSI over the score files' IDs, run
 first in the same job (flare/psi.py `ScoreFilePSI`); every site orders them locally (`canonical_order`)
 and the coordinator sees only a fingerprint of that order. Raw features never leave a site, as in training.
 """
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -31,7 +34,7 @@ from vflflare.protocol.alignment import (
 )
 from vflflare.protocol.model_store import (
     LABEL_DIR, ModelStoreError, label_owner, latest_job, load_label_model, load_site_model, models_dir,
-    write_predictions,
+    prediction_columns, write_predictions,
 )
 from vflflare.privacy.defenses import noisy_representations
 from vflflare.privacy.enforcement import Enforcement, enforced_floor
@@ -176,13 +179,17 @@ class SiteScorer:
         return reply
 
     def apply(self, payload: Payload) -> Payload:
-        """The label party at this site: the head over payload["reps"] (site -> array), predictions.csv by
-        this site's own IDs of payload["positions"]."""
+        """The label party at this site: the head over payload["reps"] (site -> array), predictions by this
+        site's own IDs of payload["positions"], named after the model (payload["model_id"]); payload["about"]:
+        what the sidecar says of the scoring job."""
         loaded = self._require()
         positions = self._positions(payload)
         ids = [loaded["ids"][i] for i in positions]
-        out = predictions_path(self.runs_root, payload["job_id"])
-        return apply_head(loaded["folder"] / LABEL_DIR, payload["reps"], ids, out, positions, loaded["id_column"])
+        model_id = payload.get("model_id") or loaded["folder"].name
+        out = predictions_path(self.runs_root, model_id)
+        about = {**dict(payload.get("about") or {}), "score_file": loaded["path"]}
+        return apply_head(loaded["folder"] / LABEL_DIR, payload["reps"], ids, out, positions, loaded["id_column"],
+                          about)
 
     def _positions(self, payload: Payload) -> list[int]:
         given = payload.get("positions")
@@ -194,22 +201,25 @@ class SiteScorer:
         return self._loaded
 
 
-def predictions_path(runs_root: str | None, job_id: str) -> Path:
-    """<runs root>/vflflare_predictions/predictions-<job id>.csv, or -2, -3, ...: a scoring run never
-    overwrites another's predictions (the simulator names every job simulate_job)."""
+def predictions_path(runs_root: str | None, model_id: str) -> Path:
+    """<runs root>/vflflare_predictions/predictions_<model id>.csv, named after the model that scores, or
+    `-2`, `-3`, ...: a scoring run never overwrites another's predictions (nor their sidecar .json)."""
     folder = Path(runs_root or ".") / PREDICTIONS_DIR
-    path, n = folder / f"predictions-{job_id}.csv", 1
-    while path.exists():
+    path, n = folder / f"predictions_{model_id}.csv", 1
+    while path.exists() or path.with_suffix(".json").exists():
         n += 1
-        path = folder / f"predictions-{job_id}-{n}.csv"
+        path = folder / f"predictions_{model_id}-{n}.csv"
     return path
 
 
 def apply_head(folder: Path, reps: dict[str, np.ndarray], ids: list[str], out: Path, rows: list[int],
-               id_column: str) -> Payload:
+               id_column: str, about: dict[str, Any] | None = None) -> Payload:
     """The label party's step: class probabilities of the head saved in `folder` over the sites'
     representations (in the order it was trained with), written to `out` in the score file's row order
-    (`rows`: each row's place in it) under its ID column's name."""
+    (`rows`: each row's place in it) under its ID column's name, with the predicted class by name when the
+    model's labels.json named the classes; beside it, `out` with .json: the model (ID, algorithm, when
+    trained, sites, label owner, test metric), the rows (score file, count, ID column), the columns, and
+    when and by which job (`about`: scoring_job_id, score_file) they were scored."""
     head, manifest = load_label_model(folder)
     missing = [s for s in manifest["sites"] if s not in reps]
     if missing:
@@ -223,5 +233,24 @@ def apply_head(folder: Path, reps: dict[str, np.ndarray], ids: list[str], out: P
                               f"({joint.shape[1]} wide): {error}") from error
     order = np.argsort(np.asarray(rows), kind="stable")
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_predictions(out, [ids[i] for i in order], np.asarray(probs)[order], id_column)
-    return {"predictions": str(out), "rows": len(ids)}
+    classes = manifest.get("classes")
+    probs = np.asarray(probs)
+    write_predictions(out, [ids[i] for i in order], probs[order], id_column, classes)
+    sidecar = out.with_suffix(".json")
+    sidecar.write_text(json.dumps({
+        "predictions": out.name,
+        "model_id": manifest.get("model_id") or folder.parent.name,
+        "model": {"algorithm": manifest.get("algorithm"), "trained_at": manifest.get("created_at"),
+                  "trained_by_job": manifest.get("job_id"), "sites": manifest.get("sites"),
+                  "label_owner": manifest.get("label_owner"), "metrics": manifest.get("metrics"),
+                  "folder": str(folder.parent)},
+        "rows": {"score_file": (about or {}).get("score_file"), "scored": len(ids), "id_column": id_column},
+        "columns": prediction_columns(probs.shape[1], classes),
+        "score": ("probability of class 1" + (f" ({classes[1]!r})" if classes else "")) if probs.shape[1] == 2
+        else "one probability per class",
+        **({"classes": classes} if classes else {}),
+        "scored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "scoring_job_id": (about or {}).get("scoring_job_id"),
+    }, indent=2))
+    return {"predictions": str(out), "rows": len(ids), "sidecar": str(sidecar),
+            **({"classes": classes} if classes else {})}

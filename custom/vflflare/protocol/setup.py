@@ -64,19 +64,21 @@ def alignment_salt(seed: int) -> str:
 
 def setup_parties(
     net: Transport, cfg: JobConfig, plugin: Any, load_server_labels: Callable[[], LabelTables], tracker: Tracker,
-    private: PrivateRandomness | None = None, label_cfg: JobConfig | None = None,
+    private: PrivateRandomness | None = None, label_cfg: JobConfig | None = None, model_id: str | None = None,
 ) -> tuple[LabelParty | RemoteLabelParty, dict[str, int], dict]:
     """private: the coordinator's private source, for a label party hosted there; label_cfg: that label party's
-    config, the job's with the defenses the server's local configuration enforces (default: the job's). Returns the label party handle (plugin.Label here, or a proxy of the one on the label-owning site),
+    config, the job's with the defenses the server's local configuration enforces (default: the job's).
+    model_id: the ID the sites save their models under at the job's end (model_ids.py), sent with setup. Returns the label party handle (plugin.Label here, or a proxy of the one on the label-owning site),
     the row counts of the aligned parts and the alignment report (alignment_report.py)."""
     if cfg.label_owner != SERVER and cfg.label_owner not in net.sites:
         raise ValueError(f"label_owner '{cfg.label_owner}' is neither 'server' nor one of the sites {net.sites}")
     if cfg.alignment == "psi":
-        return _setup_with_psi(net, cfg, plugin, load_server_labels, tracker, private, label_cfg)
+        return _setup_with_psi(net, cfg, plugin, load_server_labels, tracker, private, label_cfg, model_id)
     salt = alignment_salt(cfg.seed)
+    named = {"model_id": model_id} if model_id else {}
     with net.ledger.phase("setup"):
         replies = net.exchange(
-            "setup", {s: {"config": cfg.to_dict(), "sites": net.sites, "salt": salt} for s in net.sites}
+            "setup", {s: {"config": cfg.to_dict(), "sites": net.sites, "salt": salt, **named} for s in net.sites}
         )
         train = {s: replies[s]["train_ids"] for s in net.sites}
         test = {s: replies[s]["test_ids"] for s in net.sites}
@@ -94,6 +96,7 @@ def setup_parties(
             train[label_key], test[label_key], num_classes = info["train_ids"], info["test_ids"], int(info["num_classes"])
             variants[label_key] = info.get("variants")
             label = RemoteLabelParty(net, cfg.label_owner, num_classes, plugin.Label.label_channels())
+            label.classes = info.get("classes")
         report, common_train, common_test = hash_report(train, test, variants)
         collect_checks(report, replies, net.sites)
         collect_sources(report, replies, net.sites)
@@ -159,14 +162,15 @@ def setup_parties(
 
 def _setup_with_psi(
     net: Transport, cfg: JobConfig, plugin: Any, load_server_labels: Callable[[], LabelTables], tracker: Tracker,
-    private: PrivateRandomness | None, label_cfg: JobConfig | None = None,
+    private: PrivateRandomness | None, label_cfg: JobConfig | None = None, model_id: str | None = None,
 ) -> tuple[LabelParty | RemoteLabelParty, dict[str, int], dict]:
     """Sites read their PSI intersection and order it locally. What reaches the coordinator: each
     site's intersection sizes and fingerprint; from a label site, boolean masks over the canonical
     order (which aligned rows are labeled); for a label party on the coordinator, one OpenMined PSI
     round with the first site, after which it knows which of its label IDs are aligned."""
     with net.ledger.phase("setup"):
-        replies = net.exchange("setup", {s: {"config": cfg.to_dict(), "sites": net.sites} for s in net.sites})
+        named = {"model_id": model_id} if model_id else {}
+        replies = net.exchange("setup", {s: {"config": cfg.to_dict(), "sites": net.sites, **named} for s in net.sites})
         views = {s: replies[s]["psi"] for s in net.sites}
         problems = [p for s in net.sites for p in replies[s].get("problems", [])]
         n_train, n_test = _check_same_intersection(views)
@@ -219,6 +223,7 @@ def _setup_with_psi(
             info = replies[cfg.label_owner]["label"]
             num_classes = int(info["num_classes"])
             label = RemoteLabelParty(net, cfg.label_owner, num_classes, plugin.Label.label_channels())
+            label.classes = info.get("classes")
             train_mask, test_mask = np.asarray(info["train_mask"], bool), np.asarray(info["test_mask"], bool)
             n_labeled, n_labeled_test = int(train_mask.sum()), int(test_mask.sum())
             report["parties"][f"label:{cfg.label_owner}"] = {

@@ -48,6 +48,11 @@ from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.tracking import LogTracker, Tracker
 
 
+def _named(classes: list[str] | None) -> Payload:
+    """The class names of a label site's labels.json, for the job's results; sent only when it names them."""
+    return {"classes": list(classes)} if classes else {}
+
+
 class SiteRuntime:
     def __init__(
         self,
@@ -73,6 +78,7 @@ class SiteRuntime:
         self.psi_source = psi_source or self._psi_from_file
         self.checkpoints = SiteCheckpoints(runs_root, site)
         self.runs_root = runs_root
+        self.model_id: str | None = None  # the training run's model ID, from the coordinator's setup
         self._psi: PSIView | None = None
         self._cfg: JobConfig | None = None
         self._plugin = None
@@ -105,12 +111,15 @@ class SiteRuntime:
 
     def save_model(self, job_id: str) -> list[str]:
         """At the job's end: this site's f_k and preprocessing, and the head of the label party it hosts, for
-        scoring new rows (model_store.py). A silo space's silos keep no vertical model. Returns the manifests."""
+        scoring new rows (model_store.py), under the model ID the coordinator sent with setup (a coordinator
+        that sent none: `job_id`, the NVFlare job's). A silo space's silos keep no vertical model. Returns the
+        manifests."""
         if self.runs_root is None or self.party is None or self._plugin.silo_space:
             return []
-        saved = [save_feature_party(self.runs_root, job_id, self.party)]
+        model_id = self.model_id or job_id
+        saved = [save_feature_party(self.runs_root, model_id, self.party, job_id)]
         if self.label is not None:
-            saved.append(save_label_party(self.runs_root, job_id, self.label))
+            saved.append(save_label_party(self.runs_root, model_id, self.label, job_id))
         paths = [str(p) for p in saved if p is not None]
         self.tracker.info(f"site '{self.site}': model saved for scoring: {', '.join(paths)}")
         return paths
@@ -153,6 +162,7 @@ class SiteRuntime:
         self.wire_dtype = cfg.wire_dtype
         torch.set_num_threads(cfg.num_threads)
         sites, salt = list(payload["sites"]), payload.get("salt")
+        self.model_id = payload.get("model_id")
         if self._plugin.silo_space:
             check_silo_space(self.site, self.data_root, cfg.algorithm)
         tables = load_site_view(self.site, sites, self.data_root, cfg.seed, cfg.numeric_transform, cfg.id_normalize)
@@ -176,7 +186,7 @@ class SiteRuntime:
         elif cfg.label_owner == self.site:
             labels = self._host_label(cfg, sites)
             reply["label"] = {**self._digests(labels.train_ids, labels.test_ids, salt, cfg.id_normalize),
-                              "num_classes": labels.num_classes}
+                              "num_classes": labels.num_classes, **_named(labels.classes)}
         return reply
 
     def _host_label(self, cfg: JobConfig, sites: list[str]):
@@ -239,7 +249,8 @@ class SiteRuntime:
             label_of = dict(zip(labels.train_ids, labels.train_labels.tolist()))
             labeled = labeled_rows(self._psi.labeled(train_mask, None).train, cfg.labeled_fraction)
             val_mask = stratified_val_mask([label_of[i] for i in labeled], cfg.val_fraction)
-            reply["label"] = {"num_classes": labels.num_classes, "train_mask": train_mask, "test_mask": test_mask,
+            reply["label"] = {"num_classes": labels.num_classes, **_named(labels.classes),
+                              "train_mask": train_mask, "test_mask": test_mask,
                               "val_mask": val_mask,
                               "rows": {"train": len(labels.train_ids), "test": len(labels.test_ids)}}
         if problems:
