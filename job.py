@@ -20,18 +20,24 @@ import sys
 import time
 from pathlib import Path
 
-from nvflare.recipe import PocEnv, ProdEnv, SimEnv
-
-from vflflare.algorithms.registry import ALGORITHMS
 from vflflare.cli import find_results, parse_overrides, parse_site_names, quiet_log_config
 from vflflare.config import SERVER
-from vflflare.recipes import VFLRecipe
-from vflflare.results import format_table
+from vflflare.user_paths import user_temp
+
+# NVFlare's recipes and the plug-ins (torch) load after the arguments parse: `--help` answers at once
+
+
+# the built-in plug-ins, for --help (tests/test_job_py.py checks it against the registry)
+ALGORITHM_NAMES = ["oneshot", "fewshot", "vanilla", "fedbcd", "ssvfl_i", "ssvfl_c", "fedhssl", "vflhlp", "cfl",
+                   "vertical_inference", "secure_sum"]
 
 
 def parse_args() -> argparse.Namespace:
+    if {"--export", "--export-dir"} & set(sys.argv):  # NVFlare's recipe flags: importing it strips them
+        import nvflare.recipe.spec  # noqa: F401
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algorithm", default="oneshot", choices=sorted(ALGORITHMS))
+    parser.add_argument("--algorithm", default="oneshot", help="a registered plug-in: " + ", ".join(ALGORITHM_NAMES)
+                        + ", or one that config plugins register")
     parser.add_argument("--sites", default="2", help="the feature sites: a number K >= 2 (site-1 .. site-K, at "
                         "least K must take part) or comma-separated names (exactly these must take part)")
     parser.add_argument("--env", default="sim", choices=["sim", "poc", "prod"])
@@ -41,7 +47,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--he", action="store_true", help="CKKS-encrypt what the sites send")
     parser.add_argument("--psi", action="store_true", help="run NVFlare's DH-PSI first and align on it")
     parser.add_argument("--data-root", help="split folder with one sub-folder per site (sim, poc)")
-    parser.add_argument("--workspace", default="/tmp/vflflare_ws/job_py", help="simulator workspace root")
+    parser.add_argument("--workspace", default=str(user_temp("job_py")), help="simulator workspace root (default: "
+                        "%(default)s, your own)")
     parser.add_argument("--startup-kit", help="admin startup kit of a provisioned project (prod)")
     parser.add_argument("--bundle-code", action="store_true", help="ship the vflflare package inside the job")
     parser.add_argument("--mlflow", metavar="URI", help="also stream the curves to this MLflow tracking URI "
@@ -59,6 +66,8 @@ def site_args(text: str) -> tuple[int | None, list[str] | None]:
 
 
 def exec_env(args: argparse.Namespace):
+    from nvflare.recipe import PocEnv, ProdEnv, SimEnv
+
     count, names = site_args(args.sites)
     if args.env == "sim":
         return SimEnv(num_clients=count or 0, clients=names, workspace_root=args.workspace,
@@ -84,6 +93,12 @@ def main() -> int:
     args = parse_args()
     if args.data_root:
         os.environ["VFLFLARE_DATA_ROOT"] = str(Path(args.data_root).resolve())
+    from vflflare.algorithms.registry import ALGORITHMS
+    from vflflare.recipes import VFLRecipe
+    from vflflare.results import format_table
+
+    if args.algorithm not in ALGORITHMS:
+        raise SystemExit(f"job.py: unknown --algorithm {args.algorithm!r}; known: {', '.join(sorted(ALGORITHMS))}")
     count, names = site_args(args.sites)
     recipe = VFLRecipe(algorithm=args.algorithm, min_clients=count, sites=names, config=parse_overrides(args.set),
                        label_owner=args.label_owner, he=args.he, psi=args.psi, bundle_code=args.bundle_code,
@@ -98,7 +113,8 @@ def main() -> int:
     results = json.loads(path.read_text())
     # where the printed scoring command runs: this run's environment (the simulator's coordinator says so itself)
     results.setdefault("environment", run_environment(args))
-    print(format_table(results))
+    if args.env != "sim":  # the simulator's coordinator printed it on this console already
+        print(format_table(results))
     print(f"results: {path}")
     return 1 if "error" in results else 0
 

@@ -40,6 +40,7 @@ from wan_link import WanLink  # noqa: E402
 from vflflare.flare.provisioning import enable_adhoc_connections  # noqa: E402
 from vflflare.flare.site_config import SITE_CONFIG_FILE, write_site_config  # noqa: E402
 from vflflare.results import RESULTS_FILE  # noqa: E402
+from vflflare.user_paths import user_temp  # noqa: E402
 
 DEFAULT_PORT = 8002  # NVFlare's; 2.9 serves admin and FL on the same port
 SERVER = "server"
@@ -357,7 +358,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--he", action="store_true", help="provision HE (TenSEAL CKKS) contexts: nvflare poc prepare -he")
     parser.add_argument("--data-root", default=os.environ.get("VFLFLARE_DATA_ROOT"),
                         help="folder with <site>/ and server/ subfolders (vflflare split --out); default: $VFLFLARE_DATA_ROOT, else the embedded default")
-    parser.add_argument("--workspace", default="/tmp/vflflare_poc", help="everything this run writes (default /tmp/vflflare_poc)")
+    parser.add_argument("--workspace", default=str(user_temp("poc")),
+                        help="everything this run writes (default %(default)s, your own)")
     parser.add_argument("--port", type=int, help="server port (FL and admin); default 8002, or a free one if 8002 is taken")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds to wait for the job (default 1800)")
     parser.add_argument("--start-timeout", type=int, default=120, help="seconds to wait for the sites to connect")

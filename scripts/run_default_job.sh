@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
 unset VFLFLARE_DATA_ROOT
-exec .venv/bin/vflflare simulate jobs/oneshot_vfl -w "${WORKSPACE:-/tmp/vflflare_ws/oneshot_vfl}" -n 2 -t 2 "$@"
+exec .venv/bin/vflflare simulate jobs/oneshot_vfl -w "${WORKSPACE:-${TMPDIR:-/tmp}/vflflare-$(id -un)/oneshot_vfl}" -n 2 -t 2 "$@"

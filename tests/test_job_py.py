@@ -37,6 +37,25 @@ def test_export_is_the_committed_job(tmp_path):
     assert all(filecmp.cmp(exported / f, committed / f, shallow=False) for f in files)
 
 
+def test_help_answers_at_once_and_lists_every_plugin(tmp_path):
+    """Issue 38: `job.py --help` took 17 s (it loaded torch and every plug-in to list their names)."""
+    from vflflare.algorithms.registry import ALGORITHMS
+
+    sys.path.insert(0, str(REPO))
+    from job import ALGORITHM_NAMES
+
+    assert sorted(ALGORITHM_NAMES) == sorted(ALGORITHMS)
+    proc = job_py("--help", cwd=tmp_path)
+    assert proc.returncode == 0 and "fedhssl" in proc.stdout
+    # what made it slow stays unloaded (a structural check: timing belongs to benchmarks/)
+    probe = ("import runpy, sys\nsys.argv = ['job.py', '--help']\ntry:\n    runpy.run_path(sys.argv[0], run_name='__main__')"
+             "\nexcept SystemExit:\n    pass\nprint('LOADED', sorted(m for m in ('torch', 'nvflare.recipe') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert "LOADED []" in loaded.stdout, loaded.stdout[-500:] + loaded.stderr[-2000:]
+    unknown = job_py("--algorithm", "oneshoot", "--export", "--export-dir", str(tmp_path), cwd=tmp_path)
+    assert unknown.returncode != 0 and "unknown --algorithm 'oneshoot'; known: cfl, fedbcd" in unknown.stderr
+
+
 def test_unknown_setting_names_the_algorithm(tmp_path):
     proc = job_py("--algorithm", "oneshot", "--set", "ssl_epoch=3", "--export", "--export-dir", str(tmp_path),
                   cwd=tmp_path)
@@ -56,6 +75,7 @@ def test_sim_equals_in_process(tmp_path):
         assert {k: results["communication"]["per_site"][site][k] for k in ("uploads", "downloads", "payload_bytes")} \
             == {k: row[k] for k in ("uploads", "downloads", "payload_bytes")}
     assert "expected by the algorithm" in proc.stdout and "MISMATCH" not in proc.stdout
+    assert proc.stdout.count("expected by the algorithm") == 1  # issue 38: the table once
 
 
 @pytest.mark.simulator

@@ -51,9 +51,10 @@ def quiet_log_config() -> str:
 
     config = json.loads(json.dumps(default_log_dict))
     config["handlers"]["consoleHandler"]["level"] = "WARNING"
+    config["filters"]["notVflflare"] = {"()": "vflflare.tracking.ConsoleLines", "own": False}
+    config["handlers"]["consoleHandler"].setdefault("filters", []).append("notVflflare")
     config["formatters"]["vflflareConsole"] = {"format": "%(asctime)s %(message)s", "datefmt": "%H:%M:%S"}
-    config["filters"]["vflflareOnly"] = {"()": "nvflare.fuel.utils.log_utils.LoggerNameFilter",
-                                         "logger_names": ["vflflare"]}
+    config["filters"]["vflflareOnly"] = {"()": "vflflare.tracking.ConsoleLines"}
     config["handlers"]["vflflareConsole"] = {"class": "logging.StreamHandler", "level": "INFO", "stream": "ext://sys.stdout",
                                              "formatter": "vflflareConsole", "filters": ["vflflareOnly"]}
     config["loggers"]["root"]["handlers"].append("vflflareConsole")
@@ -76,7 +77,9 @@ def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: 
         stale.unlink()
     # the nvflare CLI of this interpreter's environment, whatever PATH says
     clients = ["-c", ",".join(check_unique(sites, "the simulated sites"))] if sites else ["-n", str(n_clients)]
-    cmd = [sys.executable, "-m", "nvflare.cli", "simulator", str(job), "-w", str(workspace), *clients, "-t", str(threads)]
+    # NVFlare's simulator itself: `nvflare simulator` runs the same, after a deprecation banner
+    cmd = [sys.executable, "-m", "nvflare.private.fed.app.simulator.simulator", str(job), "-w", str(workspace), *clients,
+           "-t", str(threads)]
     if not verbose:
         cmd += ["-l", quiet_log_config()]
     proc = subprocess.run(cmd, env=env, timeout=timeout, stdout=console)

@@ -5,6 +5,8 @@ Every record a job writes has "status": "completed", or "failed" with "error" (t
 """
 from __future__ import annotations
 
+import re
+
 import shlex
 import sys
 from pathlib import Path
@@ -52,7 +54,7 @@ def format_table(results: dict) -> str:
     if "error" in results:
         where = f" in phase {results['phase']}" if results.get("phase") else ""
         where += f" (site {results['site']})" if results.get("site") else ""
-        lines.append(f"FAILED{where}: {results['error']}")
+        lines.append(f"FAILED{where}")  # what failed: the last lines (next_steps), once
     classes = results.get("classes") or results.get("training", {}).get("classes")
     if classes:  # labels.json named the classes: class id = position
         lines.append(f"  {'classes':<28} " + ", ".join(f"{name} ({c})" for c, name in enumerate(classes)))
@@ -107,8 +109,9 @@ def format_table(results: dict) -> str:
 
 
 FIXES = (  # (an error type named in the failure, what to do): the first that appears wins
-    ("DataError", "fix the file named above; `vflflare check-data <data root>` lists every such problem at once"),
-    ("AlignmentError", "`vflflare check-data <data root>` shows the rows each party shares and the id_normalize hint"),
+    ("DataError", "fix the file named above; `vflflare check-data --data-root <data root>` lists every such "
+                  "problem at once"),
+    ("AlignmentError", "`vflflare check-data --data-root <data root>` shows the rows each party shares and the id_normalize hint"),
     ("ConfigError", "fix the setting named above; `vflflare settings --algorithm <name>` lists every setting"),
     ("ModelStoreError", "score with one saved model at every party (`--set model_job=<model id>`; `vflflare models "
                         "--data-root <data root>` lists them), unchanged since it was saved"),
@@ -117,11 +120,17 @@ FIXES = (  # (an error type named in the failure, what to do): the first that ap
 )
 
 
+NO_FILE_FIX = ("check the data root and the site names above (each site reads <data root>/<site name>/); "
+               "`vflflare check-data --data-root <data root>` lists the folders it finds")
+
+
 def next_steps(results: dict) -> list[str]:
     """The last lines: for a failed job, what to do about it; where a training job's models are and the
     command that scores with them; where a scoring job's predictions are."""
     if "error" in results:
         fix = next((hint for name, hint in FIXES if name in results["error"]), None)
+        if fix == FIXES[0][1] and not re.search(r"\.(csv|json|parquet|png)\b", results["error"]):
+            fix = NO_FILE_FIX  # a data error that names no file: a folder or a site name
         return [f"FAILED: {results['error'].splitlines()[0][:300]}"] + ([f"what to do: {fix}"] if fix else [])
     scored = results.get("training", {})
     if results.get("algorithm") == "vertical_inference" and scored.get("predictions"):

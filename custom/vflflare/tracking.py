@@ -10,6 +10,25 @@ import time
 from typing import Protocol
 
 
+# Lines for a party's log files that a person running a job need not read on the console (where its data
+# and code came from, where a model went): cli.quiet_log_config leaves this logger out of the console.
+DETAILS = logging.getLogger("vflflare.details")
+
+
+class ConsoleLines(logging.Filter):
+    """The console filters of cli.quiet_log_config: vflflare's own lines but not DETAILS (`own`), or every
+    other logger's (NVFlare's console handler), so that no vflflare line shows twice."""
+
+    def __init__(self, own: bool = True) -> None:
+        super().__init__()
+        self.own = own
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("vflflare"):
+            return not self.own
+        return self.own and not record.name.startswith(DETAILS.name)
+
+
 class Tracker(Protocol):
     def scalar(self, tag: str, value: float, step: int) -> None: ...
 
@@ -29,9 +48,9 @@ class LogTracker:
 
 class Progress:
     """A log line for a step of a training loop (an epoch, a round): `what i/N`, the step's numbers, the time
-    so far and, at the pace so far, the time left (at most, for a loop that may stop early). The first and
-    the last step are reported, and the others at most every `every_s` seconds: a person reads how a long
-    loop goes, not forty lines of a loop that took a second."""
+    so far and, at the pace so far, the time left (at most, for a loop that may stop early). The first step
+    is reported, and the others at most every `every_s` seconds: a person reads how a long loop goes, not
+    forty lines of a loop that took a second."""
 
     def __init__(self, tracker: Tracker, what: str, total: int, first: int = 0, early_stop: bool = False,
                  every_s: float = 10.0) -> None:
@@ -42,8 +61,8 @@ class Progress:
 
     def step(self, done: int, detail: str = "") -> None:
         """`done` steps of `total` finished (counting any before a resume, `first`)."""
-        now = time.monotonic()
-        if done not in (self.first + 1, self.total) and now - self.reported < self.every_s:
+        now = time.monotonic()  # the loop's own "done" line follows the last step
+        if done != self.first + 1 and now - self.reported < self.every_s:
             return
         self.reported = now
         elapsed = now - self.start

@@ -24,6 +24,7 @@ from vflflare.protocol.checkpoint import runs_root
 from vflflare.protocol.model_ids import SIMULATOR_JOB_ID, new_model_id
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.topology import COORDINATOR, check_job_sites
+from vflflare.tracking import DETAILS
 from vflflare.data.loading import load_label_tables
 from vflflare.flare.site_config import local_enforcement, local_private_seed, resolve_party_data_root
 from vflflare.privacy.attacks.observed import MESSAGES_FILE, RecordingTransport, save_messages
@@ -112,7 +113,7 @@ class VFLController(Controller):
         run_id = (self.cfg.resume or uuid.uuid4().hex[:12]) if self.cfg.checkpoint or self.cfg.resume else None
         try:
             data_root = resolve_party_data_root(self.data_root, fl_ctx, SERVER)
-            self.log_info(fl_ctx, f"label data root: {data_root or '<embedded default>'}")
+            DETAILS.info(f"label party 'server': data root: {data_root or '<embedded default>'}")
             # the sites NVFlare started the job with against the job's and the data root's (protocol/topology.py)
             check_job_sites(COORDINATOR, sites, self.cfg.sites, self.min_sites, data_root)
             # HE: the coordinator's public context (no secret key); a missing or wrong one fails the job here
@@ -134,15 +135,17 @@ class VFLController(Controller):
         except Exception as error:  # any failure ends the job with the reason in the result file
             tracker.close()
             message = f"{type(error).__name__}: {error}"
-            self.log_error(fl_ctx, f"vflflare job failed: {message}\n{traceback.format_exc()}")
+            DETAILS.error(f"vflflare job failed: {message}\n{traceback.format_exc()}")  # the table below says it
             record = failed(self.cfg.algorithm, sites, message, getattr(error, "site", None), net.ledger)
             record["vflflare"] = code_identity(SERVER)
             if run_id:
                 record["run_id"] = run_id
             path = self._write(run_dir, record)
-            self.log_error(fl_ctx, f"results written to {path}\n{format_table(record)}")
+            DETAILS.error(f"results written to {path}")
+            print(format_table(record), flush=True)  # once, on the console of whoever runs the server
             net.close()
-            self.system_panic(f"vflflare: {message}", fl_ctx)
+            self.system_panic(f"vflflare: the job failed in phase {net.ledger.current!r}; its results table says why",
+                              fl_ctx)
             return
         tracker.close()
         net.close()
@@ -153,7 +156,7 @@ class VFLController(Controller):
             results["environment"] = {"kind": "simulator", "data_root": data_root}
         self._keep_predictions(run_dir, results)
         path = self._write(run_dir, results)
-        self.log_info(fl_ctx, f"results written to {path}")
+        DETAILS.info(f"results written to {path}")
         print(format_table(results), flush=True)  # once, on the console of whoever runs the server
 
     def _job_name(self, run_dir: str, fl_ctx: FLContext) -> str:

@@ -30,6 +30,7 @@ from vflflare.flare.messages import (
 )
 from vflflare.flare.liveness import WorkClock
 from vflflare.flare.tracking import FlareTracker
+from vflflare.tracking import DETAILS
 from vflflare.config import SERVER
 from vflflare.privacy.he_keys import KEYGEN_TASK, KEYS_TASK
 
@@ -62,8 +63,8 @@ class VFLExecutor(Executor):
             except ValueError as error:  # a malformed local/vflflare.json: reported by the first task
                 self.config_error, data_root, private_seed = f"{type(error).__name__}: {error}", None, None
                 enforce = None
-            self.log_info(fl_ctx, f"data root: {data_root or '<embedded default>'}; vflflare code: "
-                                  f"{Path(__file__).parents[1]} (release {describe_code(code_identity(site))})")
+            DETAILS.info(f"site {site!r}: data root: {data_root or '<embedded default>'}; vflflare code: "
+                         f"{Path(__file__).parents[1]} (release {describe_code(code_identity(site))})")
             # alignment "psi": the intersection from this job's PSI workflow or an earlier PSI job
             self.runtime = SiteRuntime(site, data_root, self.tracker, psi_source(fl_ctx, site, data_root),
                                        runs_root=runs_root(data_root, site), private_seed=private_seed,
@@ -114,7 +115,9 @@ class VFLExecutor(Executor):
                 reply = encrypt_for(fl_ctx, task, reply)
             return to_shareable(wire.dumps(reply))
         except Exception as error:  # the full message stays here; the coordinator gets its public form
-            self.log_error(fl_ctx, f"task '{task}' failed: {type(error).__name__}: {error}\n{traceback.format_exc()}")
+            # the coordinator reports the failure once; this party's log files keep the whole story
+            DETAILS.error(f"site {fl_ctx.get_identity_name()!r}: task '{task}' failed: {type(error).__name__}: "
+                          f"{error}\n{traceback.format_exc()}")
             return error_reply(public_message(error, f"site '{fl_ctx.get_identity_name()}'"))
 
     def execute(self, task_name: str, shareable: Shareable, fl_ctx: FLContext, abort_signal: Signal) -> Shareable:

@@ -33,7 +33,7 @@ from vflflare.protocol.alignment import (
 from vflflare.protocol.alignment_report import (
     check_min_aligned,
     check_shared,
-    format_report,
+    progress_line,
     hash_report,
     id_variants,
     lacking_counts,
@@ -101,7 +101,7 @@ def setup_parties(
         collect_checks(report, replies, net.sites)
         collect_sources(report, replies, net.sites)
         collect_enforced(report, replies, net.sites)
-        tracker.info("alignment:\n" + format_report(report))
+        tracker.info(progress_line(report))
         check_shared(report)
         check_min_aligned(len(common_train), cfg.min_aligned, report, net.sites)
         order, test_order = aligned_order(train, test, cfg.seed)
@@ -199,7 +199,7 @@ def _setup_with_psi(
             report["parties"]["label:server"] = {
                 "train": {"rows": len(tables.train_ids), "matched": len(train_ids)},
                 "test": {"rows": len(tables.test_ids), "matched": len(test_ids)}}
-            tracker.info("alignment:\n" + format_report(report))
+            tracker.info(progress_line(report))
             who, file = "label party 'server'", test_labels_source(tables)
             problems += partial_test(who, file, tables.test_ids,
                                      summarize({"test": unmatched_positions(tables.test_ids, set(test_ids))})["test"],
@@ -229,7 +229,7 @@ def _setup_with_psi(
             report["parties"][f"label:{cfg.label_owner}"] = {
                 "train": {"rows": int(info["rows"]["train"]), "matched": n_labeled},
                 "test": {"rows": int(info["rows"]["test"]), "matched": n_labeled_test}}
-            tracker.info("alignment:\n" + format_report(report))
+            tracker.info(progress_line(report))
             raise_partial_test(problems)
             check_shared(report)
             check_min_aligned(n_labeled, cfg.min_aligned, report, net.sites)

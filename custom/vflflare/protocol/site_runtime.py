@@ -28,6 +28,7 @@ from vflflare.protocol.alignment import (
 )
 from vflflare.protocol.checkpoint import MARK, RESTORE_TASK, SAVE_TASK, SiteCheckpoints
 from vflflare.protocol.model_store import save_feature_party, save_label_party
+from vflflare.tracking import DETAILS
 from vflflare.protocol.scoring import SiteScorer
 from vflflare.protocol.alignment_report import (
     describe_unmatched, id_variants, lacking_test, partial_test, summarize, test_labels_source, unlabeled_test,
@@ -121,7 +122,7 @@ class SiteRuntime:
         if self.label is not None:
             saved.append(save_label_party(self.runs_root, model_id, self.label, job_id))
         paths = [str(p) for p in saved if p is not None]
-        self.tracker.info(f"site '{self.site}': model saved for scoring: {', '.join(paths)}")
+        DETAILS.info(f"site '{self.site}': model saved for scoring: {', '.join(paths)}")
         return paths
 
     def _states(self) -> tuple:
