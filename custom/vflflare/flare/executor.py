@@ -25,8 +25,8 @@ from vflflare.flare.he_filters import (
 from vflflare.flare.psi import psi_source
 from vflflare.flare.site_config import local_enforcement, local_private_seed, resolve_party_data_root
 from vflflare.flare.messages import (
-    ERROR_HEADER, PING_TOPIC, STEP_CHANNEL, STEP_TOPIC, TASK_HEADER, error_reply, from_shareable, step_reply,
-    to_shareable,
+    ERROR_HEADER, MODEL_HEADER, PING_TOPIC, STEP_CHANNEL, STEP_TOPIC, TASK_HEADER, error_reply, from_shareable,
+    step_reply, to_shareable,
 )
 from vflflare.flare.liveness import WorkClock
 from vflflare.flare.tracking import FlareTracker
@@ -124,6 +124,8 @@ class VFLExecutor(Executor):
         problem = shareable.get_header(ERROR_HEADER)  # a task data filter (HE decryption) failed: say why
         if problem:
             return error_reply(problem)
+        if shareable.get_header(MODEL_HEADER) and self.runtime is not None:
+            self.runtime.model_id = shareable.get_header(MODEL_HEADER)
         problem = self._other_code(shareable.get_header(CODE_HEADER), fl_ctx)
         if problem:
             self.log_error(fl_ctx, f"task '{task_name}' refused: {problem}")

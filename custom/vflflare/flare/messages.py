@@ -21,6 +21,7 @@ from vflflare.protocol.payload import Payload
 PAYLOAD_KEY = "vflflare_payload"
 TASK_HEADER = "vflflare_task"
 ERROR_HEADER = "vflflare_error"
+MODEL_HEADER = "vflflare_model_id"  # the ID a site saves the run's model under (FlareTransport.announce_model)
 STEP_CHANNEL = "vflflare"
 STEP_TOPIC = "step"
 # a liveness probe, an aux request: the executor answers it with its WorkClock report (flare/liveness.py)

@@ -24,6 +24,7 @@ from nvflare.fuel.f3.message import Message
 
 from vflflare import wire
 from vflflare.code_identity import CODE_HEADER, code_identity
+from vflflare.flare.messages import MODEL_HEADER
 from vflflare.config import SERVER
 from vflflare.protocol.ledger import CommLedger
 from vflflare.protocol.payload import Payload, decode, encode, tensor_kinds
@@ -72,6 +73,7 @@ class FlareTransport:
         self._party_keys: dict[str, str] = {}
         self.sites = sites
         self.task_timeout, self.step_timeout = task_timeout, step_timeout
+        self.model_id: str | None = None
         self.ledger = CommLedger(wire_dtype)
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(sites)), thread_name_prefix="vflflare-step")
         self.health = health if health is not None else SiteHealth()
@@ -210,6 +212,9 @@ class FlareTransport:
             self._check_he(site, task, received, "up")
         return decode(received)
 
+    def announce_model(self, model_id: str) -> None:
+        self.model_id = model_id  # rides on every task from now on, as a header
+
     def exchange(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
         self._fail_if_dead(payloads, task)
         self.ledger.count_round("exchange")
@@ -233,6 +238,8 @@ class FlareTransport:
             data = to_shareable(self._outgoing(site, payload, task))
             # which vflflare the coordinator runs, outside the counted payload: a site running another refuses
             data.set_header(CODE_HEADER, code_identity(SERVER))
+            if self.model_id:  # the ID the site saves this run's model under (announce_model)
+                data.set_header(MODEL_HEADER, self.model_id)
             tasks[site] = Task(
                 name=task,
                 data=data,

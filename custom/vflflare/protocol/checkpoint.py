@@ -159,6 +159,9 @@ class CheckpointedTransport:
         """Exchanges answered from the journal rather than by the sites."""
         return self._replayed if self._live else self._seq
 
+    def announce_model(self, model_id: str) -> None:
+        self.net.announce_model(model_id)
+
     def exchange(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
         if not self._started:
             return self.net.exchange(task, payloads)

@@ -26,6 +26,10 @@ class InProcessTransport:
         self.sites = list(runtimes)
         self.ledger = CommLedger(wire_dtype)
 
+    def announce_model(self, model_id: str) -> None:
+        for runtime in self.runtimes.values():
+            runtime.model_id = model_id
+
     def exchange(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
         self.ledger.count_round("exchange")
         return self._send(task, payloads)

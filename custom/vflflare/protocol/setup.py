@@ -68,17 +68,19 @@ def setup_parties(
 ) -> tuple[LabelParty | RemoteLabelParty, dict[str, int], dict]:
     """private: the coordinator's private source, for a label party hosted there; label_cfg: that label party's
     config, the job's with the defenses the server's local configuration enforces (default: the job's).
-    model_id: the ID the sites save their models under at the job's end (model_ids.py), sent with setup. Returns the label party handle (plugin.Label here, or a proxy of the one on the label-owning site),
+    model_id: the ID the sites save their models under at the job's end (model_ids.py), announced to them
+    outside the counted messages. Returns the label party handle (plugin.Label here, or a proxy of the one on the label-owning site),
     the row counts of the aligned parts and the alignment report (alignment_report.py)."""
     if cfg.label_owner != SERVER and cfg.label_owner not in net.sites:
         raise ValueError(f"label_owner '{cfg.label_owner}' is neither 'server' nor one of the sites {net.sites}")
     if cfg.alignment == "psi":
         return _setup_with_psi(net, cfg, plugin, load_server_labels, tracker, private, label_cfg, model_id)
     salt = alignment_salt(cfg.seed)
-    named = {"model_id": model_id} if model_id else {}
+    if model_id:
+        net.announce_model(model_id)
     with net.ledger.phase("setup"):
         replies = net.exchange(
-            "setup", {s: {"config": cfg.to_dict(), "sites": net.sites, "salt": salt, **named} for s in net.sites}
+            "setup", {s: {"config": cfg.to_dict(), "sites": net.sites, "salt": salt} for s in net.sites}
         )
         train = {s: replies[s]["train_ids"] for s in net.sites}
         test = {s: replies[s]["test_ids"] for s in net.sites}
@@ -169,8 +171,9 @@ def _setup_with_psi(
     order (which aligned rows are labeled); for a label party on the coordinator, one OpenMined PSI
     round with the first site, after which it knows which of its label IDs are aligned."""
     with net.ledger.phase("setup"):
-        named = {"model_id": model_id} if model_id else {}
-        replies = net.exchange("setup", {s: {"config": cfg.to_dict(), "sites": net.sites, **named} for s in net.sites})
+        if model_id:
+            net.announce_model(model_id)
+        replies = net.exchange("setup", {s: {"config": cfg.to_dict(), "sites": net.sites} for s in net.sites})
         views = {s: replies[s]["psi"] for s in net.sites}
         problems = [p for s in net.sites for p in replies[s].get("problems", [])]
         n_train, n_test = _check_same_intersection(views)

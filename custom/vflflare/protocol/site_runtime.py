@@ -79,7 +79,7 @@ class SiteRuntime:
         self.psi_source = psi_source or self._psi_from_file
         self.checkpoints = SiteCheckpoints(runs_root, site)
         self.runs_root = runs_root
-        self.model_id: str | None = None  # the training run's model ID, from the coordinator's setup
+        self.model_id: str | None = None  # the training run's model ID, as the coordinator announces it
         self._psi: PSIView | None = None
         self._cfg: JobConfig | None = None
         self._plugin = None
@@ -163,7 +163,6 @@ class SiteRuntime:
         self.wire_dtype = cfg.wire_dtype
         torch.set_num_threads(cfg.num_threads)
         sites, salt = list(payload["sites"]), payload.get("salt")
-        self.model_id = payload.get("model_id")
         if self._plugin.silo_space:
             check_silo_space(self.site, self.data_root, cfg.algorithm)
         tables = load_site_view(self.site, sites, self.data_root, cfg.seed, cfg.numeric_transform, cfg.id_normalize)

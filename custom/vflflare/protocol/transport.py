@@ -16,6 +16,10 @@ class Transport(Protocol):
     sites: list[str]
     ledger: CommLedger
 
+    def announce_model(self, model_id: str) -> None:
+        """Tell every site the ID it saves this run's model under, outside the counted messages."""
+        ...
+
     def exchange(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]: ...
 
     def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]: ...

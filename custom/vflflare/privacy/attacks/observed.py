@@ -46,6 +46,9 @@ class RecordingTransport:
         self.messages += [Message(task, site, payloads[site], replies.get(site, {})) for site in payloads]
         return replies
 
+    def announce_model(self, model_id: str) -> None:
+        self.inner.announce_model(model_id)
+
     def exchange(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
         return self._keep(task, payloads, self.inner.exchange(task, payloads))
 
