@@ -75,7 +75,7 @@ def exec_env(args: argparse.Namespace):
     if args.env == "poc":
         # the POC's processes run `python3` from PATH: make it this interpreter's environment
         os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-        return PocEnv(num_clients=count, clients=names)
+        return PocEnv(num_clients=count or len(names), clients=names)
     if not args.startup_kit:
         raise SystemExit("--env prod needs --startup-kit (the admin's startup kit folder)")
     return ProdEnv(startup_kit_location=args.startup_kit)

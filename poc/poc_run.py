@@ -316,18 +316,14 @@ class PocRun:
                   file=sys.stderr)
             return 1
         results = json.loads(results_path.read_text())
-        try:
-            from vflflare.results import format_table
+        if self.args.data_root:  # where the printed scoring command runs (results.scoring_command)
+            results.setdefault("environment", {"kind": "poc", "data_root": str(Path(self.args.data_root).resolve())})
+        from vflflare.results import format_table
 
-            print(format_table(results))
-        except Exception:  # the table is a convenience; the file is the result
-            pass
+        print(format_table(results))  # a failed job's ends with what failed and what to do
         print(f"job {job_id}: {status}")
         print(f"results: {results_path}")
-        if "error" in results:
-            print(f"FAILED: {results['error']}", file=sys.stderr)
-            return 1
-        return 0 if status == COMPLETED else 1
+        return 1 if "error" in results or status != COMPLETED else 0
 
 
 def site_names(value: str) -> int | list[str]:

@@ -21,7 +21,7 @@ def test_an_example_runs_as_its_readme_says(tmp_path, example):
     folder, data, env = REPO / "examples" / example, tmp_path / "data", env_with(VFLFLARE_DATA_ROOT=None,
                                                                                  VFLFLARE_RUNS_ROOT=None)
     steps = [[sys.executable, str(folder / "prepare_data.py"), "--out", str(data)],
-             [sys.executable, "-m", "vflflare.cli", "check-data", str(data)],
+             [sys.executable, "-m", "vflflare.cli", "check-data", "--data-root", str(data)],
              [sys.executable, str(folder / "job.py"), "--data-root", str(data), "--workspace", str(tmp_path / "ws"),
               "--ssl-epochs", "2"]]
     for n, step in enumerate(steps):

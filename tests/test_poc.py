@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -144,6 +146,8 @@ def test_poc_run_matches_inprocess(tmp_path, data_kind):
     split = run_bounded([sys.executable, "-m", "vflflare.cli", "split", *split_args,
                          "--seed", "1", "--out", str(data)], 120, tmp_path / "none", tmp_path / "split.log")
     assert split.returncode == 0, split.output
+    for site in sites:  # new rows to score after training, for the printed scoring command
+        shutil.copy(data / site / "test.csv", data / site / "score.csv")
 
     poc_ws = tmp_path / "poc_ws"
     poc_cmd = ["bash", str(POC_RUN), str(JOB), "--data-root", str(data), "--workspace", str(poc_ws),
@@ -172,6 +176,18 @@ def test_poc_run_matches_inprocess(tmp_path, data_kind):
     assert {s: (c["uploads"], c["downloads"]) for s, c in _site_counts(poc_results).items()} == {
         site: (2, 1) for site in sites}
     assert not (poc_ws / "poc").exists()  # stopped and cleaned
+    if data_kind == "table":  # issue 38: the scoring command the POC run printed, pasted as is, scores
+        printed = [line for line in poc.output.splitlines() if line.startswith("score new rows")]
+        assert len(printed) == 1, poc.output[-3000:]
+        command = shlex.split(printed[0].split(": ", 1)[1])
+        assert "--env" in command and command[command.index("--env") + 1] == "poc", command
+        env = env_with(VFLFLARE_DATA_ROOT=None, NVFLARE_POC_WORKSPACE=str(tmp_path / "score_poc"),
+                       HOME=str(tmp_path / "home"))
+        scored = run_bounded(command, 540, tmp_path / "score_poc", tmp_path / "score.log", env, cwd=tmp_path)
+        assert scored.returncode == 0, scored.output[-4000:]
+        model = poc_results["model_id"]
+        predictions = data / "vflflare_predictions" / f"predictions_{model}.csv"
+        assert predictions.is_file() and len(predictions.read_text().splitlines()) == 1 + poc_results["rows"]["test"]
 
 
 @pytest.mark.simulator
