@@ -3,7 +3,7 @@
     python job.py --algorithm oneshot --sites 2 --env sim
     python job.py --algorithm fewshot --sites 3 --env poc --data-root /data/my_split --set ssl_epochs=5
     python job.py --algorithm oneshot --sites bank-a,bank-b --env sim   # sites by name: exactly these take part
-    python job.py --algorithm oneshot --env prod --startup-kit /path/to/admin@example.com
+    python job.py --algorithm oneshot --env prod --sites site-a,site-b --startup-kit /path/to/admin@example.com
     python job.py --algorithm oneshot --export --export-dir /tmp/jobs   # write the job folder only
 
 `--export` and `--export-dir` are NVFlare's own recipe flags (consumed by nvflare.recipe before this
@@ -78,6 +78,9 @@ def exec_env(args: argparse.Namespace):
         return PocEnv(num_clients=count or len(names), clients=names)
     if not args.startup_kit:
         raise SystemExit("--env prod needs --startup-kit (the admin's startup kit folder)")
+    if names is None:
+        raise SystemExit("--env prod needs the sites by name (--sites site-a,site-b): exactly these take part, and "
+                         "any other site of the project is refused")
     return ProdEnv(startup_kit_location=args.startup_kit)
 
 

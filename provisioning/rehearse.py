@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"3. started {', '.join(k.name for k in kits)}; every site connected")
         with quiet(args.verbose):
             outcome = submit_and_collect(prod / lead, args.job, out / "results", lead, timeout=args.timeout,
-                                         connect_timeout=30,
+                                         connect_timeout=30, sites=sites,
                                          log=lambda line: print(f"4. {line}", flush=True, file=sys.__stdout__))
         results = outcome["results"]
         if results is not None:

@@ -42,19 +42,31 @@ def kit_username(kit: str | Path) -> str:
     return cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value
 
 
-def submit_copy(session, job: str | Path) -> str:
-    """Submit a copy of `job` without the simulator's code note (vflflare.staging.without_code_note); a
-    copy, because NVFlare signs the folder it submits in place (.__nvfl_sig.json files)."""
+def submit_copy(session, job: str | Path, sites: list[str] | None = None) -> str:
+    """Submit a copy of `job` that names its sites (vflflare.jobs.name_sites: the coordinator refuses any other
+    site by name, before it sends it anything), without the simulator's code note
+    (vflflare.staging.without_code_note); a copy, because NVFlare signs the folder it submits in place."""
+    from vflflare.jobs import expected_sites, name_sites
     from vflflare.staging import without_code_note
 
     with tempfile.TemporaryDirectory(prefix="vflflare_submit_") as tmp:
         copy = Path(tmp) / Path(job).name
         shutil.copytree(job, copy)
+        if sites:
+            name_sites(copy, sites)
+        elif (copy / "meta.json").is_file() and not expected_sites(copy)[1] and _is_vflflare(copy):
+            raise ValueError(f"{Path(job).name} names no sites: a provisioned job's parties are explicit, so that no "
+                             f"other site of the project takes part; give them (--sites site-a,site-b)")
         return session.submit_job(str(without_code_note(copy)))
 
 
+def _is_vflflare(job: Path) -> bool:
+    return any("vflflare.flare." in p.read_text() for p in job.glob("*/config/config_fed_server.json"))
+
+
 def submit_and_collect(kit: str | Path, job: str | Path, out: str | Path, user: str | None = None,
-                       timeout: float = 1800, connect_timeout: float = 60, log=print) -> dict:
+                       timeout: float = 1800, connect_timeout: float = 60, log=print,
+                       sites: list[str] | None = None) -> dict:
     """Submit `job` with the admin kit, wait up to `timeout` s, download the server's job workspace
     into `out`. Returns {"job_id", "status", "results_path" (or None), "results" (or None)}."""
     from nvflare.fuel.flare_api.flare_api import new_secure_session
@@ -64,7 +76,7 @@ def submit_and_collect(kit: str | Path, job: str | Path, out: str | Path, user: 
     user = user or kit_username(kit)
     session = new_secure_session(user, str(kit), timeout=connect_timeout)
     try:
-        job_id = submit_copy(session, job)
+        job_id = submit_copy(session, job, sites)
         log(f"submitted {job.name} as {user}: job {job_id}")
         started, shown = time.monotonic(), [0.0]
 
@@ -95,13 +107,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("job", help="job folder, e.g. jobs/oneshot_vfl")
     parser.add_argument("--kit", required=True, help="the submitter's admin startup kit (folder holding startup/)")
+    parser.add_argument("--sites", required=True, help="the job's sites by name, e.g. site-insurer,site-telco: "
+                        "exactly these take part (any other site of the project is refused by name)")
     parser.add_argument("--user", help="admin user name (default: the kit's)")
     parser.add_argument("--out", default="vflflare_results", help="where downloaded job results go")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for the job")
     args = parser.parse_args(argv)
     t0 = time.monotonic()
     try:
-        outcome = submit_and_collect(args.kit, args.job, args.out, args.user, args.timeout)
+        sites = [s.strip() for s in args.sites.split(",") if s.strip()]
+        outcome = submit_and_collect(args.kit, args.job, args.out, args.user, args.timeout, sites=sites)
     except Exception as error:  # connection, authorization or submission failure
         print(f"submit_job: {type(error).__name__}: {error}", file=sys.stderr)
         return 2

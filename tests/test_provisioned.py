@@ -27,7 +27,7 @@ from deployment_helpers import (
     running_kits,
     wait_for_clients,
 )
-from submit_job import submit_and_collect
+from submit_job import submit_and_collect, submit_copy
 from vflflare.cli import find_results
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.model_store import LABEL_DIR, models_dir, read_predictions
@@ -135,18 +135,20 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
         # the policy is enforced: an org admin may not submit (nor bring code)
         org_admin = next(p["name"] for p in _participants(project, "admin") if p["role"] == "org_admin")
         with pytest.raises(AuthorizationError, match="not authorized for 'submit_job'"):
-            submit_and_collect(prod / org_admin, JOB, tmp_path / "refused", org_admin, timeout=60, connect_timeout=30)
-        outcome = submit_and_collect(admin_kit, JOB, tmp_path / "results", submitter, timeout=300,
+            submit_and_collect(prod / org_admin, JOB, tmp_path / "refused", org_admin, timeout=60, connect_timeout=30,
+                               sites=sites)
+        outcome = submit_and_collect(admin_kit, JOB, tmp_path / "results", submitter, timeout=300, sites=sites,
                                      connect_timeout=30, log=print)
         job_id = outcome["job_id"]
         site_logs = {s: (kit / job_id / "log.txt").read_text() for s, kit in zip(sites, site_kits)}
         # the recipe form of the same job, submitted through NVFlare's ProdEnv with the lead's kit
-        recipe = VFLRecipe(algorithm="oneshot", min_clients=len(sites), config=CONFIG)
+        recipe = VFLRecipe(algorithm="oneshot", sites=sites, config=CONFIG)
         run = recipe.execute(ProdEnv(startup_kit_location=str(admin_kit), username=submitter, login_timeout=30))
         downloaded = run.get_result(timeout=300, clean_up=False)
         recipe_results = json.loads(find_results(downloaded).read_text()) if downloaded else None
         # scoring with the latest model; nothing set anywhere: each party kept its model beside its data
         scoring = submit_and_collect(admin_kit, REPO / "jobs" / "vertical_inference", tmp_path / "scored", submitter,
+                                     sites=sites,
                                      timeout=300, connect_timeout=30, log=print)
 
     assert outcome["status"] == "FINISHED:COMPLETED", outcome
@@ -180,3 +182,20 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
         assert (got["uploads"], got["downloads"], got["payload_bytes"]) == (want["uploads"], want["downloads"],
                                                                             want["payload_bytes"])
         assert (got["uploads"], got["downloads"]) == (2, 1)
+
+
+def test_a_provisioned_job_names_its_sites(tmp_path):
+    """Issue 38: no uninvited site. A job goes to a provisioned system only with its sites named: NVFlare then
+    deploys it to them alone, and the coordinator refuses any other by name."""
+    from vflflare.jobs import expected_sites, name_sites
+
+    with pytest.raises(ValueError, match="names no sites: a provisioned job's parties are explicit"):
+        submit_copy(None, JOB)
+    job = shutil.copytree(JOB, tmp_path / JOB.name)
+    name_sites(job, ["broker", "insurer"])
+    assert expected_sites(job) == (2, ["broker", "insurer"])
+    assert json.loads((job / "meta.json").read_text())["deploy_map"] == {"app": ["server", "broker", "insurer"]}
+    with pytest.raises(ValueError, match=r"names its sites \['broker', 'insurer'\], not \['broker', 'intruder'\]"):
+        name_sites(job, ["broker", "intruder"])
+    with pytest.raises(ValueError, match="names its sites"):
+        VFLRecipe(algorithm="oneshot").execute(ProdEnv(startup_kit_location=str(tmp_path), username="analyst"))

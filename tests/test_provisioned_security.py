@@ -2,7 +2,8 @@
 organisations (a bank runs the coordinator and holds the labels, an insurer and a telco each run a site).
 
 One deployment serves every test of this module: provisioning/project.yml on localhost, plus an analyst at
-the insurer (a `lead` of an organisation the sites do not accept jobs from). The bank lets its own analyst
+the insurer (a `lead` of an organisation the sites do not accept jobs from) and a third, connected site that
+no job names (issue 38: it never receives one). The bank lets its own analyst
 bring code to its own server (`local/authorization.json`, its choice); the sites keep the shipped `byoc:
 none`. Every row of ROLE_TABLE (provisioning/README.md prints the same table) is tried, allowed and
 refused; then the review's attack, a code-bearing job deployed only to the telco; a job of an organisation
@@ -12,6 +13,7 @@ a foreign CA.
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 import time
 from pathlib import Path
@@ -38,6 +40,7 @@ pytestmark = pytest.mark.simulator
 BANK_ADMIN, ANALYST = "admin@bank.example.com", "analyst@bank.example.com"
 TELCO_IT, INSURER_IT, AUDITOR = "it@telco.example.com", "it@insurer.example.com", "auditor@insurer.example.com"
 INSURER_ANALYST = "analyst@insurer.example.com"  # added to the rehearsed copy: a lead of a non-accepted org
+INTRUDER = "site-intruder"  # added too: a connected site of the project that the jobs do not name
 JOB = REPO / "jobs" / "oneshot_vfl"
 ENFORCED_NOISE = 0.5
 
@@ -66,11 +69,12 @@ def deployment(tmp_path_factory):
         admin_port = free_port()
     project = localhost_project(PROVISIONING / "project.yml", tmp / "project.yml", fl_port, admin_port)
     project["participants"].append({"name": INSURER_ANALYST, "type": "admin", "org": "insurer", "role": "lead"})
+    project["participants"].append({"name": INTRUDER, "type": "client", "org": "intruder", "accept_jobs_from": ["bank"]})
     (tmp / "project.yml").write_text(yaml.safe_dump(project, sort_keys=False))
     prov = tmp / "prov"
     prod = provision(tmp / "project.yml", prov, tmp / "provision.log")
     server = next(p["name"] for p in project["participants"] if p["type"] == "server")
-    sites = sorted(p["name"] for p in project["participants"] if p["type"] == "client")
+    sites = sorted(p["name"] for p in project["participants"] if p["type"] == "client" and p["name"] != INTRUDER)
 
     # the bank's own rule for its own server: its analyst may bring code there; nobody else, nowhere else
     policy = json.loads((prod / server / "local" / "authorization.json.default").read_text())
@@ -82,15 +86,17 @@ def deployment(tmp_path_factory):
                          "--sites", ",".join(sites), "--overlap", "120", "--seed", "3", "--out", str(data)],
                         120, tmp / "none", tmp / "split.log")
     assert split.returncode == 0, split.output
-    for kit in [prod / server, *(prod / s for s in sites)]:
+    for kit in [prod / server, *(prod / s for s in [*sites, INTRUDER])]:
         write_site_config(kit, data)
+    shutil.copytree(data / sites[0], data / INTRUDER)  # it has a table too
     # the telco requires representation noise whatever a job asks (its local vflflare config)
     telco_config = prod / "site-telco" / "local" / "vflflare.json"
     telco_config.write_text(json.dumps({**json.loads(telco_config.read_text()),
                                         "enforce": {"representation_noise": ENFORCED_NOISE}}))
 
-    with running_kits([prod / server, *(prod / s for s in sites)], prov, tmp) as procs:
+    with running_kits([prod / server, *(prod / s for s in [*sites, INTRUDER])], prov, tmp) as procs:
         found = Deployment(prod, server, sites, tmp, procs)
+        wait_for_clients(prod / ANALYST, ANALYST, [*sites, INTRUDER], 180, procs).close()
         found.session(ANALYST)
         try:
             yield found
@@ -114,7 +120,8 @@ def _outcome(action) -> str:
 def _finished_job(d: Deployment) -> str:
     """A completed vflflare job of the analyst's (submitted once per module)."""
     if d.finished_job is None:
-        outcome = submit_and_collect(d.prod / ANALYST, JOB, d.tmp / "results", ANALYST, timeout=300, connect_timeout=30)
+        outcome = submit_and_collect(d.prod / ANALYST, JOB, d.tmp / "results", ANALYST, timeout=300, connect_timeout=30,
+                                     sites=d.sites)
         assert outcome["status"] == "FINISHED:COMPLETED" and "error" not in (outcome["results"] or {"error": 1}), outcome
         d.finished_job = outcome["job_id"]
         d.finished_results = outcome["results"]
@@ -122,7 +129,7 @@ def _finished_job(d: Deployment) -> str:
 
 
 ACTIONS = {
-    "submit a vflflare job": lambda d, s: submit_copy(s, JOB),
+    "submit a vflflare job": lambda d, s: submit_copy(s, JOB, d.sites),
     "list jobs": lambda d, s: s.list_jobs(),
     "download the analyst's job": lambda d, s: s.download_job_result(_finished_job(d), str(d.tmp / "dl" / s.username)),
     "read the analyst's job's server log": lambda d, s: s.get_job_logs(_finished_job(d), target="server"),
@@ -182,6 +189,9 @@ def test_every_row_of_the_role_table(deployment):
     # what the telco's admin may read is its site's own log of the job (before the table deletes the job)
     log = ACTIONS["cat the analyst's job's log on site-telco"](deployment, deployment.session(TELCO_IT))
     assert "data root:" in str(log) and "vflflare code:" in str(log), str(log)[:2000]
+    # a connected site of the project that the job does not name never received it (issue 38)
+    assert (deployment.prod / "site-telco" / deployment.finished_job).is_dir()
+    assert not (deployment.prod / INTRUDER / deployment.finished_job).exists()
     got = [(user, action, _outcome(lambda: ACTIONS[action](deployment, deployment.session(user))))
            for user, action, _ in ROLE_TABLE]
     wrong = [(row, outcome) for row, (_, _, outcome) in zip(ROLE_TABLE, got) if row[2] != outcome]
@@ -193,6 +203,7 @@ def test_every_row_of_the_role_table(deployment):
     enforced = results["privacy"]["enforced"]["site-telco"]["representation_noise"]
     assert enforced["enforced"] == ENFORCED_NOISE and "site-telco" in enforced["by"]
     assert "site-insurer" not in results["privacy"]["enforced"]
+    assert results["sites"] == deployment.sites
 
 
 def _code_job(folder: Path, sites: list[str]) -> Path:
@@ -266,7 +277,7 @@ def test_a_job_that_brings_code_is_refused_by_the_site(deployment):
 
 def test_sites_accept_jobs_only_from_the_organisations_they_name(deployment):
     insurer_analyst = deployment.session(INSURER_ANALYST)
-    job_id = submit_copy(insurer_analyst, JOB)  # the server accepts any organisation's lead ...
+    job_id = submit_copy(insurer_analyst, JOB, deployment.sites)  # the server accepts any organisation's lead ...
     meta = _wait_for_status(insurer_analyst, job_id, ("FAILED", "FINISHED"))
     detail = "\n".join(meta.get("job_deploy_detail", []))
     assert meta["status"] == "FINISHED:FAILED_TO_RUN", meta  # ... but every site accepts the bank's only
@@ -277,7 +288,8 @@ def test_sites_accept_jobs_only_from_the_organisations_they_name(deployment):
 def test_a_sites_admin_aborts_a_running_job(deployment, tmp_path):
     from vflflare.recipes import VFLRecipe
 
-    VFLRecipe(algorithm="oneshot", config={"ssl_epochs": 5000}, name="long_oneshot").export(str(tmp_path))
+    VFLRecipe(algorithm="oneshot", config={"ssl_epochs": 5000}, name="long_oneshot",
+              sites=deployment.sites).export(str(tmp_path))
     analyst, telco = deployment.session(ANALYST), deployment.session(TELCO_IT)
     job_id = submit_copy(analyst, tmp_path / "long_oneshot")
     _wait_for_status(analyst, job_id, ("RUNNING",))

@@ -93,6 +93,10 @@ def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     sites = parse_site_names(args.sites, "--sites")
+    n_sites = len(sites) if sites else args.n_clients
+    if args.threads < n_sites:  # the simulator would only say that a site it never started is unreachable
+        raise SystemExit(f"-t {args.threads} is fewer threads than the {n_sites} simulated sites: the simulator runs "
+                         f"each site in a thread of its own, and a site without one never starts; pass -t {n_sites}")
     results = simulate(args.job, args.workspace, args.n_clients, args.threads, args.data_root, sites=sites,
                        verbose=args.verbose)
     print(f"results: {results['results_path']}")  # the table: printed by the job's coordinator, above

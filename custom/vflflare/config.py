@@ -9,9 +9,11 @@ them: B = 32, eta_s = eta_c = 0.01. Everything else is our choice and is marked 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import typing
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from vflflare.data.ids import ID_NORMALIZATIONS
@@ -27,17 +29,61 @@ class ConfigError(ValueError):
     """A bad job config: the message names the algorithm and the key."""
 
 
+Bound = tuple[float | None, float | None]
+
+
 @dataclass
 class Settings:
-    """Base of every config class and settings block: `validate` chains through the MRO."""
+    """Base of every config class and settings block: `validate` chains through the MRO.
+
+    The numeric settings' ranges are declared once, here at the base, for every block: each class lists
+    its own in `bounds` (setting -> (low, high), both inclusive, None = open; a subclass's entry replaces its
+    base's), and `validate` checks them first, for every class of the config. Besides, every float setting
+    (and every number of a list[float] setting) must be finite (no NaN, no inf), and an int setting no class
+    bounds must still be >= 0: no count is negative."""
+
+    bounds: ClassVar[dict[str, Bound]] = {}
 
     def validate(self) -> None:
-        pass
+        for key, kind in numeric_settings(type(self)).items():
+            value = getattr(self, key)
+            values = value if kind == "floats" else [value]
+            if kind != "int" and not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+                self.check(False, key, "must be a finite number" if kind == "float" else "must hold finite numbers")
+        for key, (low, high) in setting_bounds(type(self)).items():
+            value = getattr(self, key)
+            self.check((low is None or value >= low) and (high is None or value <= high), key, describe_bound(low, high))
 
     def check(self, ok: bool, key: str, message: str) -> None:
         if not ok:
             algorithm = getattr(self, "algorithm", "?")
             raise ConfigError(f"algorithm '{algorithm}': {key} {message}, got {getattr(self, key)!r}")
+
+
+@lru_cache(maxsize=None)
+def numeric_settings(cls: type) -> dict[str, str]:
+    """The numeric settings of a config class: name -> "int", "float" or "floats" (a list[float])."""
+    hints = typing.get_type_hints(cls)
+    kinds = {int: "int", float: "float", list[float]: "floats"}
+    return {f.name: kinds[hints[f.name]] for f in dataclasses.fields(cls) if hints[f.name] in kinds}
+
+
+@lru_cache(maxsize=None)
+def setting_bounds(cls: type) -> dict[str, Bound]:
+    """Every setting's range: the `bounds` of `cls` and its bases (the most derived wins); an int setting
+    none of them bounds gets (0, None)."""
+    out: dict[str, Bound] = {key: (0, None) for key, kind in numeric_settings(cls).items() if kind == "int"}
+    for klass in reversed(cls.__mro__):
+        out.update(klass.__dict__.get("bounds", {}))
+    return out
+
+
+def describe_bound(low: float | None, high: float | None) -> str:
+    if high is None:
+        return f"must be >= {low}"
+    if low is None:
+        return f"must be <= {high}"
+    return f"must be >= {low} and <= {high}"
 
 
 DEVICES = r"cpu|auto|cuda(:\d+)?"  # JobConfig.device
@@ -78,11 +124,16 @@ class DefenseSettings(Settings):
     # "probabilities" down, computed from the labels
     privacy_channels: ClassVar[frozenset[str]] = frozenset({"representations"})
 
+    # 0 = off for each. The upper bounds keep every value where it still does something and nothing overflows:
+    # an epsilon beyond 100 flips no label (randomized response keeps one with probability 1 - e^-100) and asks
+    # for no noise, so it would change nothing while a result lists it as a defense; a norm of 1e6 clips no
+    # gradient; noise 1000 x the clipping norm, Marvell's power 100 x |Delta|^2 (the paper's scale: 0.1-4) or a
+    # representation noise 100 x its RMS buries the signal, and far larger values overflow (inf, then NaN)
+    bounds = {"label_dp_epsilon": (0, 100), "gradient_dp_epsilon": (0, 100), "gradient_clip": (0, 1e6),
+              "gradient_noise": (0, 1000), "gradient_marvell": (0, 100), "representation_noise": (0, 100)}
+
     def validate(self) -> None:
         super().validate()
-        for key in ("label_dp_epsilon", "gradient_clip", "gradient_noise", "gradient_marvell", "representation_noise",
-                    "gradient_dp_epsilon"):
-            self.check(getattr(self, key) >= 0, key, "must be >= 0 (0 = off)")
         self.check(0 < self.gradient_keep <= 1, "gradient_keep", "must be in (0, 1] (1 = off)")
         self.check(self.gradient_noise == 0 or self.gradient_clip > 0, "gradient_noise",
                    "needs gradient_clip > 0: the noise std is gradient_noise x gradient_clip")
@@ -199,6 +250,10 @@ class JobConfig(DefenseSettings):
     # set by the plug-in's config class: True when the coordinator never needs a plaintext tensor
     he_with_server_labels: ClassVar[bool] = False
 
+    bounds = {"seed": (0, None), "rep_dim": (1, None), "classifier_hidden": (0, None), "batch_size": (1, None),
+              "classifier_epochs": (1, None), "classifier_patience": (1, None), "num_threads": (1, None),
+              "weight_decay": (0, None), "min_aligned": (0, None)}
+
     def __post_init__(self) -> None:
         self.validate()
 
@@ -206,7 +261,6 @@ class JobConfig(DefenseSettings):
         super().validate()
         self.check(0.0 < self.labeled_fraction <= 1.0, "labeled_fraction", "must be in (0, 1]")
         self.check(0.0 <= self.val_fraction < 1.0, "val_fraction", "must be in [0, 1)")
-        self.check(self.weight_decay >= 0.0, "weight_decay", "must be >= 0")
         self.check(self.stall_timeout > 0, "stall_timeout", "must be > 0 seconds")
         self.check(self.join_timeout > 0, "join_timeout", "must be > 0 seconds")
         self.check(not duplicates(self.sites), "sites", f"must name each site once: duplicate names {duplicates(self.sites)}")
@@ -217,12 +271,10 @@ class JobConfig(DefenseSettings):
                    f"must be one of {list(NUMERIC_TRANSFORMS)}")
         self.check(set(self.id_normalize) <= set(ID_NORMALIZATIONS), "id_normalize",
                    f"may hold only {list(ID_NORMALIZATIONS)}")
-        self.check(self.min_aligned >= 0, "min_aligned", "must be >= 0")
         self.check(self.alignment in ALIGNMENTS, "alignment", f"must be one of {list(ALIGNMENTS)}")
         self.check(self.wire_dtype in WIRE_DTYPES, "wire_dtype", f"must be one of {list(WIRE_DTYPES)}")
         self.check(not (self.he and self.wire_dtype != "float32"), "wire_dtype",
                    "must stay float32 with he: true (the tensors cross as CKKS ciphertexts)")
-        self.check(self.batch_size >= 1, "batch_size", "must be >= 1")
         self.check(re.fullmatch(DEVICES, self.device) is not None, "device", "must be cpu, auto, cuda or cuda:N")
         self.check(self.lr > 0, "lr", "must be > 0")
         self.check(isinstance(self.model.get("name"), str), "model", 'needs a "name", e.g. {"name": "mlp"}')

@@ -52,6 +52,35 @@ def expected_sites(job_folder: str | Path) -> tuple[int, list[str]]:
     return count, names
 
 
+def name_sites(job_folder: str | Path, sites: list[str]) -> Path:
+    """Make an exported job name its sites, in place: its deploy map (NVFlare deploys it to the server and
+    these sites only, instead of every connected site) and its VFL and PSI controllers' "sites" (the
+    coordinator refuses, by name and before it sends anything, any other site). A job that names other
+    sites already is an error."""
+    import json
+
+    from vflflare.protocol.topology import check_unique
+
+    sites = check_unique(sites, "the job's sites")
+    _, named = expected_sites(job_folder)
+    if named and sorted(named) != sorted(sites):
+        raise ValueError(f"{Path(job_folder).name} names its sites {named}, not {sites}")
+    for path in Path(job_folder).glob("*/config/config_fed_server.json"):
+        config = json.loads(path.read_text())
+        for workflow in config.get("workflows", []):
+            if workflow.get("path", "").endswith("VFLController"):
+                workflow.setdefault("args", {}).setdefault("config", {})["sites"] = sites
+            elif workflow.get("path", "").endswith("VFLPSIController"):
+                workflow.setdefault("args", {})["sites"] = sites
+        path.write_text(json.dumps(config, indent=4))
+    meta_file = Path(job_folder) / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    meta["deploy_map"] = {app: ["server", *sites] if "@ALL" in targets else targets
+                          for app, targets in meta.get("deploy_map", {}).items()}
+    meta_file.write_text(json.dumps(meta, indent=4))
+    return Path(job_folder)
+
+
 def default_jobs() -> dict[str, str]:
     """jobs/ folder name -> algorithm, for every plug-in that ships a job."""
     return {plugin.job_name: name for name, plugin in ALGORITHMS.items() if plugin.job_name}

@@ -57,14 +57,13 @@ class CFLSettings(Settings):
     # tuple views and loss rather than SubTab's feature subsets)
     cfl_fedavg: bool = True
 
+    # ranges (Settings.validate checks them); a batch needs 2 rows for in-batch negatives
+    bounds = {"cfl_rounds": (1, None), "cfl_local_epochs": (1, None), "cfl_hidden": (1, None),
+              "cfl_batch_size": (2, None), "cfl_gaussian_std": (0, None)}
+
     def validate(self) -> None:
         super().validate()
-        self.check(self.cfl_rounds >= 1, "cfl_rounds", "must be >= 1")
-        self.check(self.cfl_local_epochs >= 1, "cfl_local_epochs", "must be >= 1")
-        self.check(self.cfl_hidden >= 1, "cfl_hidden", "must be >= 1")
-        self.check(self.cfl_batch_size >= 2, "cfl_batch_size", "must be >= 2 (in-batch negatives)")
         self.check(0.0 <= self.cfl_noise_rate <= 1.0, "cfl_noise_rate", "must be in [0, 1]")
-        self.check(self.cfl_gaussian_std >= 0, "cfl_gaussian_std", "must be >= 0")
         self.check(self.cfl_temperature > 0, "cfl_temperature", "must be > 0")
 
 

@@ -88,22 +88,19 @@ class HybridSSLSettings(Settings):
     # metric is kept (Appendix B's grid; the paper does not say on which split it selects: validation here)
     finetune_lrs: list[float] = field(default_factory=lambda: [0.005, 0.01, 0.03])
 
+    # ranges (Settings.validate checks them); 0 global iterations: finetuning only (fedsplitnn)
+    bounds = {"global_iterations": (0, None), "pretrain_batch_size": (2, None), "cross_local_updates": (1, None),
+              "predictor_hidden": (1, None), "moco_queue": (1, None), "pma_top_layers": (1, None),
+              "gamma": (0, None), "iso_pretrain": (0, None)}
+
     def validate(self) -> None:
         super().validate()
         self.check(self.variant in VARIANTS, "variant", f"must be one of {list(VARIANTS)}")
         self.check(self.ssl_method in SSL_METHODS, "ssl_method", f"must be one of {list(SSL_METHODS)}")
-        self.check(self.global_iterations >= 0, "global_iterations", "must be >= 0")
-        self.check(self.pretrain_batch_size >= 2, "pretrain_batch_size", "must be >= 2")
         self.check(self.pretrain_lr > 0, "pretrain_lr", "must be > 0")
-        self.check(self.gamma >= 0, "gamma", "must be >= 0")
-        self.check(self.cross_local_updates >= 1, "cross_local_updates", "must be >= 1")
         self.check(0.0 <= self.scarf_rate <= 1.0, "scarf_rate", "must be in [0, 1]")
         self.check(all(isinstance(w, int) and w >= 1 for w in self.projector), "projector", "must hold positive widths")
-        self.check(self.predictor_hidden >= 1, "predictor_hidden", "must be >= 1")
         self.check(self.moco_temperature > 0, "moco_temperature", "must be > 0")
-        self.check(self.moco_queue >= 1, "moco_queue", "must be >= 1")
-        self.check(self.pma_top_layers >= 1, "pma_top_layers", "must be >= 1")
-        self.check(self.iso_pretrain >= 0, "iso_pretrain", "must be >= 0")
         self.check(bool(self.finetune_lrs) and all(lr > 0 for lr in self.finetune_lrs), "finetune_lrs",
                    "must hold one or more learning rates > 0")
         self.check(self.finetune_towers in ("", "both", *TOWERS), "finetune_towers", "must be '', both, cross or local")

@@ -42,6 +42,7 @@ class FewShotConfig(SplitNNSettings, OneShotConfig):
     # see representation_estimation.class_thresholds (our option, for imbalanced tables)
     fewshot_threshold_mode: str = "global"
     finetune_epochs: int = 0  # > 0 adds split-NN finetuning (the split_* settings apply)
+    bounds = {"finetune_epochs": (0, None)}  # ranges: Settings.validate checks them
 
     @property
     def gradient_passes(self) -> int:

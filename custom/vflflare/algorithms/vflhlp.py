@@ -80,11 +80,12 @@ class VFLHLPSettings(Settings):
     active_epochs: int = 100  # (1): at most this many passes over the active party's labeled rows
     scarf_temperature: float = 1.0  # tau of Eq. 6 (SCARF's default; the paper gives none)
 
+    bounds = {"active_epochs": (1, None)}  # ranges: Settings.validate checks them
+
     def validate(self) -> None:
         super().validate()
         self.check(self.variant in VARIANTS, "variant", f"must be one of {sorted(VARIANTS)}")
         self.check(self.beta >= 0, "beta", "must be >= 0 (the weight of L_cons in Eq. 7)")
-        self.check(self.active_epochs >= 1, "active_epochs", "must be >= 1")
         self.check(self.scarf_temperature > 0, "scarf_temperature", "must be > 0")
 
 

@@ -92,8 +92,9 @@ def expected_count(min_clients: int | None, sites: list[str] | None) -> int:
 
 
 class _VFLJobRecipe(Recipe):
-    def __init__(self, job: FedJob, bundle_code: bool) -> None:
+    def __init__(self, job: FedJob, bundle_code: bool, sites: list[str] | None) -> None:
         super().__init__(job)
+        self.sites = list(sites) if sites else None
         self.add_server_config({"server": {"task_request_interval": TASK_REQUEST_INTERVAL_S}})
         self._code_note = not bundle_code  # added when the job goes anywhere but to ProdEnv
         if bundle_code:
@@ -111,7 +112,11 @@ class _VFLJobRecipe(Recipe):
             self.add_client_file(str(note))
 
     def process_env(self, env: ExecEnv) -> None:
-        if not isinstance(env, ProdEnv):  # a provisioned deployment names vflflare on its allow list
+        if isinstance(env, ProdEnv):
+            if not self.sites:  # every connected site of the project would take part
+                raise ValueError("a job for a provisioned deployment names its sites (sites=[...], job.py --sites "
+                                 "a,b): its parties are explicit, so that no other site of the project takes part")
+        else:  # a provisioned deployment names vflflare on its allow list; the simulator and a POC do not
             self._add_code_note()
 
     def export(self, job_dir: str, server_exec_params: dict | None = None, client_exec_params: dict | None = None,
@@ -194,7 +199,7 @@ class VFLRecipe(_VFLJobRecipe):
         for path in plugin_files or []:
             job.to_server(str(path))
             job.to_clients(str(path))
-        super().__init__(job, bundle_code)
+        super().__init__(job, bundle_code, sites)
 
 
 class PSIRecipe(_VFLJobRecipe):
@@ -206,4 +211,4 @@ class PSIRecipe(_VFLJobRecipe):
         min_clients = expected_count(min_clients, sites)
         job = _new_job(name, bundle_code)
         _add_psi(job, min_clients, 0, id_normalize, sites=list(sites) if sites else None)
-        super().__init__(job, bundle_code)
+        super().__init__(job, bundle_code, sites)

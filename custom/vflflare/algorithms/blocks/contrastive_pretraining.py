@@ -36,6 +36,9 @@ class PretrainSettings(Settings):
     scarf_rate: float = 0.3
     projection_dim: int = 32  # output width of the projection head g(.) used only during pretraining
 
+    # ranges (Settings.validate checks them); 0 pretraining epochs: the ablation without pretraining
+    bounds = {"pretrain_epochs": (0, None), "pretrain_batch_size": (2, None), "projection_dim": (1, None)}
+
     def validate(self) -> None:
         super().validate()
         self.check(0.0 <= self.scarf_rate <= 1.0, "scarf_rate", "must be in [0, 1]")

@@ -28,6 +28,8 @@ class FixMatchSettings(Settings):
     unlabeled_ratio: int = 7  # FixMatch's mu
     class_balance: str = "none"  # none | distribution_alignment | balanced_threshold
 
+    bounds = {"ssl_epochs": (1, None), "unlabeled_ratio": (1, None)}  # ranges: Settings.validate checks them
+
     def validate(self) -> None:
         super().validate()
         self.check(0.0 <= self.mask_rate <= 1.0, "mask_rate", "must be in [0, 1]")

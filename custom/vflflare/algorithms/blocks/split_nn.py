@@ -51,6 +51,8 @@ class SplitNNSettings(Settings):
     batches_per_step: int = 1
 
     privacy_channels = frozenset({"representations", "gradients"})  # dL/dH to every site without labels
+    bounds = {"split_epochs": (1, None), "split_patience": (1, None), "local_steps": (1, None),  # Settings.validate
+              "split_checkpoint_every": (1, None), "iso_gradients": (0, None), "batches_per_step": (1, None)}
 
     @property
     def gradient_passes(self) -> int:
@@ -58,11 +60,6 @@ class SplitNNSettings(Settings):
 
     def validate(self) -> None:
         super().validate()
-        self.check(self.local_steps >= 1, "local_steps", "must be >= 1")
-        self.check(self.split_patience >= 1, "split_patience", "must be >= 1")
-        self.check(self.split_checkpoint_every >= 1, "split_checkpoint_every", "must be >= 1")
-        self.check(self.iso_gradients >= 0, "iso_gradients", "must be >= 0")
-        self.check(self.batches_per_step >= 1, "batches_per_step", "must be >= 1")
 
 
 def _batches(value: Any) -> list:
