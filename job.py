@@ -81,7 +81,9 @@ def exec_env(args: argparse.Namespace):
     if names is None:
         raise SystemExit("--env prod needs the sites by name (--sites site-a,site-b): exactly these take part, and "
                          "any other site of the project is refused")
-    return ProdEnv(startup_kit_location=args.startup_kit)
+    from vflflare.flare.site_config import kit_username
+
+    return ProdEnv(startup_kit_location=args.startup_kit, username=kit_username(args.startup_kit))
 
 
 def run_environment(args: argparse.Namespace) -> dict:
@@ -103,9 +105,12 @@ def main() -> int:
     if args.algorithm not in ALGORITHMS:
         raise SystemExit(f"job.py: unknown --algorithm {args.algorithm!r}; known: {', '.join(sorted(ALGORITHMS))}")
     count, names = site_args(args.sites)
-    recipe = VFLRecipe(algorithm=args.algorithm, min_clients=count, sites=names, config=parse_overrides(args.set),
-                       label_owner=args.label_owner, he=args.he, psi=args.psi, bundle_code=args.bundle_code,
-                       mlflow_uri=args.mlflow)
+    try:
+        recipe = VFLRecipe(algorithm=args.algorithm, min_clients=count, sites=names, config=parse_overrides(args.set),
+                           label_owner=args.label_owner, he=args.he, psi=args.psi, bundle_code=args.bundle_code,
+                           mlflow_uri=args.mlflow)
+    except ValueError as error:  # a setting the algorithm refuses (ConfigError), named: one line, no traceback
+        raise SystemExit(f"job.py: {error}") from None
     started = time.time()
     run = recipe.execute(exec_env(args))
     workspace = run.get_result(timeout=args.timeout, clean_up=False)

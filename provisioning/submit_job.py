@@ -23,23 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from vflflare.flare.site_config import kit_username
 from vflflare.results import RESULTS_FILE
 
 COMPLETED = "FINISHED:COMPLETED"
 STATUS_EVERY = 10.0  # seconds between the status lines printed while a job runs
-
-
-def kit_username(kit: str | Path) -> str:
-    """The user an admin startup kit belongs to (fed_admin.json, else the certificate's CN)."""
-    kit = Path(kit)
-    admin = json.loads((kit / "startup" / "fed_admin.json").read_text()).get("admin", {})
-    if admin.get("username"):
-        return admin["username"]
-    from cryptography import x509
-    from cryptography.x509.oid import NameOID
-
-    cert = x509.load_pem_x509_certificate((kit / "startup" / "client.crt").read_bytes())
-    return cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value
 
 
 def submit_copy(session, job: str | Path, sites: list[str] | None = None) -> str:
@@ -100,6 +88,8 @@ def submit_and_collect(kit: str | Path, job: str | Path, out: str | Path, user: 
         session.close()
     results_path = Path(location) / "workspace" / RESULTS_FILE if location else None
     results = json.loads(results_path.read_text()) if results_path and results_path.is_file() else None
+    if results is not None:  # where the printed scoring command runs (vflflare.results.scoring_command)
+        results.setdefault("environment", {"kind": "prod", "startup_kit": str(kit)})
     return {"job_id": job_id, "status": status, "results_path": results_path if results else None, "results": results}
 
 

@@ -89,6 +89,8 @@ def deployment(tmp_path_factory):
     for kit in [prod / server, *(prod / s for s in [*sites, INTRUDER])]:
         write_site_config(kit, data)
     shutil.copytree(data / sites[0], data / INTRUDER)  # it has a table too
+    for site in sites:  # new rows, for the scoring command a training run prints
+        shutil.copy(data / site / "test.csv", data / site / "score.csv")
     # the telco requires representation noise whatever a job asks (its local vflflare config)
     telco_config = prod / "site-telco" / "local" / "vflflare.json"
     telco_config.write_text(json.dumps({**json.loads(telco_config.read_text()),
@@ -204,6 +206,27 @@ def test_every_row_of_the_role_table(deployment):
     assert enforced["enforced"] == ENFORCED_NOISE and "site-telco" in enforced["by"]
     assert "site-insurer" not in results["privacy"]["enforced"]
     assert results["sites"] == deployment.sites
+
+
+def test_the_printed_scoring_command_runs_as_is_on_the_deployment(deployment, tmp_path):
+    """Issue 38: after a provisioned training run, the scoring command in its results table pastes and runs
+    (job.py --env prod with the analyst's kit and the job's sites)."""
+    import shlex
+    import subprocess
+    import sys
+
+    from vflflare.results import format_table
+
+    _finished_job(deployment)
+    hint = [line for line in format_table(deployment.finished_results).splitlines() if line.startswith("score new rows")]
+    assert len(hint) == 1, format_table(deployment.finished_results)
+    command = shlex.split(hint[0].split(": ", 1)[1])
+    assert command[command.index("--env") + 1] == "prod" and "--startup-kit" in command, command
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    model = deployment.finished_results["model_id"]
+    predictions = deployment.tmp / "split" / "vflflare_predictions" / f"predictions_{model}.csv"
+    assert predictions.is_file(), run.stdout[-3000:]
 
 
 def _code_job(folder: Path, sites: list[str]) -> Path:

@@ -290,9 +290,11 @@ def check_labels(owner_name: str, sites: list[str], data_root: str) -> PartyChec
         findings.add(("labels", None, "labels"), error)
         return check
     check.ids = {"train": list(tables.train_ids), "test": list(tables.test_ids)}
-    counts = Counter(tables.train_labels.tolist())
+    counts = sorted(Counter(tables.train_labels.tolist()).items())
+    if tables.classes:  # the user's names for the classes (labels.json "classes")
+        counts = [(tables.classes[int(c)], n) for c, n in counts]
     check.summary = {"num_classes": tables.num_classes, "train_labels": len(tables.train_ids),
-                     "test_labels": len(tables.test_ids), "per_class": dict(sorted(counts.items()))}
+                     "test_labels": len(tables.test_ids), "per_class": dict(counts)}
     return check
 
 

@@ -143,8 +143,11 @@ def describe_checks(owner: str, checks: Mapping[str, Any]) -> list[str]:
     lines += [f"{owner}: {file}: column {name!r}: {entry['rows']} of {total} rows with a category training never saw, "
               f"fed as unknown" + _first_text(entry) for name, entry in checks["unseen_categories"].items()]
     for key, where in (("train_missing", "the training rows"), ("missing", file)):
-        lines += [f"{owner}: {where}: column {name!r}: {count} missing cells, filled as schema.json 'missing' says"
-                  for name, count in checks.get(key, {}).items()]
+        columns = checks.get(key, {})
+        if columns:  # one line per file: a table with blanks everywhere would fill a screen otherwise
+            cells = ", ".join(f"{name!r} {count}" for name, count in columns.items())
+            lines.append(f"{owner}: {where}: {sum(columns.values())} missing cells in {len(columns)} column"
+                         f"{'s' if len(columns) > 1 else ''}, filled as schema.json 'missing' says ({cells})")
     return lines
 
 

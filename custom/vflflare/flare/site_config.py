@@ -116,3 +116,16 @@ def write_site_config(workspace: str | Path, data_root: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({DATA_ROOT_KEY: str(Path(data_root).resolve())}, indent=2) + "\n")
     return path
+
+
+def kit_username(kit: str | Path) -> str:
+    """The user an admin startup kit belongs to (fed_admin.json, else the certificate's CN)."""
+    kit = Path(kit)
+    admin = json.loads((kit / "startup" / "fed_admin.json").read_text()).get("admin", {})
+    if admin.get("username"):
+        return admin["username"]
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    cert = x509.load_pem_x509_certificate((kit / "startup" / "client.crt").read_bytes())
+    return cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value

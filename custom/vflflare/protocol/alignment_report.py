@@ -168,13 +168,15 @@ def raise_partial_test(problems: Sequence[str], hint: str | None = None) -> None
 def progress_line(report: Mapping) -> str:
     """What a run logs when it has aligned: the full report when there is a hint or a data check to read,
     else one line (the results table lists every party's matches; a line is printed once)."""
-    if report.get("hint") or any(report.get("data_checks", {}).values()):
+    if report.get("hint"):
         return "alignment:\n" + format_report(report)
+    notes = sum(len(describe_checks(f"site {site!r}", c)) for site, c in report.get("data_checks", {}).items())
     counts = [f"{k} {report[k]}" for k in ("aligned_train", "val", "test") if k in report]
     matched = ", ".join(f"{party} {parts['train']['matched']}/{parts['train']['rows']}"
                         for party, parts in report["parties"].items() if "train" in parts)
-    return f"alignment: {', '.join(counts)} (train rows matched: {matched})" if counts else \
-        f"alignment: train rows matched per party: {matched}"
+    noted = f"; {notes} data note{'s' if notes > 1 else ''} in the results table" if notes else ""
+    return (f"alignment: {', '.join(counts)} (train rows matched: {matched}){noted}" if counts else
+            f"alignment: train rows matched per party: {matched}{noted}")
 
 
 def format_report(report: Mapping) -> str:

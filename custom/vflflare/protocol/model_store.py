@@ -192,15 +192,18 @@ def _fields(cfg: JobConfig, model_id: str, job_id: str | None) -> dict[str, Any]
             "job_id": job_id or model_id, "label_owner": cfg.label_owner}
 
 
-def save_feature_party(root: str | Path, model_id: str, party: FeatureParty, job_id: str | None = None) -> Path:
+def save_feature_party(root: str | Path, model_id: str, party: FeatureParty, job_id: str | None = None,
+                       job_cfg: JobConfig | None = None) -> Path:
     """A site's f_k as it stands now (the job's end) and, for a table site, its preprocessing; job_id: the
-    NVFlare job that trained it (default: the model ID)."""
+    NVFlare job that trained it (default: the model ID); job_cfg: the job's config as every party got it, the
+    one `config_hash` names (default: the party's own, which holds the defenses its site enforces)."""
     site_input = getattr(getattr(party.view, "tables", None), "site_input", None)
     return save_site_model(models_dir(root, model_id) / party.site, party.site, party.encoder, site_input,
-                           _fields(party.cfg, model_id, job_id))
+                           _fields(job_cfg or party.cfg, model_id, job_id))
 
 
-def save_label_party(root: str | Path, model_id: str, label: LabelParty, job_id: str | None = None) -> Path | None:
+def save_label_party(root: str | Path, model_id: str, label: LabelParty, job_id: str | None = None,
+                     job_cfg: JobConfig | None = None) -> Path | None:
     """The label party's head and its last test predictions; None when it trained no head (a job that
     ended before its classifier, or an algorithm without one)."""
     if "classifier" not in label.state:
@@ -210,5 +213,5 @@ def save_label_party(root: str | Path, model_id: str, label: LabelParty, job_id:
         name, value = score(label.test_probs, label.part_labels("test").numpy(), label.num_classes)
         metrics[f"test_{name}"] = value
     return save_label_model(models_dir(root, model_id) / LABEL_DIR, label.state["classifier"], label.sites, metrics,
-                            label.test_ids, label.test_probs, _fields(label.cfg, model_id, job_id),
+                            label.test_ids, label.test_probs, _fields(job_cfg or label.cfg, model_id, job_id),
                             getattr(label.tables, "id_column", "id"), getattr(label.tables, "classes", None))

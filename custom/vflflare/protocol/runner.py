@@ -67,7 +67,7 @@ def run_algorithm(
         if plugin.needs_data and not plugin.silo_space:  # a model to score with, named by its model ID
             saved["model_id"] = model_id
         if runs_root is not None and isinstance(label, LabelParty):
-            head = save_label_party(runs_root, model_id, label, job_id)
+            head = save_label_party(runs_root, model_id, label, job_id, cfg)
             if head is not None:
                 saved["label_model"] = str(head)
     classes = getattr(label, "classes", None) or getattr(getattr(label, "tables", None), "classes", None)

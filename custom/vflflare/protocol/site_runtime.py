@@ -80,6 +80,7 @@ class SiteRuntime:
         self.checkpoints = SiteCheckpoints(runs_root, site)
         self.runs_root = runs_root
         self.model_id: str | None = None  # the training run's model ID, as the coordinator announces it
+        self.job_cfg: JobConfig | None = None  # the job's config before this site's enforced defenses
         self._psi: PSIView | None = None
         self._cfg: JobConfig | None = None
         self._plugin = None
@@ -118,9 +119,9 @@ class SiteRuntime:
         if self.runs_root is None or self.party is None or self._plugin.silo_space:
             return []
         model_id = self.model_id or job_id
-        saved = [save_feature_party(self.runs_root, model_id, self.party, job_id)]
+        saved = [save_feature_party(self.runs_root, model_id, self.party, job_id, self.job_cfg)]
         if self.label is not None:
-            saved.append(save_label_party(self.runs_root, model_id, self.label, job_id))
+            saved.append(save_label_party(self.runs_root, model_id, self.label, job_id, self.job_cfg))
         paths = [str(p) for p in saved if p is not None]
         DETAILS.info(f"site '{self.site}': model saved for scoring: {', '.join(paths)}")
         return paths
@@ -152,7 +153,7 @@ class SiteRuntime:
                          f"its steps: {self._steps}")
 
     def _setup(self, payload: Payload) -> Payload:
-        cfg = make_config(payload["config"])
+        cfg = self.job_cfg = make_config(payload["config"])  # as every party got it (the saved model's hash)
         self._plugin = get_algorithm(cfg.algorithm)
         # the stricter of the job's defenses and the ones this site's local configuration enforces
         cfg, enforced = apply_enforcement(cfg, self.enforce, hosts_site=True,
@@ -168,7 +169,7 @@ class SiteRuntime:
         tables = load_site_view(self.site, sites, self.data_root, cfg.seed, cfg.numeric_transform, cfg.id_normalize)
         self.tracker.info(f"site '{self.site}': {describe_view(tables)}")
         for line in describe_checks(f"site '{self.site}'", tables.data_checks):  # with values: stays here
-            self.tracker.info(line)
+            DETAILS.info(line)  # the coordinator's report lists them (counts only) for whoever runs the job
         position = sites.index(self.site)
         self.party = self._plugin.Site(self.site, tables, cfg, self.tracker, position=position,
                                        private=self._private(f"site-{position + 1}"))

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from nvflare.app_opt.tracking.tb.tb_receiver import TBAnalyticsReceiver
+from nvflare.apis.job_def import ALL_SITES, SERVER_SITE_NAME
 from nvflare.job_config.api import FedJob
 from nvflare.job_config.defs import FilterType
 from nvflare.recipe.prod_env import ProdEnv
@@ -116,6 +117,12 @@ class _VFLJobRecipe(Recipe):
             if not self.sites:  # every connected site of the project would take part
                 raise ValueError("a job for a provisioned deployment names its sites (sites=[...], job.py --sites "
                                  "a,b): its parties are explicit, so that no other site of the project takes part")
+            # NVFlare deploys the job to the server and these sites alone, not to every connected site
+            self._job._set_all_apps()
+            deploy_map = self._job.job.deploy_map
+            app = deploy_map.pop(ALL_SITES)
+            for party in (SERVER_SITE_NAME, *self.sites):
+                deploy_map[party] = app
         else:  # a provisioned deployment names vflflare on its allow list; the simulator and a POC do not
             self._add_code_note()
 
