@@ -11,6 +11,7 @@ script parses its arguments). Sites read their data root from their local/vflfla
 VFLFLARE_DATA_ROOT (which --data-root sets for the sim and poc processes started here), else use the
 embedded default dataset.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,34 +29,68 @@ from vflflare.user_paths import user_temp
 
 
 # the built-in plug-ins, for --help (tests/test_job_py.py checks it against the registry)
-ALGORITHM_NAMES = ["oneshot", "fewshot", "vanilla", "fedbcd", "ssvfl_i", "ssvfl_c", "fedhssl", "vflhlp", "cfl",
-                   "vertical_inference", "secure_sum"]
+ALGORITHM_NAMES = [
+    "oneshot",
+    "fewshot",
+    "vanilla",
+    "fedbcd",
+    "ssvfl_i",
+    "ssvfl_c",
+    "fedhssl",
+    "vflhlp",
+    "cfl",
+    "vertical_inference",
+    "secure_sum",
+]
 
 
 def parse_args() -> argparse.Namespace:
     if {"--export", "--export-dir"} & set(sys.argv):  # NVFlare's recipe flags: importing it strips them
         import nvflare.recipe.spec  # noqa: F401
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algorithm", default="oneshot", help="a registered plug-in: " + ", ".join(ALGORITHM_NAMES)
-                        + ", or one that config plugins register")
-    parser.add_argument("--sites", default="2", help="the feature sites: a number K >= 2 (site-1 .. site-K, at "
-                        "least K must take part) or comma-separated names (exactly these must take part)")
+    parser.add_argument(
+        "--algorithm",
+        default="oneshot",
+        help="a registered plug-in: " + ", ".join(ALGORITHM_NAMES) + ", or one that config plugins register",
+    )
+    parser.add_argument(
+        "--sites",
+        default="2",
+        help="the feature sites: a number K >= 2 (site-1 .. site-K, at "
+        "least K must take part) or comma-separated names (exactly these must take part)",
+    )
     parser.add_argument("--env", default="sim", choices=["sim", "poc", "prod"])
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="an algorithm setting (repeatable); values parse as JSON when they can")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an algorithm setting (repeatable); values parse as JSON when they can",
+    )
     parser.add_argument("--label-owner", default=SERVER, help="'server' or a site name")
     parser.add_argument("--he", action="store_true", help="CKKS-encrypt what the sites send")
     parser.add_argument("--psi", action="store_true", help="run NVFlare's DH-PSI first and align on it")
     parser.add_argument("--data-root", help="split folder with one sub-folder per site (sim, poc)")
-    parser.add_argument("--workspace", default=str(user_temp("job_py")), help="simulator workspace root (default: "
-                        "%(default)s, your own)")
+    parser.add_argument(
+        "--workspace",
+        default=str(user_temp("job_py")),
+        help="simulator workspace root (default: %(default)s, your own)",
+    )
     parser.add_argument("--startup-kit", help="admin startup kit of a provisioned project (prod)")
     parser.add_argument("--bundle-code", action="store_true", help="ship the vflflare package inside the job")
-    parser.add_argument("--mlflow", metavar="URI", help="also stream the curves to this MLflow tracking URI "
-                        "('' : an SQLite store in the server's job result folder)")
+    parser.add_argument(
+        "--mlflow",
+        metavar="URI",
+        help="also stream the curves to this MLflow tracking URI "
+        "('' : an SQLite store in the server's job result folder)",
+    )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for a poc/prod job")
-    parser.add_argument("--verbose", action="store_true", help="sim: NVFlare's full console log (default: its "
-                        "warnings and vflflare's own lines; the workspace's log files hold everything either way)")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="sim: NVFlare's full console log (default: its "
+        "warnings and vflflare's own lines; the workspace's log files hold everything either way)",
+    )
     return parser.parse_args()
 
 
@@ -70,8 +105,12 @@ def exec_env(args: argparse.Namespace):
 
     count, names = site_args(args.sites)
     if args.env == "sim":
-        return SimEnv(num_clients=count or 0, clients=names, workspace_root=args.workspace,
-                      log_config=None if args.verbose else quiet_log_config())
+        return SimEnv(
+            num_clients=count or 0,
+            clients=names,
+            workspace_root=args.workspace,
+            log_config=None if args.verbose else quiet_log_config(),
+        )
     if args.env == "poc":
         # the POC's processes run `python3` from PATH: make it this interpreter's environment
         os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -79,8 +118,10 @@ def exec_env(args: argparse.Namespace):
     if not args.startup_kit:
         raise SystemExit("--env prod needs --startup-kit (the admin's startup kit folder)")
     if names is None:
-        raise SystemExit("--env prod needs the sites by name (--sites site-a,site-b): exactly these take part, and "
-                         "any other site of the project is refused")
+        raise SystemExit(
+            "--env prod needs the sites by name (--sites site-a,site-b): exactly these take part, and "
+            "any other site of the project is refused"
+        )
     from vflflare.flare.site_config import kit_username
 
     return ProdEnv(startup_kit_location=args.startup_kit, username=kit_username(args.startup_kit))
@@ -106,9 +147,17 @@ def main() -> int:
         raise SystemExit(f"job.py: unknown --algorithm {args.algorithm!r}; known: {', '.join(sorted(ALGORITHMS))}")
     count, names = site_args(args.sites)
     try:
-        recipe = VFLRecipe(algorithm=args.algorithm, min_clients=count, sites=names, config=parse_overrides(args.set),
-                           label_owner=args.label_owner, he=args.he, psi=args.psi, bundle_code=args.bundle_code,
-                           mlflow_uri=args.mlflow)
+        recipe = VFLRecipe(
+            algorithm=args.algorithm,
+            min_clients=count,
+            sites=names,
+            config=parse_overrides(args.set),
+            label_owner=args.label_owner,
+            he=args.he,
+            psi=args.psi,
+            bundle_code=args.bundle_code,
+            mlflow_uri=args.mlflow,
+        )
     except ValueError as error:  # a setting the algorithm refuses (ConfigError), named: one line, no traceback
         raise SystemExit(f"job.py: {error}") from None
     started = time.time()

@@ -20,6 +20,7 @@ split 80/20 like any silo space (9 600 / 2 400 rows).
 Records go to benchmarks/results/cfl.jsonl (committed; `python benchmarks/tables.py` rebuilds the
 report's tables from it); a rerun skips the (dataset, setting, seed, method) cells it already holds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,11 +30,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from common import COMMITTED, DEFAULT_DATA_DIR, append_jsonl, environment, limit_threads, read_jsonl, run_vfl
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from common import COMMITTED, DEFAULT_DATA_DIR, append_jsonl, environment, limit_threads, read_jsonl, run_vfl
 from vflflare import cli
 from vflflare.algorithms.registry import make_config
 from vflflare.data.silo_split import SETTINGS
@@ -46,18 +47,31 @@ METHODS = {"CFL": {}, "local CL": {"cfl_fedavg": False}}
 NAMES = {"adult": "Adult", "mnist": "MNIST"}
 # Tables 2-5 of the paper, delta accuracy (CFL, LL); MNIST's mixed setting there has 16 silos
 PAPER = {
-    "income": {"standard": (0.041, 0.063), "data_imbalance": (0.039, 0.063), "class_imbalance": (0.046, 0.063),
-               "mixed": (0.042, 0.063)},
-    "MNIST": {"standard": (0.040, 0.075), "data_imbalance": (0.030, 0.079), "class_imbalance": (0.032, 0.097),
-              "mixed": (0.179, 0.347)},
+    "income": {
+        "standard": (0.041, 0.063),
+        "data_imbalance": (0.039, 0.063),
+        "class_imbalance": (0.046, 0.063),
+        "mixed": (0.042, 0.063),
+    },
+    "MNIST": {
+        "standard": (0.040, 0.075),
+        "data_imbalance": (0.030, 0.079),
+        "class_imbalance": (0.032, 0.097),
+        "mixed": (0.179, 0.347),
+    },
 }
 
 
 def split_settings(dataset: str, setting: str | None, seed: int) -> dict:
     """The `vflflare split --silo-space` arguments a record's split was made with."""
     rows = IMAGE_ROWS.get(dataset)
-    return {"dataset": dataset, "sites": SILOS[dataset], "silo_setting": setting, "seed": seed,
-            **({"train_rows": rows[0], "test_rows": rows[1]} if rows else {})}
+    return {
+        "dataset": dataset,
+        "sites": SILOS[dataset],
+        "silo_setting": setting,
+        "seed": seed,
+        **({"train_rows": rows[0], "test_rows": rows[1]} if rows else {}),
+    }
 
 
 def split_for(data_dir: Path, dataset: str, setting: str, seed: int) -> Path:
@@ -65,8 +79,25 @@ def split_for(data_dir: Path, dataset: str, setting: str, seed: int) -> Path:
     if not (out / "manifest.json").exists():
         rows = IMAGE_ROWS.get(dataset)
         extra = ["--train-rows", str(rows[0]), "--test-rows", str(rows[1])] if rows else []
-        code = cli.main(["split", "--dataset", dataset, "--data-dir", str(data_dir), "--sites", str(SILOS[dataset]),
-                         "--silo-space", "--silo-setting", setting, "--seed", str(seed), "--out", str(out), *extra])
+        code = cli.main(
+            [
+                "split",
+                "--dataset",
+                dataset,
+                "--data-dir",
+                str(data_dir),
+                "--sites",
+                str(SILOS[dataset]),
+                "--silo-space",
+                "--silo-setting",
+                setting,
+                "--seed",
+                str(seed),
+                "--out",
+                str(out),
+                *extra,
+            ]
+        )
         if code != 0:
             raise RuntimeError(f"silo split failed: {dataset} {setting} seed {seed}")
     return out
@@ -96,16 +127,28 @@ def run_one(dataset: str, setting: str, seed: int, method: str, data_dir: Path) 
     if "error" in result:
         raise RuntimeError(f"CFL {dataset} {setting} seed {seed}: {result['error']}")
     per_site = result["communication"]["per_site"]
-    return {"dataset": dataset, "setting": setting, "seed": seed, "method": method, "metrics": result["metrics"],
-            "rows": result["rows"], "mb_per_site": {s: round(c["payload_bytes"] / 1e6, 3) for s, c in per_site.items()},
-            "comms_per_site": {s: [c["uploads"], c["downloads"]] for s, c in per_site.items()},
-            "wall_s": round(time.perf_counter() - start, 1), "split": split_settings(dataset, setting, seed),
-            "config": result["config"], "env": environment()}
+    return {
+        "dataset": dataset,
+        "setting": setting,
+        "seed": seed,
+        "method": method,
+        "metrics": result["metrics"],
+        "rows": result["rows"],
+        "mb_per_site": {s: round(c["payload_bytes"] / 1e6, 3) for s, c in per_site.items()},
+        "comms_per_site": {s: [c["uploads"], c["downloads"]] for s, c in per_site.items()},
+        "wall_s": round(time.perf_counter() - start, 1),
+        "split": split_settings(dataset, setting, seed),
+        "config": result["config"],
+        "env": environment(),
+    }
 
 
 def deltas(record: dict, global_acc: float, prefix: str = "") -> list[float]:
-    return [global_acc - v for k, v in record["metrics"].items()
-            if k.startswith("site-") and k.endswith(f"_{prefix}test_accuracy") and (prefix or "_ll_" not in k)]
+    return [
+        global_acc - v
+        for k, v in record["metrics"].items()
+        if k.startswith("site-") and k.endswith(f"_{prefix}test_accuracy") and (prefix or "_ll_" not in k)
+    ]
 
 
 def affected_gain(record: dict) -> float | None:
@@ -138,17 +181,29 @@ def tables(records: list[dict]) -> str:
         return f"{np.median(values):{sign}.3f} ({', '.join(f'{x:.3f}' for x in values)})" if values else ""
 
     order = sorted(cells, key=lambda k: (list(SILOS).index(k[0]), SETTINGS.index(k[1])))
-    out = ["| dataset | setting | CFL | local CL | LL | CFL beats LL | imbalanced silos: CFL - LL accuracy |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        "| dataset | setting | CFL | local CL | LL | CFL beats LL | imbalanced silos: CFL - LL accuracy |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for dataset, setting in order:
         by = cells[(dataset, setting)]
-        wins = sum(c < l for c, l in zip(by["CFL"], by["LL"]))
-        out.append(f"| {NAMES[dataset]} | {setting} | {fmt(by['CFL'])} | {fmt(by['local CL'])} | {fmt(by['LL'])} "
-                   f"| {wins}/{len(by['CFL'])} seeds | {fmt(by['affected'], '+')} |")
-    out += ["", "Global logistic regression accuracy: " + "; ".join(
-        f"{NAMES[d]} " + ", ".join(f"{glob[(d, s)]:.4f}" for s in sorted(s for dd, s in glob if dd == d))
-        for d in SILOS if any(dd == d for dd, _ in glob)) + " (seeds " + ", ".join(
-        str(s) for s in sorted({s for _, s in glob})) + ")."]
+        wins = sum(c < alone for c, alone in zip(by["CFL"], by["LL"]))
+        out.append(
+            f"| {NAMES[dataset]} | {setting} | {fmt(by['CFL'])} | {fmt(by['local CL'])} | {fmt(by['LL'])} "
+            f"| {wins}/{len(by['CFL'])} seeds | {fmt(by['affected'], '+')} |"
+        )
+    out += [
+        "",
+        "Global logistic regression accuracy: "
+        + "; ".join(
+            f"{NAMES[d]} " + ", ".join(f"{glob[(d, s)]:.4f}" for s in sorted(s for dd, s in glob if dd == d))
+            for d in SILOS
+            if any(dd == d for dd, _ in glob)
+        )
+        + " (seeds "
+        + ", ".join(str(s) for s in sorted({s for _, s in glob}))
+        + ").",
+    ]
 
     def pair(dataset: str, setting: str) -> str:
         by = cells.get((dataset, setting), {})
@@ -157,8 +212,10 @@ def tables(records: list[dict]) -> str:
     out += ["", "| setting | Adult here | paper, income | MNIST here | paper, MNIST |", "|---|---|---|---|---|"]
     for setting in SETTINGS:
         paper = {k: f"{v[setting][0]:.3f} vs {v[setting][1]:.3f}" for k, v in PAPER.items()}
-        out.append(f"| {setting} | {pair('adult', setting)} | {paper['income']} | {pair('mnist', setting)} "
-                   f"| {paper['MNIST']}{' (16 silos)' if setting == 'mixed' else ''} |")
+        out.append(
+            f"| {setting} | {pair('adult', setting)} | {paper['income']} | {pair('mnist', setting)} "
+            f"| {paper['MNIST']}{' (16 silos)' if setting == 'mixed' else ''} |"
+        )
     return "\n".join(out)
 
 
@@ -178,20 +235,31 @@ def main() -> None:
         for dataset in args.datasets:
             for seed in args.seeds:
                 if (dataset, None, seed, "global LR") not in done:
-                    append_jsonl(args.out, {"dataset": dataset, "seed": seed, "method": "global LR",
-                                            "accuracy": global_accuracy(args.data_dir, dataset, seed),
-                                            "split": split_settings(dataset, "standard", seed),
-                                            "model": "StandardScaler + LogisticRegression(max_iter=1000, random_state=seed)",
-                                            "env": environment()})
+                    append_jsonl(
+                        args.out,
+                        {
+                            "dataset": dataset,
+                            "seed": seed,
+                            "method": "global LR",
+                            "accuracy": global_accuracy(args.data_dir, dataset, seed),
+                            "split": split_settings(dataset, "standard", seed),
+                            "model": "StandardScaler + LogisticRegression(max_iter=1000, random_state=seed)",
+                            "env": environment(),
+                        },
+                    )
                 for setting in args.settings:
                     for method in args.methods:
                         if (dataset, setting, seed, method) in done:
                             continue
                         record = run_one(dataset, setting, seed, method, args.data_dir)
                         append_jsonl(args.out, record)
-                        print(f"{dataset} {setting} seed {seed} {method}: mean silo accuracy "
-                              f"{record['metrics']['test_accuracy']:.4f} (LL {record['metrics']['ll_test_accuracy']:.4f}), "
-                              f"{record['wall_s']} s", flush=True)
+                        print(
+                            f"{dataset} {setting} seed {seed} {method}: mean silo accuracy "
+                            f"{record['metrics']['test_accuracy']:.4f} (LL "
+                            f"{record['metrics']['ll_test_accuracy']:.4f}), "
+                            f"{record['wall_s']} s",
+                            flush=True,
+                        )
     print(tables(read_jsonl(args.out)))
 
 

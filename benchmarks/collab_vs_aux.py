@@ -26,6 +26,7 @@ order, so for it the validation/test AUC are recorded instead.
 A run resumes: every (setting, K, path, rep) that already has a row without error in
 collab_split/results.jsonl is skipped (--fresh starts over), and the closing table covers the whole file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,24 @@ def log(message: str) -> None:
 def prepare_split(k: int, work: Path, data_dir: str) -> Path:
     out = work / f"credit_k{k}"
     if not (out / "manifest.json").is_file():
-        cmd = [sys.executable, "-m", "vflflare.cli", "split", "--dataset", "credit_default", "--data-dir", data_dir,
-               "--sites", str(k), "--overlap", str(OVERLAP), "--seed", str(SEED), "--out", str(out)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "vflflare.cli",
+            "split",
+            "--dataset",
+            "credit_default",
+            "--data-dir",
+            data_dir,
+            "--sites",
+            str(k),
+            "--overlap",
+            str(OVERLAP),
+            "--seed",
+            str(SEED),
+            "--out",
+            str(out),
+        ]
         subprocess.run(cmd, check=True, timeout=300, env=_env())
     return out
 
@@ -76,12 +93,17 @@ def _env(**extra: str) -> dict:
 def make_jobs(k: int, epochs: int, work: Path) -> dict[str, Path]:
     from collab_split.app import ARRAYS, BYTES
     from collab_split.job import export_job
+
     from vflflare.jobs import write_job
     from vflflare.staging import stage_job
 
     jobs = work / "jobs"
-    aux = write_job(jobs, f"aux_vanilla_k{k}",
-                    {"algorithm": "vanilla", "seed": SEED, "split_epochs": epochs, "split_patience": epochs}, min_sites=k)
+    aux = write_job(
+        jobs,
+        f"aux_vanilla_k{k}",
+        {"algorithm": "vanilla", "seed": SEED, "split_epochs": epochs, "split_patience": epochs},
+        min_sites=k,
+    )
     return {
         "aux": stage_job(aux, work / "staged"),  # vflflare in app/custom, as poc/run.sh submits it
         "collab": export_job(jobs, k, epochs, payload=ARRAYS),
@@ -131,7 +153,19 @@ def run_sim(path: str, job: Path, k: int, root: Path, work: Path, rep: int, time
         except (RuntimeError, subprocess.TimeoutExpired) as error:
             result = {"error": f"{type(error).__name__}: {error}"}
     else:  # the same command vflflare.cli.simulate runs
-        cmd = [sys.executable, "-m", "nvflare.cli", "simulator", str(job), "-w", str(workspace), "-n", str(k), "-t", str(k)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "nvflare.cli",
+            "simulator",
+            str(job),
+            "-w",
+            str(workspace),
+            "-n",
+            str(k),
+            "-t",
+            str(k),
+        ]
         with open(work / "sim_ws" / f"{path}_k{k}_{rep}.log", "w") as out:
             try:
                 subprocess.run(cmd, env=_env(VFLFLARE_DATA_ROOT=str(root)), timeout=timeout, stdout=out, stderr=out)
@@ -165,8 +199,17 @@ def start_poc(poc, sites: list[str], timeout: float) -> None:
     raise SetupError(f"not every site registered with the POC server within {timeout:.0f} s ({server_log})")
 
 
-def run_poc(k: int, root: Path, jobs: dict[str, Path], work: Path, reps: int, timeout: int, refs: dict,
-            done: set | None = None, start_timeout: int = 300) -> list[dict]:
+def run_poc(
+    k: int,
+    root: Path,
+    jobs: dict[str, Path],
+    work: Path,
+    reps: int,
+    timeout: int,
+    refs: dict,
+    done: set | None = None,
+    start_timeout: int = 300,
+) -> list[dict]:
     from poc_run import SERVER, PocRun, SetupError
 
     done = done or set()
@@ -175,8 +218,18 @@ def run_poc(k: int, root: Path, jobs: dict[str, Path], work: Path, reps: int, ti
         log(f"poc K={k}: all {reps} rep(s) already in {RESULTS.name}, skipped")
         return []
 
-    args = Namespace(job=str(jobs["aux"]), sites=k, he=False, data_root=str(root), workspace=str(work / f"poc_k{k}"),
-                     port=None, timeout=timeout, start_timeout=start_timeout, stop_timeout=90, keep=False)
+    args = Namespace(
+        job=str(jobs["aux"]),
+        sites=k,
+        he=False,
+        data_root=str(root),
+        workspace=str(work / f"poc_k{k}"),
+        port=None,
+        timeout=timeout,
+        start_timeout=start_timeout,
+        stop_timeout=90,
+        keep=False,
+    )
     poc = PocRun(args)
     poc.env["PYTHONPATH"] = _env()["PYTHONPATH"]
     poc.work.mkdir(parents=True, exist_ok=True)
@@ -204,9 +257,20 @@ def run_poc(k: int, root: Path, jobs: dict[str, Path], work: Path, reps: int, ti
                 job_id, status = None, f"SetupError: {error}"[:2000]
             name = AUX_RESULTS if path == "aux" else COLLAB_RESULTS
             file = poc.results_root / job_id / SERVER / name if job_id else None
-            result = json.loads(file.read_text()) if file and file.is_file() else {"error": f"job {job_id} {status}: no {name}"}
-            row = record("poc", k, path, rep, result, refs[k],
-                         {"job_id": job_id, "status": status, "command_s": round(time.perf_counter() - start, 2)})
+            result = (
+                json.loads(file.read_text())
+                if file and file.is_file()
+                else {"error": f"job {job_id} {status}: no {name}"}
+            )
+            row = record(
+                "poc",
+                k,
+                path,
+                rep,
+                result,
+                refs[k],
+                {"job_id": job_id, "status": status, "command_s": round(time.perf_counter() - start, 2)},
+            )
             append(row)
             rows.append(row)
             log(summary(row))
@@ -233,8 +297,10 @@ def summary(row: dict) -> str:
     lat = row["step_latency"]
     more = ""
     if row["path"] != "aux":
-        more = (f" after warm-up {row['step_latency_after_warmup']}, loss {row['epoch_loss_first_last']},"
-                f" max |loss - in-process| {row['max_abs_loss_diff_vs_inprocess']}")
+        more = (
+            f" after warm-up {row['step_latency_after_warmup']}, loss {row['epoch_loss_first_last']},"
+            f" max |loss - in-process| {row['max_abs_loss_diff_vs_inprocess']}"
+        )
     else:
         more = f" metrics {row.get('metrics')}"
     return f"{row['setting']} K={row['k']} {row['path']} rep {row['rep']}: {lat}{more}"
@@ -248,8 +314,11 @@ def table(rows: list[dict]) -> str:
     for row in rows:
         if "error" not in row:
             groups.setdefault((row["setting"], row["k"], row["path"]), []).append(row)
-    lines = ["| setting | K | path | runs | steps/run | median ms | p90 ms | ratio to aux (medians) | paired ratio to aux (median over reps) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| setting | K | path | runs | steps/run | median ms | p90 ms | ratio to aux (medians) | paired ratio "
+        "to aux (median over reps) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     order = {"sim": 0, "poc": 1}
     for key in sorted(groups, key=lambda g: (order.get(g[0], 9), g[1], PATHS.index(g[2]))):
         setting, k, path = key
@@ -268,8 +337,10 @@ def table(rows: list[dict]) -> str:
             pairs = [r["step_latency"]["median_ms"] / aux_by_rep[r["rep"]] for r in runs if r["rep"] in aux_by_rep]
             paired = f"{statistics.median(pairs):.2f} ({', '.join(f'{x:.2f}' for x in pairs)})" if pairs else "n/a"
         label = {"sim": "simulator", "poc": "POC"}.get(setting, setting)
-        lines.append(f"| {label} | {k} | {path} | {len(runs)} | {'/'.join(map(str, steps))} | {med:.1f} | {p90:.1f} |"
-                     f" {ratio} | {paired} |")
+        lines.append(
+            f"| {label} | {k} | {path} | {len(runs)} | {'/'.join(map(str, steps))} | {med:.1f} | {p90:.1f} |"
+            f" {ratio} | {paired} |"
+        )
     return "\n".join(lines)
 
 
@@ -287,14 +358,26 @@ def main() -> int:
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--work", default="/tmp/vflflare_collab_bench")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per job")
-    parser.add_argument("--poc-start-timeout", type=int, default=300,
-                        help="seconds for all sites to connect (`nvflare poc start --timeout`); a loaded 2-core machine"
-                             " needed more than 120 for K=4")
-    parser.add_argument("--results", default=str(RESULTS), help="the JSON-lines file runs are appended to and"
-                        " resumed from (default benchmarks/collab_split/results.jsonl)")
+    parser.add_argument(
+        "--poc-start-timeout",
+        type=int,
+        default=300,
+        help="seconds for all sites to connect (`nvflare poc start --timeout`); a loaded 2-core machine"
+        " needed more than 120 for K=4",
+    )
+    parser.add_argument(
+        "--results",
+        default=str(RESULTS),
+        help="the JSON-lines file runs are appended to and"
+        " resumed from (default benchmarks/collab_split/results.jsonl)",
+    )
     parser.add_argument("--table", action="store_true", help="only print the table of results.jsonl")
-    parser.add_argument("--fresh", action="store_true", help="start a new results.jsonl (default: resume, skipping"
-                        " every (setting, K, path, rep) that already has a row without error)")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start a new results.jsonl (default: resume, skipping"
+        " every (setting, K, path, rep) that already has a row without error)",
+    )
     args = parser.parse_args()
     RESULTS = Path(args.results).resolve()
     if args.table:
@@ -319,8 +402,10 @@ def main() -> int:
     refs = {}
     for k in args.ks:
         refs[k] = reference(k, roots[k], args.epochs)
-        log(f"in-process reference K={k}: step {refs[k]['step_latency']}, epoch loss "
-            f"{refs[k]['epoch_loss'][0]:.4f} -> {refs[k]['epoch_loss'][-1]:.4f}")
+        log(
+            f"in-process reference K={k}: step {refs[k]['step_latency']}, epoch loss "
+            f"{refs[k]['epoch_loss'][0]:.4f} -> {refs[k]['epoch_loss'][-1]:.4f}"
+        )
     done = {(r["setting"], r["k"], r["path"], r["rep"]) for r in load_rows() if "error" not in r}
     if done:
         log(f"resuming: {len(done)} run(s) already in {RESULTS}")

@@ -4,6 +4,7 @@ in-process VFL runs whose sites can be inspected afterwards, and JSON-lines resu
 Split seed = job seed: each seed is a fresh draw of the N_o aligned rows and of the test rows, so the
 spread over seeds includes which customers happen to be shared, not only the initial weights.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,17 +19,17 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from vflflare import cli
+from vflflare.bench.provenance import environment as provenance_environment
+from vflflare.bench.provenance import git_state
+from vflflare.config import JobConfig
+from vflflare.data.loading import load_label_tables, load_site_tables
+from vflflare.data.sources import load_source
+from vflflare.data.types import SiteTables
 from vflflare.protocol.alignment import align, hash_ids
 from vflflare.protocol.inprocess import InProcessTransport
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.setup import SERVER, alignment_salt
 from vflflare.protocol.site_runtime import SiteRuntime
-from vflflare.algorithms.registry import make_config
-from vflflare.bench.provenance import environment as provenance_environment, git_state
-from vflflare.config import JobConfig
-from vflflare.data.loading import load_label_tables, load_site_tables
-from vflflare.data.sources import load_source
-from vflflare.data.types import SiteTables
 from vflflare.tracking import LogTracker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,8 +48,14 @@ def limit_threads() -> None:
 
 
 def prepare_split(
-    data_dir: Path, overlap: int, seed: int, splits_dir: Path = DEFAULT_SPLITS, dataset: str = "credit_default",
-    parties: int = len(SITES), label_owner: str | None = None, active_site_labels: bool = False,
+    data_dir: Path,
+    overlap: int,
+    seed: int,
+    splits_dir: Path = DEFAULT_SPLITS,
+    dataset: str = "credit_default",
+    parties: int = len(SITES),
+    label_owner: str | None = None,
+    active_site_labels: bool = False,
 ) -> Path:
     """`vflflare split --dataset D --sites K --overlap N --seed S [--label-owner O [--active-site-labels]]`
     once per argument set."""
@@ -62,7 +69,9 @@ def prepare_split(
             *(["--active-site-labels"] if active_site_labels else []),
         ])  # fmt: skip
         if code != 0:
-            raise RuntimeError(f"vflflare split failed for {dataset}, {parties} parties, overlap {overlap}, seed {seed}")
+            raise RuntimeError(
+                f"vflflare split failed for {dataset}, {parties} parties, overlap {overlap}, seed {seed}"
+            )
     return out
 
 
@@ -75,7 +84,9 @@ class SplitRows:
     test_ids: list[str]
 
 
-def job_rows(root: Path, seed: int, val_fraction: float, sites: list[str] = SITES, labeled_fraction: float = 1.0) -> SplitRows:
+def job_rows(
+    root: Path, seed: int, val_fraction: float, sites: list[str] = SITES, labeled_fraction: float = 1.0
+) -> SplitRows:
     """The alignment a VFL job with this seed computes (same salt, same canonical order)."""
     labels = load_label_tables(SERVER, sites, str(root), seed)
     salt = alignment_salt(seed)
@@ -86,7 +97,9 @@ def job_rows(root: Path, seed: int, val_fraction: float, sites: list[str] = SITE
         labels.num_classes, val_fraction, seed, SERVER, labeled_fraction,
     )[key]  # fmt: skip
     pick = lambda ids, positions: [ids[i] for i in positions]  # noqa: E731
-    return SplitRows(pick(labels.train_ids, rows.train), pick(labels.train_ids, rows.val), pick(labels.test_ids, rows.test))
+    return SplitRows(
+        pick(labels.train_ids, rows.train), pick(labels.train_ids, rows.val), pick(labels.test_ids, rows.test)
+    )
 
 
 class SourceTable:
@@ -223,7 +236,9 @@ def read_jsonl(path: Path) -> list[dict]:
 def refuse_mixed_settings(path: Path, overrides: dict[str, Any]) -> None:
     """Exit naming them when `path` holds runs with other --set overrides: a resume keyed on the run's
     cell would otherwise mix runs of two settings in one file."""
-    other = {json.dumps(r.get("overrides", {}), sort_keys=True) for r in read_jsonl(path)} - {json.dumps(overrides, sort_keys=True)}
+    other = {json.dumps(r.get("overrides", {}), sort_keys=True) for r in read_jsonl(path)} - {
+        json.dumps(overrides, sort_keys=True)
+    }
     if other:
         raise SystemExit(f"{path} holds runs with --set {', '.join(sorted(other))}, not {overrides}: use another --out")
 

@@ -29,6 +29,7 @@ take the raw columns: a monotone per-column transform does not change what trees
         --variant signed_log --set numeric_transform=signed_log
     python benchmarks/credit_default.py --table              # print the tables of the results file
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,17 +40,33 @@ from typing import Any
 
 import numpy as np
 import torch
+from common import (
+    COMMITTED,
+    DEFAULT_DATA_DIR,
+    DEFAULT_SPLITS,
+    LABEL_LEADER,
+    SITES,
+    SourceTable,
+    SplitRows,
+    append_jsonl,
+    environment,
+    job_rows,
+    limit_threads,
+    mean_std,
+    prepare_split,
+    read_jsonl,
+    run_vfl,
+    site_features,
+    test_inference_bytes,
+    trees,
+)  # fmt: skip
 from sklearn.metrics import roc_auc_score
 from torch import nn
 
-from common import (
-    COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS, LABEL_LEADER, SITES, SourceTable, SplitRows, append_jsonl, environment,
-    job_rows, limit_threads, mean_std, prepare_split, read_jsonl, run_vfl, site_features, test_inference_bytes, trees,
-)  # fmt: skip
 from vflflare.algorithms.blocks.classifier import fit_head, predict_proba
+from vflflare.algorithms.registry import make_config
 from vflflare.cli import parse_overrides
 from vflflare.config import JobConfig
-from vflflare.algorithms.registry import make_config
 from vflflare.models.heads import MLPHead
 from vflflare.models.tabular import TabularEncoder
 from vflflare.seeding import derive_seed, seeded_init
@@ -114,9 +131,11 @@ def mlp(
     blocks = {"train": [], "val": [], "test": []}
     for site in sites:
         tables, train_index, test_index = site_features(root, site, seed, numeric_transform)
-        for part, ids, index, block in (("train", rows.train_ids, train_index, tables.train.numeric),
-                                        ("val", rows.val_ids, train_index, tables.train.numeric),
-                                        ("test", rows.test_ids, test_index, tables.test.numeric)):
+        for part, ids, index, block in (
+            ("train", rows.train_ids, train_index, tables.train.numeric),
+            ("val", rows.val_ids, train_index, tables.train.numeric),
+            ("test", rows.test_ids, test_index, tables.test.numeric),
+        ):
             blocks[part].append(block[[index[i] for i in ids]])
     train_x, val_x, test_x = (torch.as_tensor(np.concatenate(blocks[p], axis=1)) for p in ("train", "val", "test"))
     # the paper stops its baselines after 20 epochs without improvement
@@ -210,8 +229,10 @@ def accuracy_table(groups: dict, overlap: int) -> list[str]:
     best_auc = max(federated, key=lambda k: np.mean(_auc(groups[(overlap, *k)])), default=None)
     least_mb = min(federated, key=lambda k: _mean(list(groups[(overlap, *k)].values()), "train_payload_mb"),
                    default=None)  # fmt: skip
-    lines = ["| method | variant | test AUC | val AUC | times per site | MB train | MB incl. test | vanilla MB / MB |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| method | variant | test AUC | val AUC | times per site | MB train | MB incl. test | vanilla MB / MB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for method, variant in keys:
         rows = list(groups[(overlap, method, variant)].values())
         test = mean_std([r["metrics"]["test_auc"] for r in rows])
@@ -220,8 +241,12 @@ def accuracy_table(groups: dict, overlap: int) -> list[str]:
             label = "default (t = 0.9)" if (method, variant) == ("fewshot", DEFAULT) else variant
             train_mb = _mean(rows, "train_payload_mb")
             ratio = "1" if method == "vanilla" else _times(vanilla_mb / train_mb) if vanilla_mb else "–"
-            comm = [f"{np.mean([r['uploads_per_site'] + r['downloads_per_site'] for r in rows]):.0f}",
-                    f"{train_mb:.2f}", f"{_mean(rows, 'payload_mb'):.2f}", ratio]
+            comm = [
+                f"{np.mean([r['uploads_per_site'] + r['downloads_per_site'] for r in rows]):.0f}",
+                f"{train_mb:.2f}",
+                f"{_mean(rows, 'payload_mb'):.2f}",
+                ratio,
+            ]
             if (method, variant) == least_mb:
                 comm = [f"**{c}**" for c in comm[:2]] + [comm[2], f"**{comm[3]}**"]
             if (method, variant) == best_auc:
@@ -252,13 +277,26 @@ def targets_table(groups: dict) -> list[str]:
             return
         diffs = _paired(a, b)
         mean_a, mean_b = float(np.mean(_auc(a))), float(np.mean(_auc(b)))
-        lines.append(_row([target, str(overlap), f"{mean_a:.3f}{note}", f"{mean_b:.3f}", _signed(mean_a - mean_b),
-                           per_seed(diffs, _signed), _verdict(diffs, mean_a - mean_b, lambda d: d >= 0)]))
+        lines.append(
+            _row(
+                [
+                    target,
+                    str(overlap),
+                    f"{mean_a:.3f}{note}",
+                    f"{mean_b:.3f}",
+                    _signed(mean_a - mean_b),
+                    per_seed(diffs, _signed),
+                    _verdict(diffs, mean_a - mean_b, lambda d: d >= 0),
+                ]
+            )
+        )
 
     for overlap in overlaps:
         auc_row("one-shot ≥ vanilla VFL (test AUC)", overlap, ("oneshot", DEFAULT), ("vanilla", DEFAULT))
-    for key, what in (("train_payload_mb", "training traffic, MB train"),
-                      ("payload_mb", "counting the test-inference upload, MB incl. test")):
+    for key, what in (
+        ("train_payload_mb", "training traffic, MB train"),
+        ("payload_mb", "counting the test-inference upload, MB incl. test"),
+    ):
         for overlap in overlaps:
             a, b = groups.get((overlap, "oneshot", DEFAULT)), groups.get((overlap, "vanilla", DEFAULT))
             if not a or not b:
@@ -266,9 +304,19 @@ def targets_table(groups: dict) -> list[str]:
             seeds = sorted(set(a) & set(b))
             ratios = [b[s][key] / a[s][key] for s in seeds]
             mean_a, mean_b = _mean(list(a.values()), key), _mean(list(b.values()), key)
-            lines.append(_row([f"one-shot at ≥ {COMM_TARGET}x less communication than vanilla VFL ({what})",
-                               str(overlap), f"{mean_a:.2f} MB", f"{mean_b:.2f} MB", f"{_times(mean_b / mean_a)} less",
-                               per_seed(ratios, _times), _verdict(ratios, mean_b / mean_a, lambda r: r >= COMM_TARGET)]))
+            lines.append(
+                _row(
+                    [
+                        f"one-shot at ≥ {COMM_TARGET}x less communication than vanilla VFL ({what})",
+                        str(overlap),
+                        f"{mean_a:.2f} MB",
+                        f"{mean_b:.2f} MB",
+                        f"{_times(mean_b / mean_a)} less",
+                        per_seed(ratios, _times),
+                        _verdict(ratios, mean_b / mean_a, lambda r: r >= COMM_TARGET),
+                    ]
+                )
+            )
     for overlap in overlaps:
         auc_row("few-shot ≥ one-shot (test AUC), default t = 0.9", overlap, ("fewshot", DEFAULT), ("oneshot", DEFAULT))
     for overlap in overlaps:
@@ -278,15 +326,25 @@ def targets_table(groups: dict) -> list[str]:
         if candidates:
             best = max(candidates, key=lambda k: np.mean(_auc(groups[(overlap, *k)])))
             note = f" ({LABELS[best[0]]}{'' if best[1] == DEFAULT else ', ' + best[1]})"
-            auc_row("best of ours (by test AUC) > trees on the aligned rows", overlap, best, ("trees_aligned", DEFAULT),
-                    note)
+            auc_row(
+                "best of ours (by test AUC) > trees on the aligned rows",
+                overlap,
+                best,
+                ("trees_aligned", DEFAULT),
+                note,
+            )
     for overlap in overlaps:  # chosen on validation among our methods × numeric transforms (§7)
         candidates = [(m, v) for m in OURS for v in (DEFAULT, *TRANSFORMS) if (overlap, m, v) in groups]
         if any(v != DEFAULT for _, v in candidates):
             best = max(candidates, key=lambda k: np.mean(_auc(groups[(overlap, *k)], "val_auc")))
             note = f" ({LABELS[best[0]]}, {'standard' if best[1] == DEFAULT else best[1]})"
-            auc_row("ours chosen on validation, with the numeric transforms (§7) > trees on the aligned rows",
-                    overlap, best, ("trees_aligned", DEFAULT), note)
+            auc_row(
+                "ours chosen on validation, with the numeric transforms (§7) > trees on the aligned rows",
+                overlap,
+                best,
+                ("trees_aligned", DEFAULT),
+                note,
+            )
     return lines
 
 
@@ -312,8 +370,11 @@ def transform_tables(groups: dict) -> list[list[str]]:
         cells = []
         for variant in TRANSFORMS:
             for metric in ("val_auc", "test_auc"):
-                diffs = [d for o in overlaps for d in _paired(groups.get((o, method, variant), {}),
-                                                               groups.get((o, method, DEFAULT), {}), metric)]
+                diffs = [
+                    d
+                    for o in overlaps
+                    for d in _paired(groups.get((o, method, variant), {}), groups.get((o, method, DEFAULT), {}), metric)
+                ]
                 if not diffs:
                     cells.append("–")
                 elif all(d == 0 for d in diffs):
@@ -330,13 +391,24 @@ def tables(records: list[dict]) -> str:
     groups = _group(records)
     out = []
     for overlap in sorted({k[0] for k in groups}):
-        out += [f"**N_o = {overlap}** (mean ± std over seeds; times per site = uploads + downloads; MB = payload of "
-                "all sites, 'train' without the one upload of test-row representations for inference)", "",
-                *accuracy_table(groups, overlap), ""]
+        out += [
+            f"**N_o = {overlap}** (mean ± std over seeds; times per site = uploads + downloads; MB = payload of "
+            "all sites, 'train' without the one upload of test-row representations for inference)",
+            "",
+            *accuracy_table(groups, overlap),
+            "",
+        ]
     out += ["Targets (per-seed differences in seed order)", "", *targets_table(groups), ""]
     levels, paired = transform_tables(groups)
-    out += ["Numeric transforms: mean ± std over seeds ('standard' = the default runs)", "", *levels, "",
-            "Paired differences against standard (mean over seed × N_o pairs; pairs ahead)", "", *paired]
+    out += [
+        "Numeric transforms: mean ± std over seeds ('standard' = the default runs)",
+        "",
+        *levels,
+        "",
+        "Paired differences against standard (mean over seed × N_o pairs; pairs ahead)",
+        "",
+        *paired,
+    ]
     return "\n".join(out)
 
 
@@ -346,9 +418,14 @@ def main() -> None:
     parser.add_argument("--overlaps", nargs="+", type=int, default=[1000, 2000])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--variant", default="default", help="name under which --set overrides are recorded")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help=f"config override for {', '.join(TUNABLE)}; "
-                             f"{', '.join(PREPROCESSING_KEYS)} also for {', '.join(PREPROCESSED)}")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"config override for {', '.join(TUNABLE)}; "
+        f"{', '.join(PREPROCESSING_KEYS)} also for {', '.join(PREPROCESSED)}",
+    )
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS, help="where the split folders go")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; runs already in it are skipped")
@@ -361,6 +438,7 @@ def main() -> None:
 
     def method_overrides(method: str) -> dict[str, Any]:
         return overrides if method in TUNABLE else preprocessing if method in PREPROCESSED else {}
+
     if not args.table:
         limit_threads()
         table = SourceTable(args.data_dir)
@@ -379,13 +457,23 @@ def main() -> None:
                         record = run_vfl_method(method, method_overrides(method), root, seed)
                     else:
                         record = run_baseline(method, root, rows, table, seed, method_overrides(method))
-                    record = {"method": method, "variant": variant, "overlap": overlap, "seed": seed,
-                              "set": method_overrides(method), **record,
-                              "wall_s": round(time.perf_counter() - start, 2), "env": env}
+                    record = {
+                        "method": method,
+                        "variant": variant,
+                        "overlap": overlap,
+                        "seed": seed,
+                        "set": method_overrides(method),
+                        **record,
+                        "wall_s": round(time.perf_counter() - start, 2),
+                        "env": env,
+                    }
                     append_jsonl(args.out, record)
                     done.add((method, variant, overlap, seed))
-                    print(f"{method:18s} {variant:10s} N_o={overlap} seed={seed} "
-                          f"test_auc={record['metrics']['test_auc']:.4f} ({record['wall_s']:.0f} s)", flush=True)
+                    print(
+                        f"{method:18s} {variant:10s} N_o={overlap} seed={seed} "
+                        f"test_auc={record['metrics']['test_auc']:.4f} ({record['wall_s']:.0f} s)",
+                        flush=True,
+                    )
     print(tables(read_jsonl(args.out)))
 
 

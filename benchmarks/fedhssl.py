@@ -19,6 +19,7 @@ simulator's numbers exactly (tests/test_fedhssl_simulator.py).
     python benchmarks/fedhssl.py --settings credit_default --labeled 200 --seeds 0 1 2
     python benchmarks/fedhssl.py --table
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,17 +31,27 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from common import (
+    COMMITTED,
+    DEFAULT_DATA_DIR,
+    SourceTable,
+    append_jsonl,
+    environment,
+    job_rows,
+    limit_threads,
+    prepare_split,
+    read_jsonl,
+    refuse_mixed_settings,
+    run_vfl,
+    trees,
+)  # fmt: skip
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from common import (
-    COMMITTED, DEFAULT_DATA_DIR, SourceTable, append_jsonl, environment, job_rows, limit_threads, mean_std,
-    prepare_split, read_jsonl, refuse_mixed_settings, run_vfl, trees,
-)  # fmt: skip
-from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare import cli
+from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare.cli import parse_overrides
 from vflflare.config import JobConfig
 from vflflare.data.sources import load_source
@@ -100,15 +111,33 @@ def split_for(data_dir: Path, setting: str, seed: int, splits: Path) -> tuple[Pa
     overlap = int(round(ALIGNED_SHARE * (train + test)))
     out = splits / f"{dataset}_k{len(sites)}_n{overlap}_s{seed}"
     if not (out / "manifest.json").exists():
-        code = cli.main(["split", "--dataset", dataset, "--data-dir", str(data_dir), "--sites", str(len(sites)),
-                         "--overlap", str(overlap), "--train-rows", str(train), "--test-rows", str(test),
-                         "--seed", str(seed), "--out", str(out)])
+        code = cli.main(
+            [
+                "split",
+                "--dataset",
+                dataset,
+                "--data-dir",
+                str(data_dir),
+                "--sites",
+                str(len(sites)),
+                "--overlap",
+                str(overlap),
+                "--train-rows",
+                str(train),
+                "--test-rows",
+                str(test),
+                "--seed",
+                str(seed),
+                "--out",
+                str(out),
+            ]
+        )
         if code != 0:
             raise RuntimeError(f"vflflare split failed for {setting}, seed {seed}")
     return out, overlap
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def source_table(data_dir: Path, dataset: str) -> SourceTable:
     return SourceTable(data_dir, dataset)
 
@@ -125,22 +154,33 @@ class ProbeRuntime(SiteRuntime):
     def handle(self, task: str, payload: dict[str, Any]) -> dict[str, Any]:
         if task == "split" and self.pretrained is None:
             party = self.party
-            self.pretrained = {**party.representations(["aligned_unlabeled", "test"]),
-                               "ids": [party.view.train_ids[int(r)] for r in party.rows_of("aligned_unlabeled")],
-                               "test_ids": [party.view.test_ids[int(r)] for r in party.rows_of("test")]}
+            self.pretrained = {
+                **party.representations(["aligned_unlabeled", "test"]),
+                "ids": [party.view.train_ids[int(r)] for r in party.rows_of("aligned_unlabeled")],
+                "test_ids": [party.view.test_ids[int(r)] for r in party.rows_of("test")],
+            }
         return super().handle(task, payload)
 
 
-def linear_probe(method: str, setting: str, labeled: int, seed: int, overrides: dict, data_dir: Path,
-                 splits: Path) -> dict[str, Any]:
+def linear_probe(
+    method: str, setting: str, labeled: int, seed: int, overrides: dict, data_dir: Path, splits: Path
+) -> dict[str, Any]:
     """Diagnostic: a logistic regression on both parties' frozen pretrained towers, trained on PROBE_ROWS
     aligned rows with their true labels, test AUC. Separates what pretraining learnt from the noise of
     finetuning on 200 rows; FedSplitNN's towers are the untrained initialisation."""
     dataset, sites = parse_setting(setting)
     root, overlap = split_for(data_dir, setting, seed, splits)
     known = {f.name for f in dataclasses.fields(get_algorithm("fedhssl").Config)}
-    cfg = make_config({**{k: v for k, v in overrides.items() if k in known}, **METHODS[method], "seed": seed,
-                       "labeled_fraction": labeled_fraction(labeled, overlap), "split_epochs": 1, "finetune_lrs": [0.01]})
+    cfg = make_config(
+        {
+            **{k: v for k, v in overrides.items() if k in known},
+            **METHODS[method],
+            "seed": seed,
+            "labeled_fraction": labeled_fraction(labeled, overlap),
+            "split_epochs": 1,
+            "finetune_lrs": [0.01],
+        }
+    )
     _, runtimes = run_vfl(cfg, root, ProbeRuntime, sites)
     snaps = [runtimes[s].pretrained for s in sites]
     train_x = np.concatenate([s["aligned_unlabeled"][:PROBE_ROWS] for s in snaps], axis=1)
@@ -149,22 +189,40 @@ def linear_probe(method: str, setting: str, labeled: int, seed: int, overrides: 
     probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
     probe.fit(train_x, table.y(snaps[0]["ids"][:PROBE_ROWS]))
     auc = float(roc_auc_score(table.y(snaps[0]["test_ids"]), probe.predict_proba(test_x)[:, 1]))
-    return {"setting": setting, "labeled": labeled, "seed": seed, "method": method, "overrides": overrides,
-            "probe_test_auc": auc, "probe_rows": PROBE_ROWS, "env": environment()}
+    return {
+        "setting": setting,
+        "labeled": labeled,
+        "seed": seed,
+        "method": method,
+        "overrides": overrides,
+        "probe_test_auc": auc,
+        "probe_rows": PROBE_ROWS,
+        "env": environment(),
+    }
 
 
-def run_one(method: str, setting: str, labeled: int, seed: int, overrides: dict, data_dir: Path,
-            splits: Path) -> dict[str, Any]:
+def run_one(
+    method: str, setting: str, labeled: int, seed: int, overrides: dict, data_dir: Path, splits: Path
+) -> dict[str, Any]:
     dataset, sites = parse_setting(setting)
     root, overlap = split_for(data_dir, setting, seed, splits)
     fraction = labeled_fraction(labeled, overlap)
     start = time.perf_counter()
-    record: dict[str, Any] = {"setting": setting, "labeled": labeled, "seed": seed, "method": method,
-                              "overrides": overrides}
+    record: dict[str, Any] = {
+        "setting": setting,
+        "labeled": labeled,
+        "seed": seed,
+        "method": method,
+        "overrides": overrides,
+    }
     if method == TREES:
         rows = job_rows(root, seed, JobConfig.val_fraction, sites, fraction)
         result = trees(rows.train_ids, rows, source_table(data_dir, dataset), seed)
-        record.update(metrics=result["metrics"], training=result["training"], rows={"aligned_train": len(rows.train_ids), "val": len(rows.val_ids)})
+        record.update(
+            metrics=result["metrics"],
+            training=result["training"],
+            rows={"aligned_train": len(rows.train_ids), "val": len(rows.val_ids)},
+        )
     else:
         known = {f.name for f in dataclasses.fields(get_algorithm(METHODS[method]["algorithm"]).Config)}
         own = {k: v for k, v in overrides.items() if k in known}  # e.g. global_iterations: FedHSSL's only
@@ -176,10 +234,14 @@ def run_one(method: str, setting: str, labeled: int, seed: int, overrides: dict,
         wall: dict[str, float] = defaultdict(float)
         for phase in result.get("phases", []):
             wall[phase["name"]] += phase["wall_s"]
-        record.update(metrics=result["metrics"], rows=result["rows"], training=result["training"],
-                      mb_per_site={p: round(v[sites[-1]]["payload_bytes"] / 1e6, 3) for p, v in per_phase.items()},
-                      comms_per_site={p: [v[sites[-1]]["uploads"], v[sites[-1]]["downloads"]] for p, v in per_phase.items()},
-                      phase_wall_s={p: round(s, 1) for p, s in wall.items()})
+        record.update(
+            metrics=result["metrics"],
+            rows=result["rows"],
+            training=result["training"],
+            mb_per_site={p: round(v[sites[-1]]["payload_bytes"] / 1e6, 3) for p, v in per_phase.items()},
+            comms_per_site={p: [v[sites[-1]]["uploads"], v[sites[-1]]["downloads"]] for p, v in per_phase.items()},
+            phase_wall_s={p: round(s, 1) for p, s in wall.items()},
+        )
     record.update(wall_s=round(time.perf_counter() - start, 1), env=environment())
     assert record["rows"]["aligned_train"] == labeled, record["rows"]
     return record
@@ -194,31 +256,60 @@ def tables(records: list[dict]) -> str:
     out += ["", "Paper's order FedHSSL > FedGSSL > FedCSSL > FedLocalSSL > FedSplitNN (test AUC medians; per seed):"]
     for (setting, labeled), by_method in sorted(groups.items()):
         seeds = sorted(set.intersection(*(({r["seed"] for r in by_method.get(m, [])}) for m in ORDER)))
-        medians = [np.median([test_metric(r) for r in by_method[m] if r["seed"] in seeds]) for m in ORDER] if seeds else []
-        holds = [all(a > b for a, b in zip(v, v[1:])) for v in
-                 ([next(test_metric(r) for r in by_method[m] if r["seed"] == s) for m in ORDER] for s in seeds)]
+        medians = (
+            [np.median([test_metric(r) for r in by_method[m] if r["seed"] in seeds]) for m in ORDER] if seeds else []
+        )
+        holds = [
+            all(a > b for a, b in zip(v, v[1:]))
+            for v in ([next(test_metric(r) for r in by_method[m] if r["seed"] == s) for m in ORDER] for s in seeds)
+        ]
         if seeds:
             in_order = all(a > b for a, b in zip(medians, medians[1:]))
-            out.append(f"- {setting}, {labeled} labeled: medians " + ", ".join(f"{m} {v:.3f}" for m, v in zip(ORDER, medians))
-                       + f"; in the paper's order: {'yes' if in_order else 'no'}; strict order on {sum(holds)}/{len(seeds)} seeds")
-    out += ["", "| setting | labeled | method | MB/site cross_ssl | pma | finetune | comms/site (up/down) | wall s: pretraining | finetune |",
-            "|---|---|---|---|---|---|---|---|---|"]
+            out.append(
+                f"- {setting}, {labeled} labeled: medians "
+                + ", ".join(f"{m} {v:.3f}" for m, v in zip(ORDER, medians))
+                + f"; in the paper's order: {'yes' if in_order else 'no'}; "
+                + f"strict order on {sum(holds)}/{len(seeds)} seeds"
+            )
+    out += [
+        "",
+        "| setting | labeled | method | MB/site cross_ssl | pma | finetune | comms/site (up/down) | wall s: "
+        "pretraining | finetune |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for (setting, labeled), by_method in sorted(groups.items()):
         for m, rs in by_method.items():
             if m == TREES or "mb_per_site" not in rs[0]:
                 continue
-            mb = {p: np.median([r["mb_per_site"].get(p, 0) for r in rs]) for p in ("cross_ssl", "pma", "finetune", "split_training")}
+            mb = {
+                p: np.median([r["mb_per_site"].get(p, 0) for r in rs])
+                for p in ("cross_ssl", "pma", "finetune", "split_training")
+            }
             comms = [sum(v[i] for v in rs[0]["comms_per_site"].values()) for i in (0, 1)]
-            pre = np.median([sum(r["phase_wall_s"].get(p, 0) for p in ("cross_ssl", "local_ssl", "pma", "local_pretraining"))
-                             for r in rs])
-            fine = np.median([r["phase_wall_s"].get("finetune", r["phase_wall_s"].get("split_training", 0)) for r in rs])
-            out.append(f"| {setting} | {labeled} | {m} | {mb['cross_ssl']:.1f} | {mb['pma']:.1f} | "
-                       f"{mb['finetune'] + mb['split_training']:.2f} | {comms[0]}/{comms[1]} (seed {rs[0]['seed']}) | {pre:.0f} | {fine:.0f} |")
+            pre = np.median(
+                [
+                    sum(r["phase_wall_s"].get(p, 0) for p in ("cross_ssl", "local_ssl", "pma", "local_pretraining"))
+                    for r in rs
+                ]
+            )
+            fine = np.median(
+                [r["phase_wall_s"].get("finetune", r["phase_wall_s"].get("split_training", 0)) for r in rs]
+            )
+            out.append(
+                f"| {setting} | {labeled} | {m} | {mb['cross_ssl']:.1f} | {mb['pma']:.1f} | "
+                f"{mb['finetune'] + mb['split_training']:.2f} | {comms[0]}/{comms[1]} (seed {rs[0]['seed']}) | "
+                f"{pre:.0f} | {fine:.0f} |"
+            )
     return "\n".join(out)
 
 
-LABELS = {"FedHSSL": "FedHSSL (SimSiam)", "FedLocalSSL": "FedLocalSSL (local SimSiam)", "FedLocalSSL+PMA": "FedLocalSSL + PMA",
-          "FedSplitNN": "FedSplitNN (no pretraining)", "vanilla": "vanilla split-NN"}
+LABELS = {
+    "FedHSSL": "FedHSSL (SimSiam)",
+    "FedLocalSSL": "FedLocalSSL (local SimSiam)",
+    "FedLocalSSL+PMA": "FedLocalSSL + PMA",
+    "FedSplitNN": "FedSplitNN (no pretraining)",
+    "vanilla": "vanilla split-NN",
+}
 
 
 def _by_method(records: list[dict], setting: str, labeled: int) -> dict[str, list[dict]]:
@@ -245,11 +336,17 @@ def method_table(records: list[dict], setting: str, labeled: int) -> str:
     return "\n".join(out)
 
 
-SETTING_NAMES = {"credit_default": "credit default", "adult": "Adult", "mnist:2": "MNIST halves", "mnist:4": "MNIST quadrants"}
+SETTING_NAMES = {
+    "credit_default": "credit default",
+    "adult": "Adult",
+    "mnist:2": "MNIST halves",
+    "mnist:4": "MNIST quadrants",
+}
 
 
-def grid_table(records: list[dict], cells: list[tuple[str, int]], methods: list[str] | None = None,
-               summary: bool = False) -> str:
+def grid_table(
+    records: list[dict], cells: list[tuple[str, int]], methods: list[str] | None = None, summary: bool = False
+) -> str:
     """Section 7: one row per (setting, L), one column per method, median (per seed); in bold the best
     federated median (ties at 3 decimals), and the trees' when at or above it. `summary`: medians only
     (docs/benchmarks.md)."""
@@ -278,8 +375,14 @@ def grid_table(records: list[dict], cells: list[tuple[str, int]], methods: list[
 
 def summary_table(*record_files: list[dict]) -> str:
     """docs/benchmarks.md: the grid's medians for the main variants, the other algorithms and the trees."""
-    cells = [("credit_default", 200), ("credit_default", 1000), ("adult", 200), ("adult", 1000), ("mnist:2", 200),
-             ("mnist:4", 200)]
+    cells = [
+        ("credit_default", 200),
+        ("credit_default", 1000),
+        ("adult", 200),
+        ("adult", 1000),
+        ("mnist:2", 200),
+        ("mnist:4", 200),
+    ]
     methods = ["FedHSSL", "FedGSSL", "FedCSSL", "FedLocalSSL", "FedSplitNN", "SS-VFL-C", "one-shot", TREES]
     return grid_table([r for records in record_files for r in records], cells, methods, summary=True)
 
@@ -289,46 +392,68 @@ def probe_table(records: list[dict]) -> str:
     auc = {r["method"]: r["probe_test_auc"] for r in records}
     names = [m for m in ["FedSplitNN", "FedLocalSSL", "FedCSSL", "FedGSSL", "FedHSSL"] if m in auc]
     head = [f"{m} (untrained)" if m == "FedSplitNN" else m for m in names]
-    return "\n".join(["| towers | " + " | ".join(head) + " |", "|---|" + "---|" * len(names),
-                      "| linear probe test AUC | " + " | ".join(f"{auc[m]:.3f}" for m in names) + " |"])
+    return "\n".join(
+        [
+            "| towers | " + " | ".join(head) + " |",
+            "|---|" + "---|" * len(names),
+            "| linear probe test AUC | " + " | ".join(f"{auc[m]:.3f}" for m in names) + " |",
+        ]
+    )
 
 
 def _pretraining_s(r: dict) -> float:
     return sum(r["phase_wall_s"].get(p, 0) for p in ("cross_ssl", "local_ssl", "pma", "local_pretraining"))
 
 
-def iterations_table(g40: list[dict], g10: list[dict], setting: str = "credit_default", labeled: int = 200,
-                     seed: int = 0) -> str:
+def iterations_table(
+    g40: list[dict], g10: list[dict], setting: str = "credit_default", labeled: int = 200, seed: int = 0
+) -> str:
     """Section 3: the paper's order at 40 global iterations against 10, one seed."""
-    pick = lambda records: {r["method"]: r for r in records  # noqa: E731
-                            if (r["setting"], r["labeled"], r["seed"]) == (setting, labeled, seed)}
+
+    def pick(records: list[dict]) -> dict:
+        return {r["method"]: r for r in records if (r["setting"], r["labeled"], r["seed"]) == (setting, labeled, seed)}
+
     at40, at10 = pick(g40), pick(g10)
     names = [m for m in ORDER if m in at40]
     best = max(names, key=lambda m: test_metric(at40[m]))
     rows = [
-        ("40 iterations", [f"**{test_metric(at40[m]):.3f}**" if m == best else f"{test_metric(at40[m]):.3f}" for m in names]),
+        (
+            "40 iterations",
+            [f"**{test_metric(at40[m]):.3f}**" if m == best else f"{test_metric(at40[m]):.3f}" for m in names],
+        ),
         ("10 iterations (section 1, same seed)", [f"{test_metric(at10[m]):.3f}" if m in at10 else "-" for m in names]),
         ("pretraining wall s, 40 iterations", [f"{_pretraining_s(at40[m]):.0f}" for m in names]),
-        ("cross_ssl + pma MB per site, 40 iterations",
-         [f"{at40[m]['mb_per_site'].get('cross_ssl', 0) + at40[m]['mb_per_site'].get('pma', 0):.0f}" for m in names]),
+        (
+            "cross_ssl + pma MB per site, 40 iterations",
+            [f"{at40[m]['mb_per_site'].get('cross_ssl', 0) + at40[m]['mb_per_site'].get('pma', 0):.0f}" for m in names],
+        ),
     ]
-    return "\n".join(["| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names),
-                      *(f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows)])
+    return "\n".join(
+        [
+            "| | " + " | ".join(names) + " |",
+            "|---|" + "---|" * len(names),
+            *(f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows),
+        ]
+    )
 
 
 def communication_table(records: list[dict], setting: str = "credit_default", labeled: int = 200) -> str:
     """Section 6: payload MB per site by phase and messages on the first seed, wall times median over seeds."""
-    out = ["| method | cross_ssl MB | pma MB | finetune MB | comms up/down | pretraining s | finetune s |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        "| method | cross_ssl MB | pma MB | finetune MB | comms up/down | pretraining s | finetune s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     by = _by_method(records, setting, labeled)
     for m, rs in ((m, by[m]) for m in METHODS if m in by):
         mb = {p: rs[0]["mb_per_site"].get(p, 0) for p in ("cross_ssl", "pma", "finetune", "split_training")}
         comms = [sum(v[i] for v in rs[0]["comms_per_site"].values()) for i in (0, 1)]
         fine = np.median([r["phase_wall_s"].get("finetune", r["phase_wall_s"].get("split_training", 0)) for r in rs])
         mb_cell = lambda v: f"{v:.1f}" if v else "0"  # noqa: E731
-        out.append(f"| {LABELS.get(m, m).split(' (')[0]} | {mb_cell(mb['cross_ssl'])} | {mb_cell(mb['pma'])} | "
-                   f"{mb['finetune'] + mb['split_training']:.2f} | {comms[0]}/{comms[1]} | "
-                   f"{np.median([_pretraining_s(r) for r in rs]):.0f} | {fine:.0f} |")
+        out.append(
+            f"| {LABELS.get(m, m).split(' (')[0]} | {mb_cell(mb['cross_ssl'])} | {mb_cell(mb['pma'])} | "
+            f"{mb['finetune'] + mb['split_training']:.2f} | {comms[0]}/{comms[1]} | "
+            f"{np.median([_pretraining_s(r) for r in rs]):.0f} | {fine:.0f} |"
+        )
     return "\n".join(out)
 
 
@@ -343,16 +468,20 @@ def main() -> None:
     parser.add_argument("--splits", type=Path, default=SPLITS)
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; finished runs are skipped")
     parser.add_argument("--table", action="store_true", help="only print the tables of --out")
-    parser.add_argument("--probe", action="store_true",
-                        help="diagnostic instead: linear probe of the pretrained towers (see linear_probe)")
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="diagnostic instead: linear probe of the pretrained towers (see linear_probe)",
+    )
     args = parser.parse_args()
     if args.probe:
         limit_threads()
         for setting in args.settings:
             for seed in args.seeds:
                 for method in [m for m in args.methods if METHODS.get(m, {}).get("algorithm") == "fedhssl"]:
-                    record = linear_probe(method, setting, args.labeled[0], seed, parse_overrides(args.set),
-                                          args.data_dir, args.splits)
+                    record = linear_probe(
+                        method, setting, args.labeled[0], seed, parse_overrides(args.set), args.data_dir, args.splits
+                    )
                     append_jsonl(args.out, record)
                     print(f"probe {setting} seed {seed} {method}: test AUC {record['probe_test_auc']:.4f}", flush=True)
         return
@@ -365,12 +494,17 @@ def main() -> None:
             for labeled in args.labeled:
                 for seed in args.seeds:
                     for method in args.methods:
-                        if (setting, labeled, seed, method) in done or (method == TREES and parse_setting(setting)[0] in IMAGE_ROWS):
+                        if (setting, labeled, seed, method) in done or (
+                            method == TREES and parse_setting(setting)[0] in IMAGE_ROWS
+                        ):
                             continue
                         record = run_one(method, setting, labeled, seed, overrides, args.data_dir, args.splits)
                         append_jsonl(args.out, record)
-                        print(f"{setting} {labeled} seed {seed} {method}: test {test_metric(record):.4f}, "
-                              f"{record['wall_s']} s", flush=True)
+                        print(
+                            f"{setting} {labeled} seed {seed} {method}: test {test_metric(record):.4f}, "
+                            f"{record['wall_s']} s",
+                            flush=True,
+                        )
     print(tables(read_jsonl(args.out)))
 
 

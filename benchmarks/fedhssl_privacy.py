@@ -18,6 +18,7 @@ Same setting as benchmarks/fedhssl.py: 40 % aligned, 200 labeled training rows +
     python benchmarks/fedhssl_privacy.py --seeds 0 1 2 --set global_iterations=10
     python benchmarks/fedhssl_privacy.py --table
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,12 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from common import (
-    COMMITTED, DEFAULT_DATA_DIR, append_jsonl, environment, limit_threads, prepare_split, read_jsonl,
-    refuse_mixed_settings, run_vfl,
+    COMMITTED,
+    DEFAULT_DATA_DIR,
+    append_jsonl,
+    environment,
+    limit_threads,
+    prepare_split,
+    read_jsonl,
+    refuse_mixed_settings,
+    run_vfl,
 )  # fmt: skip
 from fedhssl import ALIGNED_SHARE, labeled_fraction
+
 from vflflare.algorithms.registry import make_config
 from vflflare.cli import parse_overrides
 from vflflare.data.sources import load_source
@@ -61,18 +69,29 @@ class AttackedRuntime(SiteRuntime):
 
 
 def attack(reps: dict[str, np.ndarray], labels: dict[str, np.ndarray], seed: int) -> dict[str, float]:
-    return model_completion_attack(reps["aligned"][:AUX_ROWS], labels["aligned"][:AUX_ROWS], reps["test"],
-                                     labels["test"], seed)
+    return model_completion_attack(
+        reps["aligned"][:AUX_ROWS], labels["aligned"][:AUX_ROWS], reps["test"], labels["test"], seed
+    )
 
 
-def run_one(method: str, lambda_p: float, lambda_f: float, seed: int, overrides: dict, data_dir: Path,
-            splits: Path) -> dict[str, Any]:
+def run_one(
+    method: str, lambda_p: float, lambda_f: float, seed: int, overrides: dict, data_dir: Path, splits: Path
+) -> dict[str, Any]:
     n_rows = len(load_source("credit_default", data_dir)[2])
     overlap = int(round(ALIGNED_SHARE * n_rows))
     root = prepare_split(data_dir, overlap, seed, splits, "credit_default", len(SITES), label_owner=ACTIVE)
-    cfg = make_config({**overrides, "algorithm": "fedhssl", "variant": VARIANTS[method], "seed": seed,
-                       "label_owner": ACTIVE, "labeled_fraction": labeled_fraction(LABELED, overlap),
-                       "iso_pretrain": lambda_p, "iso_gradients": lambda_f})
+    cfg = make_config(
+        {
+            **overrides,
+            "algorithm": "fedhssl",
+            "variant": VARIANTS[method],
+            "seed": seed,
+            "label_owner": ACTIVE,
+            "labeled_fraction": labeled_fraction(LABELED, overlap),
+            "iso_pretrain": lambda_p,
+            "iso_gradients": lambda_f,
+        }
+    )
     start = time.perf_counter()
     result, runtimes = run_vfl(cfg, root, AttackedRuntime, SITES)
     if "error" in result:
@@ -82,12 +101,18 @@ def run_one(method: str, lambda_p: float, lambda_f: float, seed: int, overrides:
     adversary = runtimes[ADVERSARY]
     final = adversary.party.representations(["aligned", "test"])
     return {
-        "method": method, "lambda_p": lambda_p, "lambda_f": lambda_f, "seed": seed, "overrides": overrides,
-        "metrics": result["metrics"], "rows": result["rows"],
+        "method": method,
+        "lambda_p": lambda_p,
+        "lambda_f": lambda_f,
+        "seed": seed,
+        "overrides": overrides,
+        "metrics": result["metrics"],
+        "rows": result["rows"],
         "mc_pretrained": attack(adversary.pretrained, labels, seed) if VARIANTS[method] != "fedsplitnn" else None,
         "mc_finetuned": attack(final, labels, seed),
         "majority": float(max(np.mean(labels["test"]), 1 - np.mean(labels["test"]))),
-        "wall_s": round(time.perf_counter() - start, 1), "env": environment(),
+        "wall_s": round(time.perf_counter() - start, 1),
+        "env": environment(),
     }
 
 
@@ -116,34 +141,69 @@ def tables(records: list[dict]) -> str:
         return f"{np.median(values):.3f} ({', '.join(f'{v:.3f}' for v in values)})" if values else "-"
 
     seeds = sorted({r["seed"] for r in records})
-    out = [f"Seeds {seeds}; medians (per seed). MC = label recovery accuracy of the model-completion attack "
-           f"({AUX_ROWS} auxiliary rows); majority-class rate {np.median([r['majority'] for r in records]):.3f}.", "",
-           "Pretraining attack (Table VI):", "",
-           "| model attacked | lambda_p | MC accuracy | MC AUC | main task test AUC |", "|---|---|---|---|---|",
-           f"| A_SimSiam (local SimSiam) | - | {med(by[('FedLocalSimSiam', 0.0, 0.0)], 'mc_pretrained:accuracy')} | "
-           f"{med(by[('FedLocalSimSiam', 0.0, 0.0)], 'mc_pretrained:auc')} | {med(by[('FedLocalSimSiam', 0.0, 0.0)], 'auc')} |"]
+    out = [
+        f"Seeds {seeds}; medians (per seed). MC = label recovery accuracy of the model-completion attack "
+        f"({AUX_ROWS} auxiliary rows); majority-class rate {np.median([r['majority'] for r in records]):.3f}.",
+        "",
+        "Pretraining attack (Table VI):",
+        "",
+        "| model attacked | lambda_p | MC accuracy | MC AUC | main task test AUC |",
+        "|---|---|---|---|---|",
+        f"| A_SimSiam (local SimSiam) | - | {med(by[('FedLocalSimSiam', 0.0, 0.0)], 'mc_pretrained:accuracy')} | "
+        f"{med(by[('FedLocalSimSiam', 0.0, 0.0)], 'mc_pretrained:auc')} | "
+        f"{med(by[('FedLocalSimSiam', 0.0, 0.0)], 'auc')} |",
+    ]
     for lp in [0.0, *STRENGTHS]:
         rs = by[("FedHSSL-SimSiam", lp, 0.0)]
-        out.append(f"| A_FedHSSL | {lp:g} | {med(rs, 'mc_pretrained:accuracy')} | {med(rs, 'mc_pretrained:auc')} | "
-                   f"{med(rs, 'auc')} |")
-    out += ["", "Finetuning attack with ISO on party 1's gradients (Table VII):", "",
-            "| method | lambda_f | test AUC | MC accuracy | MC AUC |", "|---|---|---|---|---|"]
+        out.append(
+            f"| A_FedHSSL | {lp:g} | {med(rs, 'mc_pretrained:accuracy')} | {med(rs, 'mc_pretrained:auc')} | "
+            f"{med(rs, 'auc')} |"
+        )
+    out += [
+        "",
+        "Finetuning attack with ISO on party 1's gradients (Table VII):",
+        "",
+        "| method | lambda_f | test AUC | MC accuracy | MC AUC |",
+        "|---|---|---|---|---|",
+    ]
     caps = []
     for method in VARIANTS:
         for lf in [0.0, *STRENGTHS]:
             rs = by[(method, 0.0, lf)]
-            out.append(f"| {method} | {lf:g} | {med(rs, 'auc')} | {med(rs, 'mc_finetuned:accuracy')} | "
-                       f"{med(rs, 'mc_finetuned:auc')} |")
+            out.append(
+                f"| {method} | {lf:g} | {med(rs, 'auc')} | {med(rs, 'mc_finetuned:accuracy')} | "
+                f"{med(rs, 'mc_finetuned:auc')} |"
+            )
         per_seed = []
         for seed in seeds:
             pairs = [next((r for r in by[(method, 0.0, lf)] if r["seed"] == seed), None) for lf in STRENGTHS]
             if all(pairs):
-                per_seed.append(cap([r["metrics"]["test_auc"] for r in pairs], [r["mc_finetuned"]["accuracy"] for r in pairs]))
-        caps.append(f"| {method} | " + (f"{np.median(per_seed):.3f} ({', '.join(f'{c:.3f}' for c in per_seed)})" if per_seed else "-") + " |")
-    out += ["", "CAP over lambda_f in {1, 5, 25} (Eq. 8, higher is better):", "", "| method | CAP |", "|---|---|", *caps]
-    out += ["", "Runs that ended with an error:"] + [
-        f"- seed {r['seed']} {r['method']} lambda_p {r['lambda_p']:g} lambda_f {r['lambda_f']:g}: {r['error'][-200:]}"
-        for r in failed] if failed else []
+                per_seed.append(
+                    cap([r["metrics"]["test_auc"] for r in pairs], [r["mc_finetuned"]["accuracy"] for r in pairs])
+                )
+        caps.append(
+            f"| {method} | "
+            + (f"{np.median(per_seed):.3f} ({', '.join(f'{c:.3f}' for c in per_seed)})" if per_seed else "-")
+            + " |"
+        )
+    out += [
+        "",
+        "CAP over lambda_f in {1, 5, 25} (Eq. 8, higher is better):",
+        "",
+        "| method | CAP |",
+        "|---|---|",
+        *caps,
+    ]
+    out += (
+        ["", "Runs that ended with an error:"]
+        + [
+            f"- seed {r['seed']} {r['method']} lambda_p {r['lambda_p']:g} lambda_f {r['lambda_f']:g}: "
+            f"{r['error'][-200:]}"
+            for r in failed
+        ]
+        if failed
+        else []
+    )
     return "\n".join(out)
 
 
@@ -163,16 +223,20 @@ def table_vi(records: list[dict]) -> str:
     against ISO lambda_p on party 1's pretraining uploads; a strength whose every run diverged says so."""
     by = _runs(records)
     out = ["| model attacked | lambda_p | MC accuracy | MC AUC | main task test AUC |", "|---|---|---|---|---|"]
-    for label, key in [("A_SimSiam (local SimSiam, the prior)", ("FedLocalSimSiam", 0.0, 0.0)),
-                       *(("A_FedHSSL", ("FedHSSL-SimSiam", lp, 0.0)) for lp in [0.0, *STRENGTHS])]:
+    for label, key in [
+        ("A_SimSiam (local SimSiam, the prior)", ("FedLocalSimSiam", 0.0, 0.0)),
+        *(("A_FedHSSL", ("FedHSSL-SimSiam", lp, 0.0)) for lp in [0.0, *STRENGTHS]),
+    ]:
         ok = [r for r in by[key] if "error" not in r]
         lp = "-" if key[0] == "FedLocalSimSiam" else f"{key[1]:g}"
         if not ok:
             out.append(f"| {label} | {lp} | every seed diverged | | |")
             continue
-        out.append(f"| {label} | {lp} | {_per_seed([r['mc_pretrained']['accuracy'] for r in ok])} | "
-                   f"{_per_seed([r['mc_pretrained']['auc'] for r in ok])} | "
-                   f"{np.median([r['metrics']['test_auc'] for r in ok]):.3f} |")
+        out.append(
+            f"| {label} | {lp} | {_per_seed([r['mc_pretrained']['accuracy'] for r in ok])} | "
+            f"{_per_seed([r['mc_pretrained']['auc'] for r in ok])} | "
+            f"{np.median([r['metrics']['test_auc'] for r in ok]):.3f} |"
+        )
     return "\n".join(out)
 
 
@@ -186,19 +250,29 @@ def table_vii(records: list[dict]) -> str:
         cells = []
         for m in methods:
             ok = [r for r in by[(m, 0.0, lf)] if "error" not in r]
-            cells.append(f"{np.median([r['metrics']['test_auc'] for r in ok]):.3f}, "
-                         f"{np.median([r['mc_finetuned']['accuracy'] for r in ok]):.3f} / "
-                         f"{np.median([r['mc_finetuned']['auc'] for r in ok]):.3f}" if ok else "diverged")
+            cells.append(
+                f"{np.median([r['metrics']['test_auc'] for r in ok]):.3f}, "
+                f"{np.median([r['mc_finetuned']['accuracy'] for r in ok]):.3f} / "
+                f"{np.median([r['mc_finetuned']['auc'] for r in ok]):.3f}"
+                if ok
+                else "diverged"
+            )
         out.append(f"| {lf:g} | " + " | ".join(cells) + " |")
     caps = []
     for m in methods:
         per_seed = []
         for seed in sorted({r["seed"] for r in records}):
-            runs = [next((r for r in by[(m, 0.0, lf)] if r["seed"] == seed and "error" not in r), None) for lf in STRENGTHS]
+            runs = [
+                next((r for r in by[(m, 0.0, lf)] if r["seed"] == seed and "error" not in r), None) for lf in STRENGTHS
+            ]
             if all(runs):
-                per_seed.append(cap([r["metrics"]["test_auc"] for r in runs], [r["mc_finetuned"]["accuracy"] for r in runs]))
+                per_seed.append(
+                    cap([r["metrics"]["test_auc"] for r in runs], [r["mc_finetuned"]["accuracy"] for r in runs])
+                )
         caps.append(_per_seed(per_seed) if per_seed else "-")
-    out.append(f"| **CAP** (Eq. 8, lambda_f in {{{', '.join(f'{v:g}' for v in STRENGTHS)}}}) | " + " | ".join(caps) + " |")
+    out.append(
+        f"| **CAP** (Eq. 8, lambda_f in {{{', '.join(f'{v:g}' for v in STRENGTHS)}}}) | " + " | ".join(caps) + " |"
+    )
     return "\n".join(out)
 
 
@@ -222,15 +296,32 @@ def main() -> None:
                     continue
                 try:
                     record = run_one(method, lp, lf, seed, overrides, args.data_dir, args.splits)
-                except (RuntimeError, FloatingPointError) as error:  # a run the noise made diverge: its site ended the job, say so
-                    append_jsonl(args.out, {"method": method, "lambda_p": lp, "lambda_f": lf, "seed": seed,
-                                            "overrides": overrides, "error": str(error), "env": environment()})
+                except (
+                    RuntimeError,
+                    FloatingPointError,
+                ) as error:  # a run the noise made diverge: its site ended the job, say so
+                    append_jsonl(
+                        args.out,
+                        {
+                            "method": method,
+                            "lambda_p": lp,
+                            "lambda_f": lf,
+                            "seed": seed,
+                            "overrides": overrides,
+                            "error": str(error),
+                            "env": environment(),
+                        },
+                    )
                     print(f"seed {seed} {method} lambda_p {lp:g} lambda_f {lf:g}: failed: {error}", flush=True)
                     continue
                 append_jsonl(args.out, record)
-                print(f"seed {seed} {method} lambda_p {lp:g} lambda_f {lf:g}: test AUC {record['metrics']['test_auc']:.4f}, "
-                      f"MC pretrained {record['mc_pretrained']}, finetuned {record['mc_finetuned']}, {record['wall_s']} s",
-                      flush=True)
+                print(
+                    f"seed {seed} {method} lambda_p {lp:g} lambda_f {lf:g}: test AUC "
+                    f"{record['metrics']['test_auc']:.4f}, "
+                    f"MC pretrained {record['mc_pretrained']}, finetuned {record['mc_finetuned']}, "
+                    f"{record['wall_s']} s",
+                    flush=True,
+                )
     print(tables(read_jsonl(args.out)))
 
 

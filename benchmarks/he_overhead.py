@@ -12,6 +12,7 @@
     python benchmarks/he_overhead.py --dataset credit --reps 1 # credit default, N_o = 1000
     python benchmarks/he_overhead.py --table
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,10 +22,18 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from common import (
-    COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS, SITES, append_jsonl, environment, limit_threads, prepare_split, read_jsonl,
+    COMMITTED,
+    DEFAULT_DATA_DIR,
+    DEFAULT_SPLITS,
+    SITES,
+    append_jsonl,
+    environment,
+    limit_threads,
+    prepare_split,
+    read_jsonl,
 )  # fmt: skip
+
 from vflflare.cli import simulate
 from vflflare.jobs import write_job
 from vflflare.privacy import ckks
@@ -125,7 +134,8 @@ def tables(records: list[dict]) -> str:
             f"{c['ciphertext_bytes_full_chunk'] / 1e3:.0f} kB | {c['float32_bytes_full_chunk'] / 1e3:.0f} kB | "
             f"{c['ciphertext_bytes_full_chunk'] / c['float32_bytes_full_chunk']:.1f}x | "
             f"{c['ciphertext_bytes_32_values'] / 1e3:.0f} kB |",
-            f"\nContexts: server {c['server_context_bytes'] / 1e3:.0f} kB, client {c['client_context_bytes'] / 1e3:.0f} kB.\n",
+            f"\nContexts: server {c['server_context_bytes'] / 1e3:.0f} kB, client "
+            f"{c['client_context_bytes'] / 1e3:.0f} kB.\n",
         ]
     jobs = [r for r in records if r["kind"] == "job"]
     for dataset in sorted({r["dataset"] for r in jobs}):
@@ -167,8 +177,10 @@ def tables(records: list[dict]) -> str:
     return "\n".join(out)
 
 
-DATA = {"default": ("embedded breast cancer (120 aligned train rows)", "embedded"),
-        "credit": ("credit default, N_o = 1000", "credit default")}
+DATA = {
+    "default": ("embedded breast cancer (120 aligned train rows)", "embedded"),
+    "credit": ("credit default, N_o = 1000", "credit default"),
+}
 TITLES = {"oneshot": "one-shot", "vanilla": f"split-NN, {SPLIT_EPOCHS} epochs"}
 
 
@@ -178,7 +190,10 @@ def summary_tables(records: list[dict]) -> str:
     cells = []
     for job in ("oneshot", "vanilla"):
         for dataset in DATA:
-            pair = [[r for r in jobs if r["dataset"] == dataset and r["job"] == job and r["he"] == he] for he in (False, True)]
+            pair = [
+                [r for r in jobs if r["dataset"] == dataset and r["job"] == job and r["he"] == he]
+                for he in (False, True)
+            ]
             if all(pair):
                 cells.append((job, dataset, *pair))
 
@@ -186,29 +201,45 @@ def summary_tables(records: list[dict]) -> str:
         a, b = _med(off, get), _med(on, get)
         return f"{b / a:.2f}x" + (f" ({a:.1f} → {b:.1f}{unit})" if shown else "")
 
-    out = ["| job | data | simulator command | job wall_s | job without setup | split-NN step (median) |",
-           "|---|---|---|---|---|---|"]
+    out = [
+        "| job | data | simulator command | job wall_s | job without setup | split-NN step (median) |",
+        "|---|---|---|---|---|---|",
+    ]
     for job, dataset, off, on in cells:
         step = ratio(off, on, lambda r: r["step_latency"]["median_ms"], " ms") if job == "vanilla" else "–"
         steps = "" if job == "oneshot" else f" ({off[0]['step_latency']['steps']} steps)"
         data = DATA[dataset][0] if job == "oneshot" else f"{DATA[dataset][1]}{steps}"
-        out.append(f"| {TITLES[job]} | {data} | {ratio(off, on, lambda r: r['command_s'], ' s')} | "
-                   f"{ratio(off, on, lambda r: r['job_s'], shown=False)} | "
-                   f"{ratio(off, on, lambda r: r['job_without_setup_s'], ' s')} | {step} |")
-    out += ["", "| job | data | wire MB HE off | wire MB HE on | ratio | uploads + downloads |", "|---|---|---|---|---|---|"]
+        out.append(
+            f"| {TITLES[job]} | {data} | {ratio(off, on, lambda r: r['command_s'], ' s')} | "
+            f"{ratio(off, on, lambda r: r['job_s'], shown=False)} | "
+            f"{ratio(off, on, lambda r: r['job_without_setup_s'], ' s')} | {step} |"
+        )
+    out += [
+        "",
+        "| job | data | wire MB HE off | wire MB HE on | ratio | uploads + downloads |",
+        "|---|---|---|---|---|---|",
+    ]
     for job, dataset, off, on in cells:
         mb = [_med(rows, lambda r: r["communication"]["wire_bytes"] / 1e6) for rows in (off, on)]
-        comms = [_med(rows, lambda r: r["communication"]["uploads"] + r["communication"]["downloads"]) for rows in (off, on)]
-        out.append(f"| {TITLES[job].split(',')[0]} | {DATA[dataset][1]} | {mb[0]:.3g} | {mb[1]:.3g} | "
-                   f"{mb[1] / mb[0]:.1f}x | {comms[0]:.0f} / {comms[1]:.0f} |")
+        comms = [
+            _med(rows, lambda r: r["communication"]["uploads"] + r["communication"]["downloads"]) for rows in (off, on)
+        ]
+        out.append(
+            f"| {TITLES[job].split(',')[0]} | {DATA[dataset][1]} | {mb[0]:.3g} | {mb[1]:.3g} | "
+            f"{mb[1] / mb[0]:.1f}x | {comms[0]:.0f} / {comms[1]:.0f} |"
+        )
     return "\n".join(out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--dataset", choices=["default", "credit"], default="default",
-                        help="default: the embedded breast-cancer split; credit: credit default, N_o = 1000")
+    parser.add_argument(
+        "--dataset",
+        choices=["default", "credit"],
+        default="default",
+        help="default: the embedded breast-cancer split; credit: credit default, N_o = 1000",
+    )
     parser.add_argument("--jobs", default="oneshot,vanilla")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS)
@@ -227,9 +258,13 @@ def main() -> None:
                 for he in (False, True):
                     record = run_simulator(args.dataset, job, he, root, args.work, rep)
                     append_jsonl(args.out, {**record, "env": env})
-                    print(f"{job:8s} he={he!s:5s} rep {rep}: command {record['command_s']:.1f} s, job {record['job_s']:.1f} s,"
-                          f" without setup {record['job_without_setup_s']:.2f} s, wire "
-                          f"{record['communication']['wire_bytes'] / 1e6:.2f} MB, step {record['step_latency']}", flush=True)
+                    print(
+                        f"{job:8s} he={he!s:5s} rep {rep}: command {record['command_s']:.1f} s, job "
+                        f"{record['job_s']:.1f} s,"
+                        f" without setup {record['job_without_setup_s']:.2f} s, wire "
+                        f"{record['communication']['wire_bytes'] / 1e6:.2f} MB, step {record['step_latency']}",
+                        flush=True,
+                    )
     print(tables(read_jsonl(args.out)))
 
 

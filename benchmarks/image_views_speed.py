@@ -9,6 +9,7 @@ The package comes from PYTHONPATH, so two code trees compare in one run, e.g. (i
         PYTHONPATH=$tree/custom .venv/bin/python benchmarks/image_views_speed.py
     done
 """
+
 from __future__ import annotations
 
 import json
@@ -52,9 +53,11 @@ def main() -> None:
         if as_json:
             print(json.dumps({"batch": name, "ms_per_view": {k: round(v, 5) for k, v in ms.items()}}))
             continue
-        print(f"{name} [{n}, {channels}, {size[0]}, {size[1]}], ms per image and view: weak {ms['weak']:.4f}, "
-              f"strong {ms['strong']:.4f}, FixMatch mean {(ms['weak'] + ms['strong']) / 2:.4f}, "
-              f"SimSiam {ms['contrastive']:.4f}")
+        print(
+            f"{name} [{n}, {channels}, {size[0]}, {size[1]}], ms per image and view: weak {ms['weak']:.4f}, "
+            f"strong {ms['strong']:.4f}, FixMatch mean {(ms['weak'] + ms['strong']) / 2:.4f}, "
+            f"SimSiam {ms['contrastive']:.4f}"
+        )
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ have them), recorded apart, e.g. `--set ssl_epochs=40 --variant ssl40 --methods 
     ../.venv/bin/python images.py --cells mnist:1024 --seeds 0 --methods oneshot fewshot --replace   # redo runs
     ../.venv/bin/python images.py --paper            # print the paper-scale commands (for a GPU machine)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,9 +50,9 @@ from typing import Any
 
 import numpy as np
 import torch
-
 from common import COMMITTED, DEFAULT_DATA_DIR, REPO, append_jsonl, environment, limit_threads, mean_std, read_jsonl
 from ssvfl import PretrainOnce, pretrain_key
+
 from vflflare import cli
 from vflflare.algorithms.oneshot import OneShotConfig
 from vflflare.algorithms.registry import get_algorithm, make_config
@@ -60,15 +61,20 @@ from vflflare.data.loading import load_label_tables
 from vflflare.protocol.inprocess import InProcessTransport
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.setup import SERVER
-from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.tracking import LogTracker
 
 RESULTS = COMMITTED / "images_cpu.jsonl"  # compact records: numbers and settings
 SPLITS = Path("/tmp/vflflare-bench/image-splits")
 SITES = ["site-1", "site-2"]
 METHODS = ["vanilla", "fedbcd", "oneshot", "fewshot", "ssvfl_c", "ssvfl_i"]
-LABELS = {"vanilla": "Vanilla VFL", "fedbcd": "FedBCD (Q 5)", "oneshot": "One-shot VFL", "fewshot": "Few-shot VFL",
-          "ssvfl_c": "SS-VFL-C", "ssvfl_i": "SS-VFL-I"}
+LABELS = {
+    "vanilla": "Vanilla VFL",
+    "fedbcd": "FedBCD (Q 5)",
+    "oneshot": "One-shot VFL",
+    "fewshot": "Few-shot VFL",
+    "ssvfl_c": "SS-VFL-C",
+    "ssvfl_i": "SS-VFL-I",
+}
 FIXMATCH = {"oneshot", "fewshot"}
 PRETRAINING = {"ssvfl_c", "ssvfl_i"}
 # the ledger phases in which a site trains its f_k (the throughput columns)
@@ -92,8 +98,14 @@ SCALES: dict[str, dict[str, Any]] = {
         "rows": {"cifar10": (None, None)},
         # split NN as in Table 1: 1000 epochs without early stopping (8000 communications at N_o 256 =
         # 1000 epochs x 8 batches); the best validation epoch is still the model kept
-        "settings": {"image_model": {"name": "wrn", "depth": 28, "widen_factor": 2}, "batch_size": 32, "lr": 0.01,
-                     "split_epochs": 1000, "split_patience": 1000, "device": "auto"},
+        "settings": {
+            "image_model": {"name": "wrn", "depth": 28, "widen_factor": 2},
+            "batch_size": 32,
+            "lr": 0.01,
+            "split_epochs": 1000,
+            "split_patience": 1000,
+            "device": "auto",
+        },
         "fixmatch": {"ssl_epochs": 40},
         "pretraining": {"pretrain_epochs": 200},  # SS-VFL paper: LocalCL for 200 epochs on images
         # Table 1's FedBCD: 1600 communications = the same 8000 local updates as vanilla, Q 5 per round trip
@@ -121,7 +133,8 @@ def split_args(scale: str, dataset: str, overlap: int, seed: int, data_dir: Path
     return [
         "split", "--dataset", dataset, "--data-dir", str(data_dir), "--sites", str(len(SITES)),
         "--overlap", str(overlap), "--seed", str(seed), "--out", str(out),
-        *(["--train-rows", str(train_rows)] if train_rows else []), *(["--test-rows", str(test_rows)] if test_rows else []),
+        *(["--train-rows", str(train_rows)] if train_rows else []),
+        *(["--test-rows", str(test_rows)] if test_rows else []),
     ]  # fmt: skip
 
 
@@ -184,10 +197,17 @@ class TimedRuntime(PretrainOnce):
 
     def _oneshot_update(self, payload: dict[str, Any]) -> dict[str, Any]:
         party = self.party
-        settings = {f.name: getattr(party.cfg, f.name) for f in dataclasses.fields(OneShotConfig) if f.name != "algorithm"}
-        key = (self.site, str(self.data_root), json.dumps(settings, sort_keys=True, default=str),
-               _digest(payload["grads"]), _digest(*[t.cpu().numpy() for t in party.encoder.state_dict().values()]),
-               _digest(party.generator.get_state().numpy()))
+        settings = {
+            f.name: getattr(party.cfg, f.name) for f in dataclasses.fields(OneShotConfig) if f.name != "algorithm"
+        }
+        key = (
+            self.site,
+            str(self.data_root),
+            json.dumps(settings, sort_keys=True, default=str),
+            _digest(payload["grads"]),
+            _digest(*[t.cpu().numpy() for t in party.encoder.state_dict().values()]),
+            _digest(party.generator.get_state().numpy()),
+        )
         if key in self.ssl_cache:
             copied = copy.deepcopy(self.ssl_cache[key])  # one deepcopy: the optimiser keeps pointing at the encoder
             for name, value in copied.items():
@@ -202,20 +222,24 @@ class TimedRuntime(PretrainOnce):
         return reply
 
 
-def run_one(scale: str, dataset: str, overlap: int, seed: int, method: str, root: Path,
-            overrides: dict[str, Any], variant: str) -> dict[str, Any]:
+def run_one(
+    scale: str, dataset: str, overlap: int, seed: int, method: str, root: Path, overrides: dict[str, Any], variant: str
+) -> dict[str, Any]:
     settings = method_settings(scale, method, overrides)
     cfg = make_config({**settings, "algorithm": method, "seed": seed})
     # everything the pretraining depends on (ssvfl.pretrain_key names the table model, not the image model)
-    TimedRuntime.key = (*pretrain_key(cfg, root), json.dumps(cfg.image_model, sort_keys=True)) if method in PRETRAINING else ()
+    TimedRuntime.key = (
+        (*pretrain_key(cfg, root), json.dumps(cfg.image_model, sort_keys=True)) if method in PRETRAINING else ()
+    )
     cached = method in PRETRAINING and (SITES[0], *TimedRuntime.key) in TimedRuntime.cache
     runtimes = {s: TimedRuntime(s, str(root)) for s in SITES}
     net = InProcessTransport(runtimes, cfg.wire_dtype)
     for runtime in runtimes.values():
         runtime.ledger = net.ledger
     start = time.perf_counter()
-    result = run_algorithm(net, cfg, lambda: load_label_tables(SERVER, SITES, str(root), cfg.seed),
-                           LogTracker("vflflare.server"))
+    result = run_algorithm(
+        net, cfg, lambda: load_label_tables(SERVER, SITES, str(root), cfg.seed), LogTracker("vflflare.server")
+    )
     comm = result["communication"]
     return {
         "scale": scale, "variant": variant, "dataset": dataset, "overlap": overlap, "seed": seed, "method": method,
@@ -253,8 +277,11 @@ def phase_wall(record: dict) -> dict[str, float]:
 
 def throughput(record: dict, phase: str) -> float | None:
     """Training image views per second of one site's own compute in `phase`, mean over the sites."""
-    rates = [record["site_images"][s].get(phase, 0) / record["site_seconds"][s][phase]
-             for s in SITES if record["site_images"][s].get(phase) and record["site_seconds"][s].get(phase)]
+    rates = [
+        record["site_images"][s].get(phase, 0) / record["site_seconds"][s][phase]
+        for s in SITES
+        if record["site_images"][s].get(phase) and record["site_seconds"][s].get(phase)
+    ]
     return float(np.mean(rates)) if rates else None
 
 
@@ -276,7 +303,11 @@ def standalone_wall(record: dict, records: list[dict]) -> float:
     phase, method = reused
     key = lambda r: (r["scale"], r.get("variant", "default"), r["dataset"], r["overlap"], r["seed"])  # noqa: E731
     donors = [r for r in records if r["method"] == method and key(r) == key(record)]
-    return record["wall_s"] - phase_wall(record).get(phase, 0.0) + (phase_wall(donors[0]).get(phase, 0.0) if donors else np.nan)
+    return (
+        record["wall_s"]
+        - phase_wall(record).get(phase, 0.0)
+        + (phase_wall(donors[0]).get(phase, 0.0) if donors else np.nan)
+    )
 
 
 def _fmt(values: list[float], digits: int) -> str:
@@ -288,13 +319,21 @@ def tables(records: list[dict]) -> str:
     for r in records:
         groups[(r["scale"], r.get("variant", "default"), r["dataset"], r["overlap"])][r["method"]].append(r)
     order = lambda key: (key[0], key[1], key[2] != "mnist", key[2], key[3])  # noqa: E731
-    main = ["| scale / variant | dataset | N_o | method | test acc | val acc | comms / site (up + down) | payload MB / site "
-            "| of it training MB | wire MB / site | wall s (standalone) | seeds |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    main = [
+        "| scale / variant | dataset | N_o | method | test acc | val acc | comms / site (up + down) | payload "
+        "MB / site "
+        "| of it training MB | wire MB / site | wall s (standalone) | seeds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     seeds = sorted({r["seed"] for r in records})
-    per_seed = ["| dataset | N_o | method | " + " | ".join(f"seed {s}" for s in seeds) + " |",
-                "|---|---|---|" + "---|" * len(seeds)]
-    phases = ["| dataset | N_o | method | phase wall times, s (median over seeds) | training images / s / site |",
-              "|---|---|---|---|---|"]
+    per_seed = [
+        "| dataset | N_o | method | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+        "|---|---|---|" + "---|" * len(seeds),
+    ]
+    phases = [
+        "| dataset | N_o | method | phase wall times, s (median over seeds) | training images / s / site |",
+        "|---|---|---|---|---|",
+    ]
     for key in sorted(groups, key=order):
         scale, variant, dataset, overlap = key
         for method in METHODS:
@@ -305,18 +344,23 @@ def tables(records: list[dict]) -> str:
             downs = _fmt([per_site_mean(r, "downloads") for r in rows], 0)
             comms = _fmt([per_site_mean(r, "uploads") + per_site_mean(r, "downloads") for r in rows], 0)
             main.append(
-                f"| {scale}{'' if variant == 'default' else ' / ' + variant} | {dataset} | {overlap} | {LABELS[method]} "
+                f"| {scale}{'' if variant == 'default' else ' / ' + variant} | {dataset} | {overlap} | "
+                f"{LABELS[method]} "
                 f"| {mean_std([r['metrics']['test_accuracy'] for r in rows])} "
                 f"| {mean_std([r['metrics']['val_accuracy'] for r in rows])} "
                 f"| {comms} ({ups} + {downs}) "
                 f"| {mean_std([per_site_mean(r, 'payload_bytes') / 1e6 for r in rows], 3)} "
                 f"| {np.mean([training_mb(r) for r in rows]):.3f} "
                 f"| {np.mean([per_site_mean(r, 'wire_bytes') / 1e6 for r in rows]):.3f} "
-                f"| {_fmt([standalone_wall(r, records) for r in rows], 0)} | {','.join(str(r['seed']) for r in sorted(rows, key=lambda r: r['seed']))} |"
+                f"| {_fmt([standalone_wall(r, records) for r in rows], 0)} | "
+                f"{','.join(str(r['seed']) for r in sorted(rows, key=lambda r: r['seed']))} |"
             )
             by_seed = {r["seed"]: r["metrics"]["test_accuracy"] for r in rows}
-            per_seed.append(f"| {dataset} | {overlap} | {LABELS[method]} | "
-                            + " | ".join(f"{by_seed[s]:.3f}" if s in by_seed else "-" for s in seeds) + " |")
+            per_seed.append(
+                f"| {dataset} | {overlap} | {LABELS[method]} | "
+                + " | ".join(f"{by_seed[s]:.3f}" if s in by_seed else "-" for s in seeds)
+                + " |"
+            )
             names = list(dict.fromkeys(e["name"] for r in rows for e in r["phases"]))
             walls = [phase_wall(r) for r in rows]
             reused = reused_phase(rows)
@@ -331,17 +375,21 @@ def tables(records: list[dict]) -> str:
                 values = [v for v in (throughput(r, name) for r in rows) if v is not None]
                 if values and not (reused and name == reused[0]):
                     rates.append(f"{name} {np.median(values):.0f}")
-            phases.append(f"| {dataset} | {overlap} | {LABELS[method]} | {', '.join(cells)} | {', '.join(rates) or '-'} |")
-    return "\n\n".join([
-        "Accuracy (mean ± std over seeds) and communication per site (comms: median over seeds; MB: mean; "
-        "training MB = payload without the test rows' representations; wall: median)",
-        "\n".join(main),
-        "Test accuracy per seed (split seed = job seed)",
-        "\n".join(per_seed),
-        "Wall time per ledger phase and training throughput (image views through f_k in training mode per "
-        "second of the site's own compute, mean of the two sites, median over seeds)",
-        "\n".join(phases),
-    ])
+            phases.append(
+                f"| {dataset} | {overlap} | {LABELS[method]} | {', '.join(cells)} | {', '.join(rates) or '-'} |"
+            )
+    return "\n\n".join(
+        [
+            "Accuracy (mean ± std over seeds) and communication per site (comms: median over seeds; MB: mean; "
+            "training MB = payload without the test rows' representations; wall: median)",
+            "\n".join(main),
+            "Test accuracy per seed (split seed = job seed)",
+            "\n".join(per_seed),
+            "Wall time per ledger phase and training throughput (image views through f_k in training mode per "
+            "second of the site's own compute, mean of the two sites, median over seeds)",
+            "\n".join(phases),
+        ]
+    )
 
 
 # ------------------------------------------------------------------------------------------- paper
@@ -354,18 +402,25 @@ def _shown(path: Path) -> str:
 
 
 def paper_commands(data_dir: Path, splits: Path) -> str:
-    lines = ["# Paper scale (one-shot VFL, Table 1): CIFAR-10 halves, all 50 000 training and 10 000 test images,",
-             "# WRN-28-2, B 32, lr 0.01, FedBCD Q 5, each site's model on the GPU (device auto). Splits:"]
+    lines = [
+        "# Paper scale (one-shot VFL, Table 1): CIFAR-10 halves, all 50 000 training and 10 000 test images,",
+        "# WRN-28-2, B 32, lr 0.01, FedBCD Q 5, each site's model on the GPU (device auto). Splits:",
+    ]
     for cell in SCALES["paper"]["cells"]:
         dataset, overlap = parse_cell(cell)
         for seed in (0, 1, 2):
             out = split_dir("paper", dataset, overlap, seed, splits)
-            lines.append(".venv/bin/vflflare " + shlex.join(split_args("paper", dataset, overlap, seed, Path(_shown(data_dir)), out)))
+            lines.append(
+                ".venv/bin/vflflare "
+                + shlex.join(split_args("paper", dataset, overlap, seed, Path(_shown(data_dir)), out))
+            )
     lines += ["# Settings per method (JSON, passed to make_config / `vflflare jobs --set`):"]
     for method in METHODS:
         lines.append(f"#   {method}: {json.dumps(method_settings('paper', method))}")
-    lines += ["# The benchmark (resumable; on a machine with a CUDA build of torch):",
-              "cd benchmarks && ../.venv/bin/python images.py --scale paper --out runs/images_paper.jsonl"]
+    lines += [
+        "# The benchmark (resumable; on a machine with a CUDA build of torch):",
+        "cd benchmarks && ../.venv/bin/python images.py --scale paper --out runs/images_paper.jsonl",
+    ]
     return "\n".join(lines)
 
 
@@ -376,14 +431,22 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
     parser.add_argument("--variant", default="default", help="name under which --set overrides are recorded")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="config override, applied to the methods that have the setting")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override, applied to the methods that have the setting",
+    )
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--splits", type=Path, default=SPLITS, help="where the split folders go")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; existing runs are skipped")
     parser.add_argument("--table", action="store_true", help="only print the tables of --out")
-    parser.add_argument("--replace", action="store_true",
-                        help="drop the selected runs (scale, variant, cells, seeds, methods) from --out and run them again")
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="drop the selected runs (scale, variant, cells, seeds, methods) from --out and run them again",
+    )
     parser.add_argument("--paper", action="store_true", help="only print the paper-scale commands")
     args = parser.parse_args()
     if args.paper:
@@ -397,13 +460,18 @@ def main() -> None:
     if overrides and args.variant == "default":
         sys.exit("--set needs --variant NAME, so the runs are not mixed with the default ones")
     cells = [parse_cell(c) for c in args.cells or SCALES[args.scale]["cells"]]
-    selected = lambda r: (r["scale"], r.get("variant", "default"), (r["dataset"], r["overlap"]), r["seed"], r["method"]) in {
-        (args.scale, args.variant, c, seed, m) for c in cells for seed in args.seeds for m in args.methods}  # noqa: E731
+    chosen = {(args.scale, args.variant, c, seed, m) for c in cells for seed in args.seeds for m in args.methods}
+
+    def selected(r: dict) -> bool:
+        return (r["scale"], r.get("variant", "default"), (r["dataset"], r["overlap"]), r["seed"], r["method"]) in chosen
+
     if args.replace and args.out.exists():
         kept = [r for r in read_jsonl(args.out) if not selected(r)]
         args.out.write_text("".join(json.dumps(r) + "\n" for r in kept))
-    done = {(r["scale"], r.get("variant", "default"), r["dataset"], r["overlap"], r["seed"], r["method"])
-            for r in read_jsonl(args.out)}
+    done = {
+        (r["scale"], r.get("variant", "default"), r["dataset"], r["overlap"], r["seed"], r["method"])
+        for r in read_jsonl(args.out)
+    }
     started = time.perf_counter()
     for dataset, overlap in cells:
         for seed in args.seeds:
@@ -415,9 +483,12 @@ def main() -> None:
                 record = run_one(args.scale, dataset, overlap, seed, method, root, overrides, args.variant)
                 record["env"] = environment()
                 append_jsonl(args.out, record)
-                print(f"[{time.perf_counter() - started:7.0f} s] {dataset} N_o {overlap} seed {seed} {method}: "
-                      f"test acc {record['metrics']['test_accuracy']:.4f}, "
-                      f"{per_site_mean(record, 'payload_bytes') / 1e6:.3f} MB/site, {record['wall_s']} s", flush=True)
+                print(
+                    f"[{time.perf_counter() - started:7.0f} s] {dataset} N_o {overlap} seed {seed} {method}: "
+                    f"test acc {record['metrics']['test_accuracy']:.4f}, "
+                    f"{per_site_mean(record, 'payload_bytes') / 1e6:.3f} MB/site, {record['wall_s']} s",
+                    flush=True,
+                )
             TimedRuntime.cache.clear()  # one (cell, seed) at a time: the cached states are not needed again
             TimedRuntime.ssl_cache.clear()
     print(tables(read_jsonl(args.out)))

@@ -14,6 +14,7 @@ Training MB is a site's payload less its test-row representations, which every m
 (inference traffic, n_test x rep_dim x 4 B). IMAGES_REPORT's tables are built from the --out folders'
 results.jsonl, committed as benchmarks/results/images_small.jsonl, images_k4.jsonl and images_mnist_all.jsonl.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 from common import environment
+
 from vflflare.algorithms.registry import make_config
 from vflflare.cli import main as cli_main
 from vflflare.cli import parse_overrides, simulate
@@ -33,10 +35,17 @@ from vflflare.protocol.inprocess import run_inprocess
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 SHORT = {"ssl_epochs": 5, "split_epochs": 10, "split_patience": 10, "pretrain_epochs": 5}
 # method name -> its settings over the algorithm's defaults; "+name" marks a variant
-METHODS = {"vanilla": {}, "fedbcd": {}, "oneshot": {}, "fewshot": {}, "fewshot+finetune": {"finetune_epochs": 5},
-           "ssvfl_i": {}, "ssvfl_c": {},
-           # Table 1's protocol for the baselines: 1000 epochs, no early stopping (the best validation epoch is kept)
-           "vanilla+paper_budget": {"split_epochs": 1000, "split_patience": 1000}}
+METHODS = {
+    "vanilla": {},
+    "fedbcd": {},
+    "oneshot": {},
+    "fewshot": {},
+    "fewshot+finetune": {"finetune_epochs": 5},
+    "ssvfl_i": {},
+    "ssvfl_c": {},
+    # Table 1's protocol for the baselines: 1000 epochs, no early stopping (the best validation epoch is kept)
+    "vanilla+paper_budget": {"split_epochs": 1000, "split_patience": 1000},
+}
 
 
 def settings(method: str, short: bool, extra: dict) -> dict:
@@ -50,9 +59,26 @@ def split_for(out: Path, dataset: str, rows: str, seed: int, sites: int, label_o
     split = out / "splits" / f"{dataset}_{rows.replace(',', '_')}_k{sites}_{label_owner}_s{seed}"
     if not (split / "manifest.json").exists():
         sizes = [] if rows == "all" else ["--train-rows", rows.split(",")[0], "--test-rows", rows.split(",")[1]]
-        code = cli_main(["split", "--dataset", dataset, "--data-dir", str(DATA_DIR), "--sites", str(sites),
-                         "--overlap", "256", "--seed", str(seed), "--label-owner", label_owner, *sizes,
-                         "--out", str(split)])
+        code = cli_main(
+            [
+                "split",
+                "--dataset",
+                dataset,
+                "--data-dir",
+                str(DATA_DIR),
+                "--sites",
+                str(sites),
+                "--overlap",
+                "256",
+                "--seed",
+                str(seed),
+                "--label-owner",
+                label_owner,
+                *sizes,
+                "--out",
+                str(split),
+            ]
+        )
         if code:
             raise SystemExit(code)
     return split
@@ -78,29 +104,47 @@ def main(argv: list[str] | None = None) -> int:
             split = split_for(out, dataset, args.rows, seed, args.sites, args.label_owner)
             for method in args.methods.split(","):
                 config = {**settings(method, args.rows != "all", extra), "seed": seed, "label_owner": args.label_owner}
-                job = write_job(out / "jobs", f"{dataset}_{method.replace('+', '_')}_s{seed}", config,
-                                min_sites=args.sites)
+                job = write_job(
+                    out / "jobs", f"{dataset}_{method.replace('+', '_')}_s{seed}", config, min_sites=args.sites
+                )
                 started = time.monotonic()
-                results = simulate(str(job), str(out / "ws" / job.name), args.sites, args.sites, str(split), timeout=7200)
+                results = simulate(
+                    str(job), str(out / "ws" / job.name), args.sites, args.sites, str(split), timeout=7200
+                )
                 wall = time.monotonic() - started
                 comm = results["communication"]["per_site"]
                 expected = results["expected_communication"]
                 inference = results["rows"]["test"] * results["config"]["rep_dim"] * 4
                 row = {
-                    "dataset": dataset, "seed": seed, "method": method, "error": results.get("error"),
+                    "dataset": dataset,
+                    "seed": seed,
+                    "method": method,
+                    "error": results.get("error"),
                     "test_accuracy": results["metrics"].get("test_accuracy"),
-                    "per_site": {s: [c["uploads"], c["downloads"], round(c["payload_bytes"] / 1e6, 3),
-                                     round((c["payload_bytes"] - inference) / 1e6, 3)] for s, c in comm.items()},
-                    "as_expected": all([comm[s]["uploads"], comm[s]["downloads"]] ==
-                                       [expected[s]["uploads"], expected[s]["downloads"]] for s in comm),
-                    "phases_s": results["phases"], "wall_s": round(wall, 1), "settings": config,
+                    "per_site": {
+                        s: [
+                            c["uploads"],
+                            c["downloads"],
+                            round(c["payload_bytes"] / 1e6, 3),
+                            round((c["payload_bytes"] - inference) / 1e6, 3),
+                        ]
+                        for s, c in comm.items()
+                    },
+                    "as_expected": all(
+                        [comm[s]["uploads"], comm[s]["downloads"]] == [expected[s]["uploads"], expected[s]["downloads"]]
+                        for s in comm
+                    ),
+                    "phases_s": results["phases"],
+                    "wall_s": round(wall, 1),
+                    "settings": config,
                     "env": environment(),
                 }
                 if not args.no_reference:
                     sites = [f"site-{k}" for k in range(1, args.sites + 1)]
                     reference = run_inprocess(make_config(**config), sites, str(split))
-                    row["same_as_inprocess"] = (results["metrics"] == reference["metrics"]
-                                                and comm == reference["communication"]["per_site"])
+                    row["same_as_inprocess"] = (
+                        results["metrics"] == reference["metrics"] and comm == reference["communication"]["per_site"]
+                    )
                 print(json.dumps(row), flush=True)
                 with (out / "results.jsonl").open("a") as file:
                     file.write(json.dumps(row) + "\n")
@@ -110,8 +154,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| dataset | method | seeds | test accuracy | site-1 up/down | payload MB | training MB | counts as the "
-           "protocol says | same as in process | simulator wall s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| dataset | method | seeds | test accuracy | site-1 up/down | payload MB | training MB | counts as the "
+        "protocol says | same as in process | simulator wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["dataset"], r["method"]), []).append(r)
@@ -119,13 +166,15 @@ def table(rows: list[dict]) -> str:
         accuracy = [r["test_accuracy"] for r in runs]
         site = [r["per_site"]["site-1"] for r in runs]
         same = {r.get("same_as_inprocess") for r in runs}
-        out.append(f"| {dataset} | {method} | {len(runs)} | {statistics.median(accuracy):.3f}; "
-                   f"{', '.join(f'{a:.3f}' for a in accuracy)} | "
-                   f"{statistics.median(s[0] for s in site):.0f}/{statistics.median(s[1] for s in site):.0f} | "
-                   f"{statistics.median(s[2] for s in site):.3f} | {statistics.median(s[3] for s in site):.3f} | "
-                   f"{'yes' if all(r['as_expected'] for r in runs) else 'NO'} | "
-                   f"{'not rerun' if same == {None} else 'yes' if same == {True} else 'NO'} | "
-                   f"{statistics.median(r['wall_s'] for r in runs):.0f} |")
+        out.append(
+            f"| {dataset} | {method} | {len(runs)} | {statistics.median(accuracy):.3f}; "
+            f"{', '.join(f'{a:.3f}' for a in accuracy)} | "
+            f"{statistics.median(s[0] for s in site):.0f}/{statistics.median(s[1] for s in site):.0f} | "
+            f"{statistics.median(s[2] for s in site):.3f} | {statistics.median(s[3] for s in site):.3f} | "
+            f"{'yes' if all(r['as_expected'] for r in runs) else 'NO'} | "
+            f"{'not rerun' if same == {None} else 'yes' if same == {True} else 'NO'} | "
+            f"{statistics.median(r['wall_s'] for r in runs):.0f} |"
+        )
     return "\n".join(out)
 
 
@@ -136,11 +185,16 @@ def committed_table(name: str) -> str:
     return table(read_jsonl(COMMITTED / f"{name}.jsonl"))
 
 
-HEADLINE = {"vanilla": "vanilla (early stopping)", "vanilla+paper_budget": "vanilla, paper budget (1 000 epochs)",
-            "oneshot": "**one-shot VFL**"}
+HEADLINE = {
+    "vanilla": "vanilla (early stopping)",
+    "vanilla+paper_budget": "vanilla, paper budget (1 000 epochs)",
+    "oneshot": "**one-shot VFL**",
+}
 CIFAR_HEADLINE = {"vanilla": "vanilla (early stopping)", "oneshot": "**one-shot VFL** (`ssl_epochs` 10)"}
-CIFAR_PAPER = ("| *paper, Table 1, WRN: vanilla / one-shot* | *0.315 / 0.782* | *8 000 / 3 (whole job)* | | "
-               "*262 / 0.79 (whole job)* | |")  # quoted from the paper, beside ours
+CIFAR_PAPER = (
+    "| *paper, Table 1, WRN: vanilla / one-shot* | *0.315 / 0.782* | *8 000 / 3 (whole job)* | | "
+    "*262 / 0.79 (whole job)* | |"
+)  # quoted from the paper, beside ours
 
 
 def _thousands(n: float) -> str:
@@ -152,8 +206,11 @@ def headline_table(name: str = "images_mnist_all", methods: dict[str, str] = HEA
     from common import COMMITTED, read_jsonl
 
     records = read_jsonl(COMMITTED / f"{name}.jsonl")
-    out = ["| method | test accuracy, median (seeds 0, 1, 2) | comms / site (up + down) | payload MB / site | "
-           "**training MB / site** | simulator wall s, median |", "|---|---|---|---|---|---|"]
+    out = [
+        "| method | test accuracy, median (seeds 0, 1, 2) | comms / site (up + down) | payload MB / site | "
+        "**training MB / site** | simulator wall s, median |",
+        "|---|---|---|---|---|---|",
+    ]
     for method, label in methods.items():
         runs = sorted((r for r in records if r["method"] == method), key=lambda r: r["seed"])
         if not runs:
@@ -162,9 +219,11 @@ def headline_table(name: str = "images_mnist_all", methods: dict[str, str] = HEA
         up, down = (statistics.median(s[i] for s in site) for i in (0, 1))
         per_seed = ", ".join(f"{r['test_accuracy']:.3f}" for r in runs)
         comms = f"{_thousands(up + down)} ({_thousands(up)} + {_thousands(down)})"
-        out.append(f"| {label} | {statistics.median(r['test_accuracy'] for r in runs):.3f} ({per_seed}) | {comms} | "
-                   f"{statistics.median(s[2] for s in site):.3f} | {statistics.median(s[3] for s in site):.3f} | "
-                   f"{statistics.median(r['wall_s'] for r in runs):.0f} |")
+        out.append(
+            f"| {label} | {statistics.median(r['test_accuracy'] for r in runs):.3f} ({per_seed}) | {comms} | "
+            f"{statistics.median(s[2] for s in site):.3f} | {statistics.median(s[3] for s in site):.3f} | "
+            f"{statistics.median(r['wall_s'] for r in runs):.0f} |"
+        )
     return "\n".join(out + ([quoted] if quoted else []))
 
 

@@ -14,6 +14,7 @@ Decisions use val_auc (the jobs' own validation split); test_auc is reported, ne
     python benchmarks/imbalance.py --settings paper distribution_alignment --overlaps 1000 --seeds 0 1 2
     python benchmarks/imbalance.py --table
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,13 +25,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from common import (
+    COMMITTED,
+    DEFAULT_DATA_DIR,
+    DEFAULT_SPLITS,
+    InspectableRuntime,
+    SourceTable,
+    append_jsonl,
+    environment,
+    limit_threads,
+    mean_std,
+    prepare_split,
+    read_jsonl,
+    run_vfl,
+)  # fmt: skip
 from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import roc_auc_score
 
-from common import (
-    COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS, SourceTable, InspectableRuntime, append_jsonl, environment,
-    limit_threads, mean_std, prepare_split, read_jsonl, run_vfl,
-)  # fmt: skip
 from vflflare.algorithms.registry import get_algorithm, make_config
 
 RESULTS = COMMITTED / "imbalance.jsonl"  # compact records: numbers and settings
@@ -58,7 +69,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "bt+t_0.9": {"class_balance": "balanced_threshold", "fewshot_threshold": 0.9},
     "ssl_epochs_3+t_0.9": {"ssl_epochs": 3, "fewshot_threshold": 0.9},
     "ssl_epochs_3+prior_relative_t_0.8": {
-        "ssl_epochs": 3, "fewshot_threshold_mode": "prior_relative", "fewshot_threshold": 0.8,
+        "ssl_epochs": 3,
+        "fewshot_threshold_mode": "prior_relative",
+        "fewshot_threshold": 0.8,
     },
 }
 
@@ -117,8 +130,9 @@ def site_diagnostics(runtime: InspectableRuntime, table: SourceTable) -> dict[st
     return out
 
 
-def run_setting(name: str, overrides: dict[str, Any], overlap: int, seed: int, data_dir: Path, splits: Path,
-                table: SourceTable) -> dict:
+def run_setting(
+    name: str, overrides: dict[str, Any], overlap: int, seed: int, data_dir: Path, splits: Path, table: SourceTable
+) -> dict:
     root = prepare_split(data_dir, overlap, seed, splits)
     record: dict[str, Any] = {"setting": name, "overrides": overrides, "overlap": overlap, "seed": seed}
     for algorithm in ("oneshot", "fewshot"):
@@ -126,8 +140,9 @@ def run_setting(name: str, overrides: dict[str, Any], overlap: int, seed: int, d
         known = {f.name for f in dataclasses.fields(get_algorithm(algorithm).Config)}
         applied = {k: v for k, v in overrides.items() if k in known}
         start = time.perf_counter()
-        result, runtimes = run_vfl(make_config({**applied, "algorithm": algorithm, "seed": seed}), root,
-                                   InspectableRuntime)
+        result, runtimes = run_vfl(
+            make_config({**applied, "algorithm": algorithm, "seed": seed}), root, InspectableRuntime
+        )
         record[algorithm] = {k: result["metrics"][k] for k in ("val_auc", "test_auc")}
         record[algorithm]["wall_s"] = round(time.perf_counter() - start, 2)
         if algorithm == "fewshot":
@@ -153,8 +168,9 @@ def table(records: list[dict]) -> str:
     header = ["N_o", "setting", "one-shot val", "one-shot test", "few-shot val", "few-shot test"]
     header += [title for _, title in DIAG_COLUMNS]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for (overlap, setting), rows in sorted(groups.items(), key=lambda kv: (kv[0][0], list(SETTINGS).index(kv[0][1])
-                                                                          if kv[0][1] in SETTINGS else 99)):
+    for (overlap, setting), rows in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], list(SETTINGS).index(kv[0][1]) if kv[0][1] in SETTINGS else 99)
+    ):
         cells = [str(overlap), LABELS.get(setting, setting)]
         for algorithm in ("oneshot", "fewshot"):
             for metric in ("val_auc", "test_auc"):

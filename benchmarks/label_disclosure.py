@@ -8,26 +8,37 @@ row directions, Alg. 1 line 28) and scores the clusters against the true labels 
     python benchmarks/label_disclosure.py --overlaps 1000 2000 --seeds 0 1 2   # appends to RESULTS
     python benchmarks/label_disclosure.py --table                              # print the table of RESULTS
 """
+
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
 import numpy as np
-
 from common import (
-    COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS, SITES, SourceTable, append_jsonl, environment, job_rows, limit_threads,
-    mean_std, prepare_split, read_jsonl,
+    COMMITTED,
+    DEFAULT_DATA_DIR,
+    DEFAULT_SPLITS,
+    SITES,
+    SourceTable,
+    append_jsonl,
+    environment,
+    job_rows,
+    limit_threads,
+    mean_std,
+    prepare_split,
+    read_jsonl,
 )  # fmt: skip
-from vflflare.protocol.inprocess import InProcessTransport
+
 from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
 from vflflare.algorithms.blocks.representations import reps_of, upload_representations
 from vflflare.algorithms.oneshot import OneShotVFL
-from vflflare.protocol.setup import SERVER, setup_parties
-from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.algorithms.registry import make_config
 from vflflare.data.loading import load_label_tables
 from vflflare.privacy.attacks.leak import cluster_label_agreement
+from vflflare.protocol.inprocess import InProcessTransport
+from vflflare.protocol.setup import SERVER, setup_parties
+from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.seeding import derive_seed
 from vflflare.tracking import LogTracker
 
@@ -52,8 +63,10 @@ def measure(root: Path, seed: int, table: SourceTable, overrides: dict) -> dict[
 def tables(records: list[dict]) -> str:
     """REPORT.md §5: per N_o and label-party head, mean ± std over seeds of each site's cluster-label
     agreement and of the majority-class rate."""
-    lines = ["| N_o | label party's head | seeds | agreement site-1 | agreement site-2 | majority rate |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| N_o | label party's head | seeds | agreement site-1 | agreement site-2 | majority rate |",
+        "|---|---|---|---|---|---|",
+    ]
     for overlap, hidden in sorted({(r["overlap"], r["classifier_hidden"]) for r in records}):
         rows = [r for r in records if r["overlap"] == overlap and r["classifier_hidden"] == hidden]
         head = "linear (default)" if hidden == 0 else f"MLP (hidden {hidden})"
@@ -66,8 +79,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--overlaps", nargs="+", type=int, default=[1000])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--classifier-hidden", nargs="+", type=int, default=[0, 64],
-                        help="label party's head: 0 = linear (the default), else one ReLU hidden layer")
+    parser.add_argument(
+        "--classifier-hidden",
+        nargs="+",
+        type=int,
+        default=[0, 64],
+        help="label party's head: 0 = linear (the default), else one ReLU hidden layer",
+    )
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS)
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; every run is appended")
@@ -82,8 +100,9 @@ def main() -> None:
                 root = prepare_split(args.data_dir, overlap, seed, args.splits)
                 for hidden in args.classifier_hidden:
                     record = measure(root, seed, table, {"classifier_hidden": hidden})
-                    append_jsonl(args.out, {"overlap": overlap, "seed": seed, "classifier_hidden": hidden, **record,
-                                            "env": env})
+                    append_jsonl(
+                        args.out, {"overlap": overlap, "seed": seed, "classifier_hidden": hidden, **record, "env": env}
+                    )
     print(tables(read_jsonl(args.out)))
 
 

@@ -5,6 +5,7 @@ from `vflflare bench report FOLDER --against grid_DATASET`.
 
     .venv/bin/python benchmarks/leaderboard_changes.py    # print both tables
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -66,8 +67,11 @@ def changes_tried() -> str:
 
 def best_neural(rs: list[dict], n: int) -> tuple[float, str] | None:
     """The VFL method with the highest median test AUC over seeds at N_o = n, and that median."""
-    medians = [(float(np.median([r["metrics"]["test_auc"] for r in group])), method)
-               for (_, method, overlap), group in cells(rs).items() if overlap == n and method in VFL_METHODS]
+    medians = [
+        (float(np.median([r["metrics"]["test_auc"] for r in group])), method)
+        for (_, method, overlap), group in cells(rs).items()
+        if overlap == n and method in VFL_METHODS
+    ]
     return max(medians) if medians else None
 
 
@@ -75,11 +79,15 @@ def goal() -> str:
     """Central XGBoost against the best neural method of each recipe, per dataset and N_o; bold where the
     neural method is at or above the trees."""
     columns = [(d, n) for d in DATASETS for n in sorted({r["overlap"] for r in records(None, d)})]
-    trees = {(d, n): float(np.median([r["metrics"]["test_auc"] for r in cells(records(None, d))[(d, TREES, n)]]))
-             for d, n in columns}
-    lines = ["| | " + " | ".join(f"{DATASETS[d]} N_o = {n}" for d, n in columns) + " |",
-             "|---|" + "---|" * len(columns),
-             "| central XGBoost (= vertical XGBoost) | " + " | ".join(f"{trees[c]:.3f}" for c in columns) + " |"]
+    trees = {
+        (d, n): float(np.median([r["metrics"]["test_auc"] for r in cells(records(None, d))[(d, TREES, n)]]))
+        for d, n in columns
+    }
+    lines = [
+        "| | " + " | ".join(f"{DATASETS[d]} N_o = {n}" for d, n in columns) + " |",
+        "|---|" + "---|" * len(columns),
+        "| central XGBoost (= vertical XGBoost) | " + " | ".join(f"{trees[c]:.3f}" for c in columns) + " |",
+    ]
     for stem, name in RECIPES.items():
         row = []
         for d, n in columns:

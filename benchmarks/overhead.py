@@ -18,6 +18,7 @@
     python benchmarks/overhead.py --reps 0 --split-reps 0 --long-reps 3
     python benchmarks/overhead.py --table
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,11 +28,20 @@ import time
 from pathlib import Path
 
 from common import (
-    COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS, SITES, append_jsonl, environment, limit_threads, prepare_split,
-    read_jsonl, run_vfl,
+    COMMITTED,
+    DEFAULT_DATA_DIR,
+    DEFAULT_SPLITS,
+    SITES,
+    append_jsonl,
+    environment,
+    limit_threads,
+    prepare_split,
+    read_jsonl,
+    run_vfl,
 )  # fmt: skip
-from vflflare.cli import simulate
+
 from vflflare.algorithms.registry import make_config
+from vflflare.cli import simulate
 from vflflare.jobs import write_job
 
 RESULTS = COMMITTED / "overhead.jsonl"  # compact records: numbers and settings
@@ -90,8 +100,12 @@ def _median(records: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in records)
 
 
-MEASURES = [("command_s", "whole command (what a user waits for)"), ("job_s", "job (result record `wall_s`)"),
-            ("setup_s", "setup phase"), ("job_without_setup_s", "job without the setup phase")]
+MEASURES = [
+    ("command_s", "whole command (what a user waits for)"),
+    ("job_s", "job (result record `wall_s`)"),
+    ("setup_s", "setup phase"),
+    ("job_without_setup_s", "job without the setup phase"),
+]
 
 
 def _ratio(a: float, b: float) -> str:
@@ -153,13 +167,20 @@ def tables(records: list[dict]) -> str:
             out.append(f"| {title} | " + " | ".join(cells) + " |")
         # runs alternate simulator / in-process, so the i-th of each ran back to back under similar load
         pairs = list(zip(long_sim, long_inproc))
-        out.append("\nLong job, per repetition (simulator / in-process, back-to-back pairs): job "
-                   + ", ".join(f"{a['job_s'] / b['job_s']:.2f}x" for a, b in pairs) + "; whole command "
-                   + ", ".join(f"{a['command_s'] / b['command_s']:.2f}x" for a, b in pairs))
-        out.append("Long job, command - job (s): simulator "
-                   + ", ".join(f"{r['command_s'] - r['job_s']:.1f}" for r in long_sim) + "; setup (s): simulator "
-                   + ", ".join(f"{r['setup_s']:.1f}" for r in long_sim) + "; in-process wall (s): "
-                   + ", ".join(f"{r['command_s']:.1f}" for r in long_inproc))
+        out.append(
+            "\nLong job, per repetition (simulator / in-process, back-to-back pairs): job "
+            + ", ".join(f"{a['job_s'] / b['job_s']:.2f}x" for a, b in pairs)
+            + "; whole command "
+            + ", ".join(f"{a['command_s'] / b['command_s']:.2f}x" for a, b in pairs)
+        )
+        out.append(
+            "Long job, command - job (s): simulator "
+            + ", ".join(f"{r['command_s'] - r['job_s']:.1f}" for r in long_sim)
+            + "; setup (s): simulator "
+            + ", ".join(f"{r['setup_s']:.1f}" for r in long_sim)
+            + "; in-process wall (s): "
+            + ", ".join(f"{r['command_s']:.1f}" for r in long_inproc)
+        )
         same = all(r["metrics"] == long_inproc[0]["metrics"] for r in long_sim + long_inproc)
         out.append(f"Same metrics in every long run: {same} ({long_inproc[0]['metrics']})")
         for mode, rows in (("simulator", long_sim), ("in-process", long_inproc)):
@@ -168,11 +189,15 @@ def tables(records: list[dict]) -> str:
     split = [r for r in records if r["algorithm"] == "vanilla"]
     if split:
         out += [
-            f"\nSplit-NN steps (vanilla VFL, batch 32, {len(SITES)} sites, N_o={OVERLAP}, seed {SEED}): medians over runs\n",
+            f"\nSplit-NN steps (vanilla VFL, batch 32, {len(SITES)} sites, N_o={OVERLAP}, seed {SEED}): medians "
+            f"over runs\n",
             "| mode | runs | timed steps | median step | p90 step | split_training phase / step |",
             "|---|---|---|---|---|---|",
         ]
-        for mode, title in (("simulator", "simulator (cellnet request per site)"), ("inprocess", "in-process (compute only)")):
+        for mode, title in (
+            ("simulator", "simulator (cellnet request per site)"),
+            ("inprocess", "in-process (compute only)"),
+        ):
             rows = [r for r in split if r["mode"] == mode]
             if rows:
                 median = statistics.median(r["step_latency"]["median_ms"] for r in rows)
@@ -187,12 +212,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3, help="repetitions of the one-shot comparison")
     parser.add_argument("--split-reps", type=int, default=1, help="vanilla VFL simulator runs for the step latency")
-    parser.add_argument("--long-reps", type=int, default=0,
-                        help=f"repetitions of the long one-shot job (N_o={LONG_OVERLAP}, ssl_epochs {LONG_SSL_EPOCHS})")
+    parser.add_argument(
+        "--long-reps",
+        type=int,
+        default=0,
+        help=f"repetitions of the long one-shot job (N_o={LONG_OVERLAP}, ssl_epochs {LONG_SSL_EPOCHS})",
+    )
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS)
-    parser.add_argument("--work", type=Path, default=Path("/tmp/vflflare-bench/overhead"),
-                        help="job folders and simulator workspaces")
+    parser.add_argument(
+        "--work", type=Path, default=Path("/tmp/vflflare-bench/overhead"), help="job folders and simulator workspaces"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--table", action="store_true", help="only print the tables of --out")
     args = parser.parse_args()
@@ -213,9 +243,12 @@ def main() -> None:
             else:
                 record = run_in_process(algorithm, roots[scenario], scenario)
             append_jsonl(args.out, {**record, "rep": rep, "config": _overrides(algorithm, scenario), "env": env})
-            print(f"{mode:10s} {algorithm:8s} {scenario} rep {rep}: command {record['command_s']:.1f} s, "
-                  f"job {record['job_s']:.1f} s,"
-                  f" without setup {record['job_without_setup_s']:.1f} s, step {record['step_latency']}", flush=True)
+            print(
+                f"{mode:10s} {algorithm:8s} {scenario} rep {rep}: command {record['command_s']:.1f} s, "
+                f"job {record['job_s']:.1f} s,"
+                f" without setup {record['job_without_setup_s']:.1f} s, step {record['step_latency']}",
+                flush=True,
+            )
     print(tables(read_jsonl(args.out)))
 
 

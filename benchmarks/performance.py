@@ -37,6 +37,7 @@ benchmarks/results/performance/<part>.jsonl; runs already recorded are skipped.
     python benchmarks/performance.py --overhead /tmp/before /tmp/after --reps 5
     python benchmarks/performance.py --table
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,16 +68,29 @@ FEDHSSL_SEEDS = (3, 4, 5)
 
 
 def vflflare(*args: str, env: dict | None = None) -> None:
-    subprocess.run([sys.executable, "-m", "vflflare.cli", *args], check=True, env=env, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "vflflare.cli", *args],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def inprocess(method: str, seed: int, work: Path, extra: dict) -> dict:
     algorithm, overrides = METHODS[method]
     overrides = {**overrides, **(FEDHSSL if method == "fedhssl" else {}), **extra, "seed": seed}
     out = work / f"{method}_{seed}_{abs(hash(json.dumps(extra, sort_keys=True)))}.json"
-    vflflare("inprocess", "--algorithm", algorithm, "--data-root", str(split(seed, SPLIT_ARGS.get(method, ()))),
-             "--json", str(out), *sets(overrides))
+    vflflare(
+        "inprocess",
+        "--algorithm",
+        algorithm,
+        "--data-root",
+        str(split(seed, SPLIT_ARGS.get(method, ()))),
+        "--json",
+        str(out),
+        *sets(overrides),
+    )
     record = json.loads(out.read_text())
     if "error" in record:
         raise RuntimeError(f"{method} seed {seed} {extra}: {record['error']}")
@@ -91,12 +105,20 @@ def run_grid(path: Path, jobs: list[tuple[str, int, dict]]) -> None:
                 continue
             result = inprocess(method, seed, Path(work), extra)
             comm = result["communication"]
-            append_jsonl(path, {
-                "method": method, "seed": seed, "settings": extra, "metrics": result["metrics"],
-                "payload_bytes": comm["total"]["payload_bytes"], "wire_bytes": comm["total"]["wire_bytes"],
-                "rounds": comm["rounds"], "split_epochs": result.get("training", {}).get("split_epochs"),
-                "env": environment(),
-            })
+            append_jsonl(
+                path,
+                {
+                    "method": method,
+                    "seed": seed,
+                    "settings": extra,
+                    "metrics": result["metrics"],
+                    "payload_bytes": comm["total"]["payload_bytes"],
+                    "wire_bytes": comm["total"]["wire_bytes"],
+                    "rounds": comm["rounds"],
+                    "split_epochs": result.get("training", {}).get("split_epochs"),
+                    "env": environment(),
+                },
+            )
             print(f"{method} seed {seed} {extra}: {result['metrics']}", flush=True)
 
 
@@ -109,24 +131,61 @@ def pipeline_wan(m: int, seeds: tuple[int, ...]) -> None:
                 if (seed, per_step) in done:
                     continue
                 job = Path(work) / f"vanilla_{seed}_{per_step}"
-                vflflare("jobs", "--out", str(job), "--name", "vanilla", "--algorithm", "vanilla",
-                         *sets({"seed": seed, "batches_per_step": per_step}))
+                vflflare(
+                    "jobs",
+                    "--out",
+                    str(job),
+                    "--name",
+                    "vanilla",
+                    "--algorithm",
+                    "vanilla",
+                    *sets({"seed": seed, "batches_per_step": per_step}),
+                )
                 start = time.monotonic()
-                proc = subprocess.run(["bash", str(REPO / "poc" / "run.sh"), str(job / "vanilla"), "--data-root",
-                                       str(split(seed)), "--workspace", str(job / "poc"), "--port", str(free_port()),
-                                       "--start-timeout", "180", "--link-rtt-ms", "100", "--link-mbit", "1000"],
-                                      capture_output=True, text=True)
+                proc = subprocess.run(
+                    [
+                        "bash",
+                        str(REPO / "poc" / "run.sh"),
+                        str(job / "vanilla"),
+                        "--data-root",
+                        str(split(seed)),
+                        "--workspace",
+                        str(job / "poc"),
+                        "--port",
+                        str(free_port()),
+                        "--start-timeout",
+                        "180",
+                        "--link-rtt-ms",
+                        "100",
+                        "--link-mbit",
+                        "1000",
+                    ],
+                    capture_output=True,
+                    text=True,
+                )
                 results = next((job / "poc" / "results").rglob("vflflare_results.json"), None)
                 if proc.returncode != 0 or results is None:
-                    raise RuntimeError(f"POC vanilla seed {seed} m {per_step}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+                    raise RuntimeError(
+                        f"POC vanilla seed {seed} m {per_step}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+                    )
                 record = json.loads(results.read_text())
-                append_jsonl(path, {
-                    "seed": seed, "batches_per_step": per_step, "rtt_ms": 100, "metrics": record["metrics"],
-                    "command_s": round(time.monotonic() - start, 2), "job_s": record["wall_s"],
-                    "split_training_s": next(p["wall_s"] for p in record["phases"] if p["name"] == "split_training"),
-                    "rounds": record["communication"]["rounds"], "step_latency": record["step_latency"],
-                    "env": environment(),
-                })
+                append_jsonl(
+                    path,
+                    {
+                        "seed": seed,
+                        "batches_per_step": per_step,
+                        "rtt_ms": 100,
+                        "metrics": record["metrics"],
+                        "command_s": round(time.monotonic() - start, 2),
+                        "job_s": record["wall_s"],
+                        "split_training_s": next(
+                            p["wall_s"] for p in record["phases"] if p["name"] == "split_training"
+                        ),
+                        "rounds": record["communication"]["rounds"],
+                        "step_latency": record["step_latency"],
+                        "env": environment(),
+                    },
+                )
                 print(f"seed {seed} m {per_step}: job {record['wall_s']:.1f} s, {record['metrics']}", flush=True)
 
 
@@ -140,11 +199,15 @@ def fedhssl_cost(seeds: tuple[int, ...]) -> None:
         for overrides in ({}, FEDHSSL_CHEAP):
             if (seed, json.dumps(overrides, sort_keys=True)) in done:
                 continue
-            record = fedhssl.run_one("FedHSSL", "credit_default", 200, seed, overrides, fedhssl.DEFAULT_DATA_DIR,
-                                     fedhssl.SPLITS)
+            record = fedhssl.run_one(
+                "FedHSSL", "credit_default", 200, seed, overrides, fedhssl.DEFAULT_DATA_DIR, fedhssl.SPLITS
+            )
             append_jsonl(path, record)
-            print(f"seed {seed} {overrides}: test AUC {record['metrics']['test_auc']:.4f}, {record['wall_s']} s, "
-                  f"{sum(record['mb_per_site'].values()):.0f} MB per site", flush=True)
+            print(
+                f"seed {seed} {overrides}: test AUC {record['metrics']['test_auc']:.4f}, {record['wall_s']} s, "
+                f"{sum(record['mb_per_site'].values()):.0f} MB per site",
+                flush=True,
+            )
 
 
 def overhead(trees: list[str], reps: int) -> None:
@@ -157,14 +220,30 @@ def overhead(trees: list[str], reps: int) -> None:
                 job = Path(work) / f"job_{rep}_{Path(tree).name}"
                 vflflare("jobs", "--out", str(job), "--name", "oneshot", "--algorithm", "oneshot", env=env)
                 timings = {}
-                for mode, args in (("simulate", ["simulate", str(job / "oneshot"), "-w", str(job / "ws"), "-n", "2",
-                                                 "-t", "2", "--data-root", str(root)]),
-                                   ("inprocess", ["inprocess", "--algorithm", "oneshot", "--data-root", str(root)])):
+                for mode, args in (
+                    (
+                        "simulate",
+                        [
+                            "simulate",
+                            str(job / "oneshot"),
+                            "-w",
+                            str(job / "ws"),
+                            "-n",
+                            "2",
+                            "-t",
+                            "2",
+                            "--data-root",
+                            str(root),
+                        ],
+                    ),
+                    ("inprocess", ["inprocess", "--algorithm", "oneshot", "--data-root", str(root)]),
+                ):
                     start = time.monotonic()
                     vflflare(*args, env=env)
                     timings[mode] = round(time.monotonic() - start, 2)
-                commit = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True).stdout.strip()
+                commit = subprocess.run(
+                    ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+                ).stdout.strip()
                 append_jsonl(path, {"tree": commit, "rep": rep, **timings, "env": environment()})
                 print(f"{commit} rep {rep}: {timings}", flush=True)
 
@@ -185,8 +264,9 @@ def imports(trees: list[str], reps: int) -> None:
                 start = time.monotonic()
                 subprocess.run([sys.executable, *args], env=env, check=True, stdout=subprocess.DEVNULL)
                 timings[name] = round(time.monotonic() - start, 3)
-            commit = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                    text=True).stdout.strip()
+            commit = subprocess.run(
+                ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+            ).stdout.strip()
             append_jsonl(path, {"tree": commit, "rep": rep, **timings, "env": environment()})
             print(f"{commit} rep {rep}: {timings}", flush=True)
 
@@ -196,10 +276,16 @@ def image_views(trees: list[str], reps: int) -> None:
     for rep in range(reps):
         for tree in trees:
             env = {**os.environ, "PYTHONPATH": str(Path(tree) / "custom")}
-            out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "image_views_speed.py"), "--json"], env=env,
-                                 check=True, capture_output=True, text=True).stdout
-            commit = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                    text=True).stdout.strip()
+            out = subprocess.run(
+                [sys.executable, str(REPO / "benchmarks" / "image_views_speed.py"), "--json"],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            commit = subprocess.run(
+                ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+            ).stdout.strip()
             for line in out.splitlines():
                 append_jsonl(path, {"tree": commit, "rep": rep, **json.loads(line), "env": environment()})
             print(f"{commit} rep {rep}: {out.strip()}", flush=True)
@@ -207,8 +293,11 @@ def image_views(trees: list[str], reps: int) -> None:
 
 def _median_diff(records: list[dict], key: str, base: dict, other: dict, seeds: tuple[int, ...], metric: str) -> float:
     by = {(r["method"], r["seed"], json.dumps(r["settings"], sort_keys=True)): r for r in records}
-    diffs = [by[(key, s, json.dumps(other, sort_keys=True))]["metrics"][metric]
-             - by[(key, s, json.dumps(base, sort_keys=True))]["metrics"][metric] for s in seeds]
+    diffs = [
+        by[(key, s, json.dumps(other, sort_keys=True))]["metrics"][metric]
+        - by[(key, s, json.dumps(base, sort_keys=True))]["metrics"][metric]
+        for s in seeds
+    ]
     return statistics.median(diffs)
 
 
@@ -217,9 +306,12 @@ def wire_table() -> str:
     wire = read_jsonl(OUT / "wire.jsonl")
     if wire:
         methods = [m for m in METHODS if any(r["method"] == m for r in wire)]
-        out += ["wire_dtype, in process, seeds 0-2: median test AUC (median paired difference to float32) and "
-                "payload bytes relative to float32\n",
-                "| method | " + " | ".join(DTYPES) + " |", "|---|" + "---|" * len(DTYPES)]
+        out += [
+            "wire_dtype, in process, seeds 0-2: median test AUC (median paired difference to float32) and "
+            "payload bytes relative to float32\n",
+            "| method | " + " | ".join(DTYPES) + " |",
+            "|---|" + "---|" * len(DTYPES),
+        ]
         for method in methods:
             rows = {d: [r for r in wire if r["method"] == method and r["settings"]["wire_dtype"] == d] for d in DTYPES}
             if any(len(rows[d]) < len(CHOOSE_SEEDS) for d in DTYPES):
@@ -228,7 +320,9 @@ def wire_table() -> str:
             cells = []
             for d in DTYPES:
                 auc = statistics.median(r["metrics"]["test_auc"] for r in rows[d])
-                diff = _median_diff(wire, method, {"wire_dtype": "float32"}, {"wire_dtype": d}, CHOOSE_SEEDS, "test_auc")
+                diff = _median_diff(
+                    wire, method, {"wire_dtype": "float32"}, {"wire_dtype": d}, CHOOSE_SEEDS, "test_auc"
+                )
                 ratio = statistics.median(r["payload_bytes"] for r in rows[d]) / base_bytes
                 cells.append(f"{auc:.4f}" + ("" if d == "float32" else f" ({diff:+.4f}), {ratio:.2f}x"))
             out.append(f"| {method} | " + " | ".join(cells) + " |")
@@ -239,21 +333,29 @@ def pipeline_table() -> str:
     out: list[str] = []
     pipe = read_jsonl(OUT / "pipeline.jsonl")
     if pipe:
-        out += ["vanilla, batches_per_step m, in process: median AUC (per seed), the median of the per-seed "
-                "differences to m = 1, and round trips per run (median)\n",
-                "| m | val AUC, seeds 0-2 | Δ val | test AUC, seeds 3-5 | Δ test | round trips |",
-                "|---|---|---|---|---|---|"]
+        out += [
+            "vanilla, batches_per_step m, in process: median AUC (per seed), the median of the per-seed "
+            "differences to m = 1, and round trips per run (median)\n",
+            "| m | val AUC, seeds 0-2 | Δ val | test AUC, seeds 3-5 | Δ test | round trips |",
+            "|---|---|---|---|---|---|",
+        ]
         for m in PIPELINE:
             rows = sorted((r for r in pipe if r["settings"]["batches_per_step"] == m), key=lambda r: r["seed"])
             if len(rows) < 6:
                 continue
             val = [r["metrics"]["val_auc"] for r in rows if r["seed"] in CHOOSE_SEEDS]
             test = [r["metrics"]["test_auc"] for r in rows if r["seed"] in CONFIRM_SEEDS]
-            dv = _median_diff(pipe, "vanilla", {"batches_per_step": 1}, {"batches_per_step": m}, CHOOSE_SEEDS, "val_auc")
-            dt = _median_diff(pipe, "vanilla", {"batches_per_step": 1}, {"batches_per_step": m}, CONFIRM_SEEDS, "test_auc")
+            dv = _median_diff(
+                pipe, "vanilla", {"batches_per_step": 1}, {"batches_per_step": m}, CHOOSE_SEEDS, "val_auc"
+            )
+            dt = _median_diff(
+                pipe, "vanilla", {"batches_per_step": 1}, {"batches_per_step": m}, CONFIRM_SEEDS, "test_auc"
+            )
             trips = statistics.median(sum(r["rounds"].values()) for r in rows)
-            out.append(f"| {m} | {statistics.median(val):.4f} ({', '.join(f'{v:.3f}' for v in val)}) | {dv:+.4f} | "
-                       f"{statistics.median(test):.4f} ({', '.join(f'{v:.3f}' for v in test)}) | {dt:+.4f} | {trips:.0f} |")
+            out.append(
+                f"| {m} | {statistics.median(val):.4f} ({', '.join(f'{v:.3f}' for v in val)}) | {dv:+.4f} | "
+                f"{statistics.median(test):.4f} ({', '.join(f'{v:.3f}' for v in test)}) | {dt:+.4f} | {trips:.0f} |"
+            )
     return "\n".join(out)
 
 
@@ -261,17 +363,23 @@ def pipeline_wan_table() -> str:
     out: list[str] = []
     wan = read_jsonl(OUT / "pipeline_wan.jsonl")
     if wan:
-        out += ["vanilla in a real POC over a 100 ms link, batches_per_step 1 and m, run alternately: epochs run "
-                "(early stopping), split-NN training time per epoch, and its ratio to m = 1's on the same seed\n",
-                "| seed | m | epochs | job wall (s) | split training (s) | per epoch (s) | m = 1 / m, per epoch | step median (ms) "
-                "| test AUC |", "|---|---|---|---|---|---|---|---|---|"]
+        out += [
+            "vanilla in a real POC over a 100 ms link, batches_per_step 1 and m, run alternately: epochs run "
+            "(early stopping), split-NN training time per epoch, and its ratio to m = 1's on the same seed\n",
+            "| seed | m | epochs | job wall (s) | split training (s) | per epoch (s) | m = 1 / m, per epoch | "
+            "step median (ms) "
+            "| test AUC |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in sorted(wan, key=lambda r: (r["seed"], r["batches_per_step"])):
             base = next((b for b in wan if b["seed"] == r["seed"] and b["batches_per_step"] == 1), None)
             epochs = _epochs(r)
             ratio = f"{_per_epoch(base) / _per_epoch(r):.2f}x" if base and r["batches_per_step"] != 1 else ""
-            out.append(f"| {r['seed']} | {r['batches_per_step']} | {epochs} | {r['job_s']:.1f} | "
-                       f"{r['split_training_s']:.1f} | {_per_epoch(r):.2f} | {ratio} | "
-                       f"{r['step_latency']['median_ms']:.0f} | {r['metrics']['test_auc']:.4f} |")
+            out.append(
+                f"| {r['seed']} | {r['batches_per_step']} | {epochs} | {r['job_s']:.1f} | "
+                f"{r['split_training_s']:.1f} | {_per_epoch(r):.2f} | {ratio} | "
+                f"{r['step_latency']['median_ms']:.0f} | {r['metrics']['test_auc']:.4f} |"
+            )
     return "\n".join(out)
 
 
@@ -279,10 +387,13 @@ def fedhssl_table() -> str:
     out: list[str] = []
     runs = read_jsonl(OUT / "fedhssl.jsonl")
     if runs:
-        out += ["FedHSSL, credit default, 200 labeled rows, in process, one torch thread: the package default against "
-                f"{', '.join(f'{k}={v}' for k, v in FEDHSSL_CHEAP.items())}, side by side per seed\n",
-                "| seed | default test AUC | cheaper test AUC | Δ | default wall (s) | cheaper wall (s) | wall ratio | "
-                "default MB per site | cheaper MB per site | bytes ratio |", "|---|" + "---|" * 9]
+        out += [
+            "FedHSSL, credit default, 200 labeled rows, in process, one torch thread: the package default against "
+            f"{', '.join(f'{k}={v}' for k, v in FEDHSSL_CHEAP.items())}, side by side per seed\n",
+            "| seed | default test AUC | cheaper test AUC | Δ | default wall (s) | cheaper wall (s) | wall ratio | "
+            "default MB per site | cheaper MB per site | bytes ratio |",
+            "|---|" + "---|" * 9,
+        ]
         pairs = []
         for seed in sorted({r["seed"] for r in runs}):
             base = next((r for r in runs if r["seed"] == seed and not r["overrides"]), None)
@@ -292,39 +403,55 @@ def fedhssl_table() -> str:
             mb = [sum(r["mb_per_site"].values()) for r in (base, cheap)]
             auc = [r["metrics"]["test_auc"] for r in (base, cheap)]
             pairs.append((auc, [base["wall_s"], cheap["wall_s"]], mb))
-            out.append(f"| {seed} | {auc[0]:.4f} | {auc[1]:.4f} | {auc[1] - auc[0]:+.4f} | {base['wall_s']:.0f} | "
-                       f"{cheap['wall_s']:.0f} | {base['wall_s'] / cheap['wall_s']:.1f}x | {mb[0]:.0f} | {mb[1]:.0f} | "
-                       f"{mb[0] / mb[1]:.1f}x |")
+            out.append(
+                f"| {seed} | {auc[0]:.4f} | {auc[1]:.4f} | {auc[1] - auc[0]:+.4f} | {base['wall_s']:.0f} | "
+                f"{cheap['wall_s']:.0f} | {base['wall_s'] / cheap['wall_s']:.1f}x | {mb[0]:.0f} | {mb[1]:.0f} | "
+                f"{mb[0] / mb[1]:.1f}x |"
+            )
         if pairs:
             med = statistics.median
-            out.append(f"| median | {med(p[0][0] for p in pairs):.4f} | {med(p[0][1] for p in pairs):.4f} | "
-                       f"{med(p[0][1] - p[0][0] for p in pairs):+.4f} | {med(p[1][0] for p in pairs):.0f} | "
-                       f"{med(p[1][1] for p in pairs):.0f} | {med(p[1][0] / p[1][1] for p in pairs):.1f}x | "
-                       f"{med(p[2][0] for p in pairs):.0f} | {med(p[2][1] for p in pairs):.0f} | "
-                       f"{med(p[2][0] / p[2][1] for p in pairs):.1f}x |")
-            out += ["\nWhere the time and bytes go: each phase's wall time and MB per site, median over the seeds\n",
-                    "| phase | default wall (s) | cheaper wall (s) | default MB per site | cheaper MB per site |",
-                    "|---|---|---|---|---|"]
+            out.append(
+                f"| median | {med(p[0][0] for p in pairs):.4f} | {med(p[0][1] for p in pairs):.4f} | "
+                f"{med(p[0][1] - p[0][0] for p in pairs):+.4f} | {med(p[1][0] for p in pairs):.0f} | "
+                f"{med(p[1][1] for p in pairs):.0f} | {med(p[1][0] / p[1][1] for p in pairs):.1f}x | "
+                f"{med(p[2][0] for p in pairs):.0f} | {med(p[2][1] for p in pairs):.0f} | "
+                f"{med(p[2][0] / p[2][1] for p in pairs):.1f}x |"
+            )
+            out += [
+                "\nWhere the time and bytes go: each phase's wall time and MB per site, median over the seeds\n",
+                "| phase | default wall (s) | cheaper wall (s) | default MB per site | cheaper MB per site |",
+                "|---|---|---|---|---|",
+            ]
             for phase in runs[0]["phase_wall_s"]:
-                cells = [med(r[key].get(phase, 0.0) for r in runs if bool(r["overrides"]) == cheap)
-                         for key in ("phase_wall_s", "mb_per_site") for cheap in (False, True)]
+                cells = [
+                    med(r[key].get(phase, 0.0) for r in runs if bool(r["overrides"]) == cheap)
+                    for key in ("phase_wall_s", "mb_per_site")
+                    for cheap in (False, True)
+                ]
                 out.append(f"| {phase} | {cells[0]:.1f} | {cells[1]:.1f} | {cells[2]:.1f} | {cells[3]:.1f} |")
     return "\n".join(out)
 
 
 def mnist_simulator_table() -> str:
-    runs = sorted((r for r in read_jsonl(COMMITTED / "images_mnist_all.jsonl") if r["method"] == "oneshot"),
-                  key=lambda r: r["seed"])
+    runs = sorted(
+        (r for r in read_jsonl(COMMITTED / "images_mnist_all.jsonl") if r["method"] == "oneshot"),
+        key=lambda r: r["seed"],
+    )
     if not runs:
         return ""
-    out = ["one-shot on all of MNIST halves (N_o 256) in `nvflare simulator`, 2 sites, package defaults\n",
-           "| seed | test accuracy | simulator wall (s) | local_ssl (s) | training MB per site |", "|---|---|---|---|---|"]
+    out = [
+        "one-shot on all of MNIST halves (N_o 256) in `nvflare simulator`, 2 sites, package defaults\n",
+        "| seed | test accuracy | simulator wall (s) | local_ssl (s) | training MB per site |",
+        "|---|---|---|---|---|",
+    ]
     for r in runs + [None]:
         rows = [r] if r else runs
         ssl = [next(p["wall_s"] for p in x["phases_s"] if p["name"] == "local_ssl") for x in rows]
-        out.append(f"| {r['seed'] if r else 'median'} | {statistics.median(x['test_accuracy'] for x in rows):.4f} | "
-                   f"{statistics.median(x['wall_s'] for x in rows):.0f} | {statistics.median(ssl):.0f} | "
-                   f"{statistics.median(x['per_site']['site-1'][3] for x in rows):.3f} |")
+        out.append(
+            f"| {r['seed'] if r else 'median'} | {statistics.median(x['test_accuracy'] for x in rows):.4f} | "
+            f"{statistics.median(x['wall_s'] for x in rows):.0f} | {statistics.median(ssl):.0f} | "
+            f"{statistics.median(x['per_site']['site-1'][3] for x in rows):.3f} |"
+        )
     return "\n".join(out)
 
 
@@ -347,11 +474,17 @@ def imports_table() -> str:
     out: list[str] = []
     probes = read_jsonl(OUT / "imports.jsonl")
     if probes:
-        out += ["Before any work, medians of alternating runs (s)\n",
-                "| code | " + " | ".join(IMPORT_PROBES) + " | runs |", "|---|" + "---|" * (len(IMPORT_PROBES) + 1)]
+        out += [
+            "Before any work, medians of alternating runs (s)\n",
+            "| code | " + " | ".join(IMPORT_PROBES) + " | runs |",
+            "|---|" + "---|" * (len(IMPORT_PROBES) + 1),
+        ]
         for tree, rows in _by_tree(probes).items():
-            out.append(f"| {tree} | " + " | ".join(f"{statistics.median(r[n] for r in rows):.2f}" for n in IMPORT_PROBES)
-                       + f" | {len(rows)} |")
+            out.append(
+                f"| {tree} | "
+                + " | ".join(f"{statistics.median(r[n] for r in rows):.2f}" for n in IMPORT_PROBES)
+                + f" | {len(rows)} |"
+            )
     return "\n".join(out)
 
 
@@ -359,8 +492,11 @@ def image_views_table() -> str:
     out: list[str] = []
     views = read_jsonl(OUT / "image_views.jsonl")
     if views:
-        out += ["Image views, ms per image and view (one torch thread), medians of alternating runs\n",
-                "| batch | code | FixMatch weak | FixMatch strong | SimSiam | runs |", "|---|---|---|---|---|---|"]
+        out += [
+            "Image views, ms per image and view (one torch thread), medians of alternating runs\n",
+            "| batch | code | FixMatch weak | FixMatch strong | SimSiam | runs |",
+            "|---|---|---|---|---|---|",
+        ]
         for batch in dict.fromkeys(r["batch"] for r in views):
             for tree in dict.fromkeys(r["tree"] for r in views):
                 rows = [r["ms_per_view"] for r in views if r["batch"] == batch and r["tree"] == tree]
@@ -373,17 +509,27 @@ def overhead_table() -> str:
     out: list[str] = []
     over = read_jsonl(OUT / "overhead.jsonl")
     if over:
-        out += ["One-shot, whole command, medians (alternating runs): `vflflare simulate` against `vflflare inprocess`\n",
-                "| code | simulate (s) | inprocess (s) | ratio | runs |", "|---|---|---|---|---|"]
+        out += [
+            "One-shot, whole command, medians (alternating runs): `vflflare simulate` against `vflflare inprocess`\n",
+            "| code | simulate (s) | inprocess (s) | ratio | runs |",
+            "|---|---|---|---|---|",
+        ]
         for tree, rows in _by_tree(over).items():
             sim, inp = statistics.median(r["simulate"] for r in rows), statistics.median(r["inprocess"] for r in rows)
             out.append(f"| {tree} | {sim:.1f} | {inp:.1f} | {sim / inp:.2f}x | {len(rows)} |")
     return "\n".join(out)
 
 
-TABLES = {"wire": wire_table, "pipeline": pipeline_table, "pipeline_wan": pipeline_wan_table, "fedhssl": fedhssl_table,
-          "mnist_simulator": mnist_simulator_table,
-          "imports": imports_table, "image_views": image_views_table, "overhead": overhead_table}
+TABLES = {
+    "wire": wire_table,
+    "pipeline": pipeline_table,
+    "pipeline_wan": pipeline_wan_table,
+    "fedhssl": fedhssl_table,
+    "mnist_simulator": mnist_simulator_table,
+    "imports": imports_table,
+    "image_views": image_views_table,
+    "overhead": overhead_table,
+}
 
 
 def tables() -> str:
@@ -406,11 +552,14 @@ def main() -> int:
     if args.table:
         print(tables())
     if args.wire:
-        run_grid(OUT / "wire.jsonl", [(m, s, {"wire_dtype": d}) for m in args.methods for s in CHOOSE_SEEDS
-                                      for d in DTYPES])
+        run_grid(
+            OUT / "wire.jsonl", [(m, s, {"wire_dtype": d}) for m in args.methods for s in CHOOSE_SEEDS for d in DTYPES]
+        )
     if args.pipeline:
-        run_grid(OUT / "pipeline.jsonl", [("vanilla", s, {"batches_per_step": m}) for s in CHOOSE_SEEDS + CONFIRM_SEEDS
-                                          for m in PIPELINE])
+        run_grid(
+            OUT / "pipeline.jsonl",
+            [("vanilla", s, {"batches_per_step": m}) for s in CHOOSE_SEEDS + CONFIRM_SEEDS for m in PIPELINE],
+        )
     if args.pipeline_wan:
         pipeline_wan(args.pipeline_wan, CHOOSE_SEEDS)
     if args.fedhssl:

@@ -47,6 +47,7 @@ they recover (beside the majority-class rate), and Marvell (binary) is left out.
     python benchmarks/privacy.py --confirm --seeds 3 4 5 --workers 2
     python benchmarks/privacy.py --table
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,7 +60,14 @@ from pathlib import Path
 from typing import Any
 
 from common import (
-    COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS, SourceTable, append_jsonl, environment, limit_threads, prepare_split,
+    COMMITTED,
+    DEFAULT_DATA_DIR,
+    DEFAULT_SPLITS,
+    SourceTable,
+    append_jsonl,
+    environment,
+    limit_threads,
+    prepare_split,
     read_jsonl,
 )
 
@@ -71,26 +79,49 @@ PLOT = Path(__file__).resolve().parent / "privacy_credit_default.png"
 MNIST_PLOT = Path(__file__).resolve().parent / "privacy_mnist.png"
 OVERLAP = 1000
 ALGORITHMS: dict[str, dict[str, Any]] = {
-    "oneshot": {}, "fewshot": {}, "vanilla": {}, "fedbcd": {}, "ssvfl_i": {}, "ssvfl_c": {},
-    "vflhlp": {"label_owner": "site-1"}, "fedhssl": {"global_iterations": 10},
+    "oneshot": {},
+    "fewshot": {},
+    "vanilla": {},
+    "fedbcd": {},
+    "ssvfl_i": {},
+    "ssvfl_c": {},
+    "vflhlp": {"label_owner": "site-1"},
+    "fedhssl": {"global_iterations": 10},
 }
 NORMALIZED = {"gradient_clip": 1.0, "gradient_normalize": True}
 # the grid: (row name, settings, the channels of which the algorithm needs one), in table order
 GRID: list[tuple[str, dict[str, Any], frozenset[str]]] = [
     ("none", {}, frozenset()),
-    *((f"label_dp_epsilon {e:g}", {"label_dp_epsilon": e}, frozenset({"gradients", "probabilities"}))
-      for e in (1.0, 4.0)),
+    *(
+        (f"label_dp_epsilon {e:g}", {"label_dp_epsilon": e}, frozenset({"gradients", "probabilities"}))
+        for e in (1.0, 4.0)
+    ),
     *((f"gradient_noise {z:g}", {**NORMALIZED, "gradient_noise": z}, frozenset({"gradients"})) for z in (1.0, 3.0)),
-    *((f"gradient_dp_epsilon {e:g}", {**NORMALIZED, "gradient_dp_epsilon": e, "gradient_dp_delta": 1e-5},
-       frozenset({"gradients"})) for e in (2.0, 8.0)),
+    *(
+        (
+            f"gradient_dp_epsilon {e:g}",
+            {**NORMALIZED, "gradient_dp_epsilon": e, "gradient_dp_delta": 1e-5},
+            frozenset({"gradients"}),
+        )
+        for e in (2.0, 8.0)
+    ),
     *((f"gradient_marvell {s:g}", {"gradient_marvell": s}, frozenset({"gradients"})) for s in (1.0, 4.0)),
     ("representation_noise 1", {"representation_noise": 1.0}, frozenset({"representations"})),
 ]
 ROW_ORDER = [name for name, _, _ in GRID]
 # the adaptive suite's label attacks, in table order (a column only where some run has it)
-ATTACKS = ("gradient_norm", "gradient_direction", "gradient_clusters", "known_init_projection", "multi_pass_norm",
-           "multi_pass_direction", "multi_pass_clusters", "seed_replay_gradients", "seed_replay_label_dp",
-           "probability_clusters")
+ATTACKS = (
+    "gradient_norm",
+    "gradient_direction",
+    "gradient_clusters",
+    "known_init_projection",
+    "multi_pass_norm",
+    "multi_pass_direction",
+    "multi_pass_clusters",
+    "seed_replay_gradients",
+    "seed_replay_label_dp",
+    "probability_clusters",
+)
 GOAL_LEAK = 0.60  # the rule's leak bound (median strongest leak, seeds 0-2)
 GOAL_COST = 0.02  # the most AUC a defense may cost (validation for the trade-off row; test on seeds 3-5)
 ONESHOT_GOAL = (0.65, 0.70)  # issue 36's goal for one-shot: strongest leak <= 0.65 at test AUC >= 0.70
@@ -108,6 +139,7 @@ def split_root(algorithm: str, seed: int, data_dir: Path, dataset: str = "credit
     if dataset != MNIST:
         return prepare_split(data_dir, OVERLAP, seed, DEFAULT_SPLITS, label_owner=owner, active_site_labels=bool(owner))
     import images
+
     from vflflare import cli
 
     out = images.split_dir("cpu", MNIST, MNIST_OVERLAP, seed, DEFAULT_SPLITS)
@@ -159,13 +191,18 @@ def privacy_of(result: dict[str, Any]) -> dict[str, Any]:
     """The run's privacy record (private-source kinds, the DP accounting), less the streams' prose."""
     record = result.get("privacy", {})
     dp = record.get("dp", {})
-    streams = {name: {k: v for k, v in stream.items() if k != "covers"} for name, stream in dp.get("streams", {}).items()}
-    return {"private_randomness": record.get("private_randomness", {}),
-            **({"dp": {"streams": streams, "no_guarantee": dp.get("no_guarantee", [])}} if dp else {})}
+    streams = {
+        name: {k: v for k, v in stream.items() if k != "covers"} for name, stream in dp.get("streams", {}).items()
+    }
+    return {
+        "private_randomness": record.get("private_randomness", {}),
+        **({"dp": {"streams": streams, "no_guarantee": dp.get("no_guarantee", [])}} if dp else {}),
+    }
 
 
-def run_one(algorithm: str, seed: int, row: str, defense: dict[str, Any], data_dir: Path,
-            dataset: str = "credit_default") -> dict[str, Any]:
+def run_one(
+    algorithm: str, seed: int, row: str, defense: dict[str, Any], data_dir: Path, dataset: str = "credit_default"
+) -> dict[str, Any]:
     from vflflare.algorithms.registry import make_config
     from vflflare.privacy.attack_run import attack_run
     from vflflare.privacy.private_randomness import PRIVATE_SEED_ENV
@@ -178,23 +215,37 @@ def run_one(algorithm: str, seed: int, row: str, defense: dict[str, Any], data_d
     start = time.monotonic()
     result = attack_run(cfg, ["site-1", "site-2"], str(root), unaligned_labels=truth(data_dir, dataset))
     per_site = result["communication"]["per_site"]
-    return compact({
-        "algorithm": algorithm, "seed": seed, "row": row, "overlap": MNIST_OVERLAP if dataset == MNIST else OVERLAP,
-        **({"dataset": dataset} if dataset == MNIST else {}), "defenses": result["defenses"],
-        "settings": settings, "metrics": result["metrics"], "leak": result["leak"],
-        **({"optimal_leak_bound": result["optimal_leak_bound"]} if "optimal_leak_bound" in result else {}),
-        "privacy": privacy_of(result), "gradient_norm_median": result["gradient_norm_median"],
-        "majority": result["majority"], "mb_per_site": max(v["payload_bytes"] for v in per_site.values()) / 1e6,
-        "wall_s": round(time.monotonic() - start, 1), "env": environment(),
-    })
+    return compact(
+        {
+            "algorithm": algorithm,
+            "seed": seed,
+            "row": row,
+            "overlap": MNIST_OVERLAP if dataset == MNIST else OVERLAP,
+            **({"dataset": dataset} if dataset == MNIST else {}),
+            "defenses": result["defenses"],
+            "settings": settings,
+            "metrics": result["metrics"],
+            "leak": result["leak"],
+            **({"optimal_leak_bound": result["optimal_leak_bound"]} if "optimal_leak_bound" in result else {}),
+            "privacy": privacy_of(result),
+            "gradient_norm_median": result["gradient_norm_median"],
+            "majority": result["majority"],
+            "mb_per_site": max(v["payload_bytes"] for v in per_site.values()) / 1e6,
+            "wall_s": round(time.monotonic() - start, 1),
+            "env": environment(),
+        }
+    )
 
 
 def defense_rows(algorithm: str, binary: bool = True) -> list[tuple[str, dict[str, Any]]]:
     """The grid's rows of one algorithm, undefended first: each defense it has a channel for (Marvell only
     for binary labels)."""
     have = channels(algorithm)
-    return [(name, dict(settings)) for name, settings, need in GRID
-            if (not need or need & have) and (binary or "gradient_marvell" not in settings)]
+    return [
+        (name, dict(settings))
+        for name, settings, need in GRID
+        if (not need or need & have) and (binary or "gradient_marvell" not in settings)
+    ]
 
 
 def key(record: dict) -> tuple:
@@ -206,8 +257,15 @@ def run_key(algorithm: str, seed: int, settings: dict[str, Any]) -> tuple:
     return algorithm, seed, json.dumps(settings, sort_keys=True)
 
 
-def run_all(algorithms: list[str], seeds: list[int], data_dir: Path, out: Path, workers: int, confirm: bool,
-            dataset: str = "credit_default") -> None:
+def run_all(
+    algorithms: list[str],
+    seeds: list[int],
+    data_dir: Path,
+    out: Path,
+    workers: int,
+    confirm: bool,
+    dataset: str = "credit_default",
+) -> None:
     """Every run of the grid (or, with `confirm`, of the undefended and chosen rows) not yet in `out`: an
     interrupted run goes on where it stopped."""
     done = {key(r) for r in read_jsonl(out)}
@@ -218,8 +276,13 @@ def run_all(algorithms: list[str], seeds: list[int], data_dir: Path, out: Path, 
         if missing:
             print(f"no row chosen (grid incomplete on seeds 0-2, or no label channel): {', '.join(missing)}")
         rows = {a: dict(defense_rows(a, binary)) for a in algorithms}
-        jobs = [(a, s, name, rows[a][name]) for a in algorithms if a in chosen for s in seeds
-                for name in ("none", chosen[a]["row"])]
+        jobs = [
+            (a, s, name, rows[a][name])
+            for a in algorithms
+            if a in chosen
+            for s in seeds
+            for name in ("none", chosen[a]["row"])
+        ]
     else:
         jobs = [(a, s, name, d) for a in algorithms for s in seeds for name, d in defense_rows(a, binary)]
     todo = [j for j in jobs if run_key(j[0], j[1], {**cell_settings(j[0], dataset), **j[3]}) not in done]
@@ -235,8 +298,11 @@ def run_all(algorithms: list[str], seeds: list[int], data_dir: Path, out: Path, 
                 print(f"FAILED {algorithm} seed {seed} {row}: {error!r}", flush=True)
                 continue
             append_jsonl(out, record)
-            print(f"{algorithm} seed {seed} {row}: {record['metrics']} strongest {record['leak'].get('strongest')} "
-                  f"({record['wall_s']} s)", flush=True)
+            print(
+                f"{algorithm} seed {seed} {row}: {record['metrics']} strongest {record['leak'].get('strongest')} "
+                f"({record['wall_s']} s)",
+                flush=True,
+            )
 
 
 # ------------------------------------------------------------------ tables
@@ -290,8 +356,11 @@ def recommendations(records: list[dict], seeds: frozenset[int] = CHOSEN_ON, bina
         if (algorithm, "none") not in by or not grid_complete(by, algorithm, len(seeds), binary):
             continue  # a rule applied to part of the grid picks nothing
         base_val = med(by[(algorithm, "none")], val)
-        rows = [(name, med(by[(algorithm, name)], strongest), med(by[(algorithm, name)], val))
-                for name, _ in defense_rows(algorithm, binary) if name != "none"]
+        rows = [
+            (name, med(by[(algorithm, name)], strongest), med(by[(algorithm, name)], val))
+            for name, _ in defense_rows(algorithm, binary)
+            if name != "none"
+        ]
         rows = [(name, leak, v) for name, leak, v in rows if leak is not None and v is not None]
         meeting = [row for row in rows if row[1] <= GOAL_LEAK]
         if meeting:
@@ -346,18 +415,39 @@ def main_table(records: list[dict]) -> str:
     strongest, the optimal test's bound, the epsilon spent, model completion, reconstruction, MB per site."""
     by = groups(records, CHOSEN_ON)
     attacks = attack_columns([r for runs in by.values() for r in runs])
-    head = ["algorithm", "defense", "test AUC", "Δ test AUC", *attacks, "strongest", "optimal_leak_bound", "eps",
-            "MC 200 / own columns", "reconstruction R²", "MB / site"]
+    head = [
+        "algorithm",
+        "defense",
+        "test AUC",
+        "Δ test AUC",
+        *attacks,
+        "strongest",
+        "optimal_leak_bound",
+        "eps",
+        "MC 200 / own columns",
+        "reconstruction R²",
+        "MB / site",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for algorithm, name, runs, base in rows_in_order(by):
         mp, mp_star = med(runs, test), med(base, test)
-        mc = f"{fmt(med(runs, lambda r: r['leak'].get('model_completion_200')))} / " \
-             f"{fmt(med(runs, lambda r: r['leak'].get('model_completion_200_own_columns')))}"
-        cells = [algorithm, name, fmt(mp), f"{mp - mp_star:+.3f}",
-                 *(fmt(med(runs, lambda r, a=a: r["leak"].get(a))) for a in attacks),
-                 fmt(med(runs, strongest)), fmt(med(runs, lambda r: r.get("optimal_leak_bound"))), fmt_eps(runs),
-                 mc, fmt(med(runs, lambda r: r["leak"].get("feature_reconstruction")), 2),
-                 f"{med(runs, lambda r: r['mb_per_site']):.2f}"]
+        mc = (
+            f"{fmt(med(runs, lambda r: r['leak'].get('model_completion_200')))} / "
+            f"{fmt(med(runs, lambda r: r['leak'].get('model_completion_200_own_columns')))}"
+        )
+        cells = [
+            algorithm,
+            name,
+            fmt(mp),
+            f"{mp - mp_star:+.3f}",
+            *(fmt(med(runs, lambda r, a=a: r["leak"].get(a))) for a in attacks),
+            fmt(med(runs, strongest)),
+            fmt(med(runs, lambda r: r.get("optimal_leak_bound"))),
+            fmt_eps(runs),
+            mc,
+            fmt(med(runs, lambda r: r["leak"].get("feature_reconstruction")), 2),
+            f"{med(runs, lambda r: r['mb_per_site']):.2f}",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -382,9 +472,19 @@ def confirm_table(records: list[dict]) -> str:
     """Seeds 3-5: the row the rule chose on seeds 0-2 (or the best trade-off row where none met it) beside
     the undefended run; goal met: median strongest leak <= 0.60 at a test AUC cost <= 0.02."""
     chosen, fresh = recommendations(records), groups(records, FRESH)
-    head = ["algorithm", "row (chosen on seeds 0-2, validation)", "met the rule on seeds 0-2", "test AUC, undefended",
-            "test AUC, defended", "Δ", "strongest leak, undefended", "strongest leak, defended", "eps", "goal met",
-            "one-shot goal (leak <= 0.65, test AUC >= 0.70)"]
+    head = [
+        "algorithm",
+        "row (chosen on seeds 0-2, validation)",
+        "met the rule on seeds 0-2",
+        "test AUC, undefended",
+        "test AUC, defended",
+        "Δ",
+        "strongest leak, undefended",
+        "strongest leak, defended",
+        "eps",
+        "goal met",
+        "one-shot goal (leak <= 0.65, test AUC >= 0.70)",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for algorithm in ALGORITHMS:
         if algorithm not in chosen:
@@ -395,9 +495,11 @@ def confirm_table(records: list[dict]) -> str:
             continue
         mp_star, mp, leak0, leak = got
         one = ("yes" if oneshot_goal(leak, mp) else "no") if algorithm == "oneshot" else "-"
-        lines.append(f"| {algorithm} | {name} | {'yes' if chosen[algorithm]['meets'] else 'no (trade-off row)'} | "
-                     f"{fmt(mp_star)} | {fmt(mp)} | {mp - mp_star:+.3f} | {fmt(leak0)} | {fmt(leak)} | "
-                     f"{fmt_eps(fresh[(algorithm, name)])} | {'yes' if goal_met(leak, mp - mp_star) else 'no'} | {one} |")
+        lines.append(
+            f"| {algorithm} | {name} | {'yes' if chosen[algorithm]['meets'] else 'no (trade-off row)'} | "
+            f"{fmt(mp_star)} | {fmt(mp)} | {mp - mp_star:+.3f} | {fmt(leak0)} | {fmt(leak)} | "
+            f"{fmt_eps(fresh[(algorithm, name)])} | {'yes' if goal_met(leak, mp - mp_star) else 'no'} | {one} |"
+        )
     return "\n".join(lines)
 
 
@@ -409,9 +511,15 @@ def summary_table(records: list[dict]) -> str:
     undefended (seeds 0-2), and the rule's row (or the best trade-off row, "goal not met") with its epsilon,
     its test AUC cost and its strongest leak on the fresh seeds 3-5."""
     base, fresh, chosen = groups(records, CHOSEN_ON), groups(records, FRESH), recommendations(records)
-    head = ["algorithm", "a site without labels receives", "strongest adaptive label leak, undefended",
-            "recommended defense", "eps (†: not covering the split NN's top model)", "test AUC cost (seeds 3-5)",
-            "strongest leak with it (seeds 3-5)"]
+    head = [
+        "algorithm",
+        "a site without labels receives",
+        "strongest adaptive label leak, undefended",
+        "recommended defense",
+        "eps (†: not covering the split NN's top model)",
+        "test AUC cost (seeds 3-5)",
+        "strongest leak with it (seeds 3-5)",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for algorithm in ALGORITHMS:
         runs = base.get((algorithm, "none"))
@@ -462,20 +570,37 @@ def mnist_table(records: list[dict]) -> str:
     (beside the majority-class rate), model completion, reconstruction."""
     by = groups(records, CHOSEN_ON)
     attacks = attack_columns([r for runs in by.values() for r in runs])
-    head = ["algorithm", "defense", "seeds", "test acc", "Δ test acc", *attacks, "strongest", "MC 200 / own columns",
-            "majority rate", "reconstruction R²", "MB / site"]
+    head = [
+        "algorithm",
+        "defense",
+        "seeds",
+        "test acc",
+        "Δ test acc",
+        *attacks,
+        "strongest",
+        "MC 200 / own columns",
+        "majority rate",
+        "reconstruction R²",
+        "MB / site",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for algorithm, name, runs, base in rows_in_order(by):
         mp = med(runs, lambda r: r["metrics"]["test_accuracy"])
         mp_star = med(base, lambda r: r["metrics"]["test_accuracy"])
-        cells = [algorithm, name, ", ".join(str(r["seed"]) for r in sorted(runs, key=lambda r: r["seed"])), fmt(mp),
-                 f"{mp - mp_star:+.3f}", *(fmt(med(runs, lambda r, a=a: r["leak"].get(a))) for a in attacks),
-                 fmt(med(runs, strongest)),
-                 f"{fmt(med(runs, lambda r: r['leak'].get('model_completion_200')))} / "
-                 f"{fmt(med(runs, lambda r: r['leak'].get('model_completion_200_own_columns')))}",
-                 fmt(med(runs, lambda r: r["majority"]["aligned"])),
-                 fmt(med(runs, lambda r: r["leak"].get("feature_reconstruction")), 2),
-                 f"{med(runs, lambda r: r['mb_per_site']):.2f}"]
+        cells = [
+            algorithm,
+            name,
+            ", ".join(str(r["seed"]) for r in sorted(runs, key=lambda r: r["seed"])),
+            fmt(mp),
+            f"{mp - mp_star:+.3f}",
+            *(fmt(med(runs, lambda r, a=a: r["leak"].get(a))) for a in attacks),
+            fmt(med(runs, strongest)),
+            f"{fmt(med(runs, lambda r: r['leak'].get('model_completion_200')))} / "
+            f"{fmt(med(runs, lambda r: r['leak'].get('model_completion_200_own_columns')))}",
+            fmt(med(runs, lambda r: r["majority"]["aligned"])),
+            fmt(med(runs, lambda r: r["leak"].get("feature_reconstruction")), 2),
+            f"{med(runs, lambda r: r['mb_per_site']):.2f}",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -491,19 +616,27 @@ def plot(records: list[dict], path: Path = PLOT, mnist: bool = False) -> Path:
     by = groups(records, CHOSEN_ON)
     fig, ax = plt.subplots(figsize=(8, 5.5))
     for algorithm in ALGORITHMS:
-        points = sorted((med(runs, strongest), med(runs, lambda r: r["metrics"][metric]))
-                        for (a, _), runs in by.items() if a == algorithm)
+        points = sorted(
+            (med(runs, strongest), med(runs, lambda r: r["metrics"][metric]))
+            for (a, _), runs in by.items()
+            if a == algorithm
+        )
         points = [p for p in points if p[0] is not None]
         if points:
             ax.plot([p[0] for p in points], [p[1] for p in points], "o", label=algorithm, alpha=0.8)
     if mnist:
-        xlabel, title = ("strongest label attack: share of aligned rows whose label it recovers",
-                         "MNIST halves, N_o 256: every row, median over seeds 0-2")
+        xlabel, title = (
+            "strongest label attack: share of aligned rows whose label it recovers",
+            "MNIST halves, N_o 256: every row, median over seeds 0-2",
+        )
         ylabel = "test accuracy"
     else:
         ax.axvline(GOAL_LEAK, color="grey", ls="--", lw=0.8)
-        xlabel, title, ylabel = ("strongest adaptive label leak (AUC scale, 0.5 = chance)",
-                                 "credit default, N_o 1000: every row, median over seeds 0-2", "test AUC")
+        xlabel, title, ylabel = (
+            "strongest adaptive label leak (AUC scale, 0.5 = chance)",
+            "credit default, N_o 1000: every row, median over seeds 0-2",
+            "test AUC",
+        )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)

@@ -13,6 +13,7 @@ The data comes from ../shared/data, or VFLFLARE_DATA_DIR.)
 Each record keeps the metrics and, per site, uploads, downloads, payload bytes and wire bytes. The
 comparison prints one row per (method, seed, mode) and flags any number that moved.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,22 @@ def vflflare(*args: str, env: dict | None = None) -> None:
 def split(seed: int, extra: tuple[str, ...] = ()) -> Path:
     out = SPLITS / ("_".join([f"credit_default_n1000_s{seed}", *(a.strip("-") for a in extra)]))
     if not (out / "manifest.json").exists():
-        vflflare("split", "--dataset", "credit_default", "--data-dir", str(DATA_DIR), "--sites", "2",
-                 "--overlap", "1000", "--seed", str(seed), "--out", str(out), *extra)
+        vflflare(
+            "split",
+            "--dataset",
+            "credit_default",
+            "--data-dir",
+            str(DATA_DIR),
+            "--sites",
+            "2",
+            "--overlap",
+            "1000",
+            "--seed",
+            str(seed),
+            "--out",
+            str(out),
+            *extra,
+        )
     return out
 
 
@@ -69,20 +84,27 @@ def run(method: str, seed: int, mode: str, work: Path) -> dict:
     out.mkdir(parents=True)
     if mode == "inprocess":
         result = out / "result.json"
-        vflflare("inprocess", "--algorithm", algorithm, "--data-root", str(root), "--json", str(result), *sets(overrides))
+        vflflare(
+            "inprocess", "--algorithm", algorithm, "--data-root", str(root), "--json", str(result), *sets(overrides)
+        )
     else:
         name = method.replace("+", "_")
         vflflare("jobs", "--out", str(out / "jobs"), "--name", name, "--algorithm", algorithm, *sets(overrides))
-        vflflare("simulate", str(out / "jobs" / name), "-w", str(out / "ws"), "-n", "2", "-t", "2",
-                 "--data-root", str(root))
+        vflflare(
+            "simulate", str(out / "jobs" / name), "-w", str(out / "ws"), "-n", "2", "-t", "2", "--data-root", str(root)
+        )
         result = next((out / "ws").rglob("vflflare_results.json"))
     record = json.loads(result.read_text())
     if "error" in record:
         raise RuntimeError(f"{method} seed {seed} {mode}: {record['error']}")
     comm = record["communication"]
     return {
-        "method": method, "seed": seed, "mode": mode, "metrics": record["metrics"],
-        "per_site": comm["per_site"], "per_phase": {p: row for p, row in comm["per_phase"].items()},
+        "method": method,
+        "seed": seed,
+        "mode": mode,
+        "metrics": record["metrics"],
+        "per_site": comm["per_site"],
+        "per_phase": {p: row for p, row in comm["per_phase"].items()},
         "wall_s": record.get("wall_s"),
     }
 
@@ -94,7 +116,10 @@ def key(record: dict) -> tuple:
 def compare(before_path: Path, after_path: Path) -> int:
     read = lambda p: {key(r): r for r in map(json.loads, Path(p).read_text().splitlines()) if r}  # noqa: E731
     before, after = read(before_path), read(after_path)
-    print("| method | seed | mode | test AUC before | test AUC after | uploads/downloads per site | payload bytes per site | wire bytes per site (before → after) | same |")
+    print(
+        "| method | seed | mode | test AUC before | test AUC after | uploads/downloads per site | payload bytes "
+        "per site | wire bytes per site (before → after) | same |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     moved = 0
     for k in sorted(before, key=lambda k: (list(METHODS).index(k[0]), k[1], k[2])):
@@ -110,8 +135,10 @@ def compare(before_path: Path, after_path: Path) -> int:
         moved += not same
         site_counts = "; ".join(f"{u}/{d}" for u, d in counts(a).values())
         site_payload = "/".join(str(v) for v in payload(a).values())
-        print(f"| {k[0]} | {k[1]} | {k[2]} | {b['metrics']['test_auc']:.4f} | {a['metrics']['test_auc']:.4f} | "
-              f"{site_counts} | {site_payload} | {wire(b)} → {wire(a)} | {'yes' if same else '**no**'} |")
+        print(
+            f"| {k[0]} | {k[1]} | {k[2]} | {b['metrics']['test_auc']:.4f} | {a['metrics']['test_auc']:.4f} | "
+            f"{site_counts} | {site_payload} | {wire(b)} → {wire(a)} | {'yes' if same else '**no**'} |"
+        )
     print(f"\n{len(before)} runs compared, {moved} differ in metrics, counts or payload bytes")
     return 1 if moved else 0
 
@@ -128,12 +155,18 @@ def changes(before_path: Path, after_path: Path) -> str:
             continue
         deltas = [after[k]["metrics"]["test_auc"] - before[k]["metrics"]["test_auc"] for k in keys]
         first = lambda r: next(iter(r["per_site"].values()))  # noqa: E731
-        counts = [(first(before[k])["uploads"], first(before[k])["downloads"], first(after[k])["downloads"]) for k in keys]
-        if all(first(before[k])["uploads"] == first(after[k])["uploads"] and b == a for k, (_, b, a) in zip(keys, counts)):
+        counts = [
+            (first(before[k])["uploads"], first(before[k])["downloads"], first(after[k])["downloads"]) for k in keys
+        ]
+        if all(
+            first(before[k])["uploads"] == first(after[k])["uploads"] and b == a for k, (_, b, a) in zip(keys, counts)
+        ):
             moved = f"same ({counts[0][0]} up, {counts[0][1]} down)"
         else:
             moved = "differ: " + ", ".join(f"{b} → {a}" for _, b, a in counts) + " downloads"
-        lines.append(f"| {method} | {statistics.median(deltas):+.4f} | {', '.join(f'{d:+.4f}' for d in deltas)} | {moved} |")
+        lines.append(
+            f"| {method} | {statistics.median(deltas):+.4f} | {', '.join(f'{d:+.4f}' for d in deltas)} | {moved} |"
+        )
     return "\n".join(lines)
 
 

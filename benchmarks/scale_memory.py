@@ -17,6 +17,7 @@
 SCALE_REPORT's tables come from the records committed in benchmarks/results/scale_memory.jsonl (`--json`
 lines, with the code's commit and environment): `tables(records)`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-
 from common import COMMITTED, environment
 
 MB = 2**20
@@ -44,8 +44,18 @@ def tree_peak(data_root: str, algorithm: str, settings: list[str], sites: int) -
     """Run `vflflare inprocess` and sample the RSS of its process tree until it exits."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "results.json"
-        command = [str(Path(sys.executable).with_name("vflflare")), "inprocess", "--algorithm", algorithm,
-                   "--sites", str(sites), "--data-root", data_root, "--json", str(out)]
+        command = [
+            str(Path(sys.executable).with_name("vflflare")),
+            "inprocess",
+            "--algorithm",
+            algorithm,
+            "--sites",
+            str(sites),
+            "--data-root",
+            data_root,
+            "--json",
+            str(out),
+        ]
         for setting in settings:
             command += ["--set", setting]
         started = time.perf_counter()
@@ -56,9 +66,15 @@ def tree_peak(data_root: str, algorithm: str, settings: list[str], sites: int) -
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"{' '.join(command)} failed with exit code {os.waitstatus_to_exitcode(status)}")
         results = json.loads(out.read_text())
-    return {"mode": "tree", "command": " ".join(["vflflare", *command[1:-2]]), "wall_s": round(wall, 1),
-            "tree_peak_mb": round(peak / MB), "process_peak_mb": round(usage.ru_maxrss * 1024 / MB),
-            "metrics": results["metrics"], "rows": results["rows"]}
+    return {
+        "mode": "tree",
+        "command": " ".join(["vflflare", *command[1:-2]]),
+        "wall_s": round(wall, 1),
+        "tree_peak_mb": round(peak / MB),
+        "process_peak_mb": round(usage.ru_maxrss * 1024 / MB),
+        "metrics": results["metrics"],
+        "rows": results["rows"],
+    }
 
 
 def _sample_tree(child: subprocess.Popen) -> int:
@@ -145,10 +161,23 @@ def sites_peak(data_root: str, algorithm: str, settings: list[str], sites: int) 
         results = run_algorithm(net, cfg, labels, LogTracker("vflflare.server"))
     finally:
         logs = {site: process.close() for site, process in processes.items()}
-    per_site = {site: {"peak_mb": log[-1]["peak_mb"], "after_start_mb": log[0]["rss_mb"],
-                       "peak_set_by": _peak_task(log), "log": log} for site, log in logs.items()}
-    return {"mode": "sites", "wall_s": round(time.perf_counter() - started, 1), "coordinator_peak_mb": _peak_mb(),
-            "sites": per_site, "metrics": results["metrics"], "rows": results["rows"]}
+    per_site = {
+        site: {
+            "peak_mb": log[-1]["peak_mb"],
+            "after_start_mb": log[0]["rss_mb"],
+            "peak_set_by": _peak_task(log),
+            "log": log,
+        }
+        for site, log in logs.items()
+    }
+    return {
+        "mode": "sites",
+        "wall_s": round(time.perf_counter() - started, 1),
+        "coordinator_peak_mb": _peak_mb(),
+        "sites": per_site,
+        "metrics": results["metrics"],
+        "rows": results["rows"],
+    }
 
 
 def _peak_task(log: list[dict]) -> str:
@@ -174,24 +203,36 @@ def tables(records: list[dict]) -> str:
     tree's (`tree`), whether both modes gave the same metrics, and the wall times."""
     out = []
     order = list(SPLITS)
-    for root in sorted(dict.fromkeys(r["data_root"] for r in records),
-                       key=lambda root: order.index(Path(root).name) if Path(root).name in order else len(order)):
+    for root in sorted(
+        dict.fromkeys(r["data_root"] for r in records),
+        key=lambda root: order.index(Path(root).name) if Path(root).name in order else len(order),
+    ):
         sites = next(r for r in records if r["data_root"] == root and r["mode"] == "sites")
         tree = next(r for r in records if r["data_root"] == root and r["mode"] == "tree")
         info = sites["sites"]
         first = next(iter(info))
-        log = ", ".join(f"{e['task']} {e['rss_mb']}" + (f"/{e['peak_mb']}" if e["peak_mb"] > e["rss_mb"] else "")
-                        for e in info[first]["log"])
+        log = ", ".join(
+            f"{e['task']} {e['rss_mb']}" + (f"/{e['peak_mb']}" if e["peak_mb"] > e["rss_mb"] else "")
+            for e in info[first]["log"]
+        )
         same = "the same in both modes" if sites["metrics"] == tree["metrics"] else "NOT the same in both modes"
-        out.append("\n".join([
-            f"| {SPLITS.get(Path(root).name, root)} | `{sites['env']['commit'][:7]}` |", "|---|---|",
-            f"| {' / '.join(info)} peak (`sites`) | **{' / '.join(str(i['peak_mb']) for i in info.values())}** |",
-            f"| {first} per-task log (RSS after the task / peak so far) | {log} |",
-            f"| task that sets the peak | {info[first]['peak_set_by']} |",
-            f"| coordinator peak (`sites`) | {sites['coordinator_peak_mb']} |",
-            f"| in-process tree peak (`tree`) | **{tree['tree_peak_mb']}** |",
-            f"| metrics ({', '.join(sites['metrics'])}) | {', '.join(f'{v:.6f}' for v in sites['metrics'].values())}; {same} |",
-            f"| wall (`sites` / `tree`) | {sites['wall_s']:.0f} s / {tree['wall_s']:.0f} s |"]))
+        out.append(
+            "\n".join(
+                [
+                    f"| {SPLITS.get(Path(root).name, root)} | `{sites['env']['commit'][:7]}` |",
+                    "|---|---|",
+                    f"| {' / '.join(info)} peak (`sites`) | "
+                    f"**{' / '.join(str(i['peak_mb']) for i in info.values())}** |",
+                    f"| {first} per-task log (RSS after the task / peak so far) | {log} |",
+                    f"| task that sets the peak | {info[first]['peak_set_by']} |",
+                    f"| coordinator peak (`sites`) | {sites['coordinator_peak_mb']} |",
+                    f"| in-process tree peak (`tree`) | **{tree['tree_peak_mb']}** |",
+                    f"| metrics ({', '.join(sites['metrics'])}) | "
+                    f"{', '.join(f'{v:.6f}' for v in sites['metrics'].values())}; {same} |",
+                    f"| wall (`sites` / `tree`) | {sites['wall_s']:.0f} s / {tree['wall_s']:.0f} s |",
+                ]
+            )
+        )
     return "\n\n".join(out)
 
 

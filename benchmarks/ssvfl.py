@@ -37,13 +37,14 @@ curve is kept only where its best-so-far test AUC rises, which is all the to-tar
     python benchmarks/ssvfl.py --table               # print the tables of the results file
     python benchmarks/tables.py                      # rewrite the report's tables from the results file
 """
+
 from __future__ import annotations
 
 import argparse
 import copy
 import dataclasses
-import json
 import functools
+import json
 import math
 import multiprocessing
 import time
@@ -52,16 +53,26 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from common import (
-    COMMITTED, DEFAULT_DATA_DIR, SourceTable, environment, job_rows, limit_threads, mean_std,
-    prepare_split, read_jsonl, run_vfl, test_inference_bytes, trees,
+    COMMITTED,
+    DEFAULT_DATA_DIR,
+    SourceTable,
+    environment,
+    job_rows,
+    limit_threads,
+    mean_std,
+    prepare_split,
+    read_jsonl,
+    run_vfl,
+    test_inference_bytes,
+    trees,
 )  # fmt: skip
-from vflflare.protocol.site_runtime import SiteRuntime
-from vflflare.cli import parse_overrides
+
 from vflflare.algorithms.registry import get_algorithm, make_config
+from vflflare.cli import parse_overrides
 from vflflare.config import JobConfig
 from vflflare.data.sources import load_source
+from vflflare.protocol.site_runtime import SiteRuntime
 
 RESULTS = COMMITTED / "ssvfl.jsonl"
 SPLITS = Path("/tmp/vflflare-bench/ssvfl-splits")
@@ -80,11 +91,17 @@ DEFAULT = "default"  # the variant of the main tables: package defaults, no --se
 TUNING_SETTINGS, TUNING_FRACTION, TUNING_SEED = ["credit_default:2", "adult:2"], 0.25, 100
 TUNING_ROWS: list[tuple[str, list[dict[str, Any]]]] = [
     ("none (frozen random encoder)", [{"pretrain_epochs": 0}]),
-    *((f"20 epochs, τ {tau}, SCARF rate 0.3 / 0.6",
-       [{"pretrain_epochs": 20, "cl_temperature": tau, "scarf_rate": rate} for rate in (0.3, 0.6)])
-      for tau in (0.1, 0.5, 1.0)),
-    *((f"50 epochs, τ {tau}, SCARF rate 0.3", [{"pretrain_epochs": 50, "cl_temperature": tau, "scarf_rate": 0.3}])
-      for tau in (0.1, 0.5)),
+    *(
+        (
+            f"20 epochs, τ {tau}, SCARF rate 0.3 / 0.6",
+            [{"pretrain_epochs": 20, "cl_temperature": tau, "scarf_rate": rate} for rate in (0.3, 0.6)],
+        )
+        for tau in (0.1, 0.5, 1.0)
+    ),
+    *(
+        (f"50 epochs, τ {tau}, SCARF rate 0.3", [{"pretrain_epochs": 50, "cl_temperature": tau, "scarf_rate": 0.3}])
+        for tau in (0.1, 0.5)
+    ),
 ]
 
 
@@ -109,7 +126,7 @@ def prepare_all_shared_split(data_dir: Path, dataset: str, parties: int, seed: i
     return prepare_split(data_dir, overlap, seed, splits, dataset, parties)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def source_table(data_dir: Path, dataset: str) -> SourceTable:
     """One load per process: the reference runs of every fraction and seed read the same table."""
     return SourceTable(data_dir, dataset)
@@ -137,8 +154,19 @@ class PretrainOnce(SiteRuntime):
 
 def pretrain_key(cfg: JobConfig, root: Path) -> tuple:
     pretraining = {k: v for k, v in cfg.to_dict().items() if k.startswith("pretrain_")}
-    return (str(root), cfg.seed, cfg.labeled_fraction, cfg.val_fraction, cfg.cl_temperature, cfg.scarf_rate,
-            cfg.projection_dim, json.dumps(cfg.model, sort_keys=True), cfg.rep_dim, cfg.numeric_transform, tuple(sorted(pretraining.items())))
+    return (
+        str(root),
+        cfg.seed,
+        cfg.labeled_fraction,
+        cfg.val_fraction,
+        cfg.cl_temperature,
+        cfg.scarf_rate,
+        cfg.projection_dim,
+        json.dumps(cfg.model, sort_keys=True),
+        cfg.rep_dim,
+        cfg.numeric_transform,
+        tuple(sorted(pretraining.items())),
+    )
 
 
 def method_overrides(method: str, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -155,15 +183,26 @@ def training_bytes(result: dict) -> int:
     return phases["split_training"]["payload_bytes"]
 
 
-def run_one(method: str, setting: str, fraction: float, seed: int, overrides: dict[str, Any], root: Path,
-            cached: bool = True) -> dict[str, Any]:
+def run_one(
+    method: str, setting: str, fraction: float, seed: int, overrides: dict[str, Any], root: Path, cached: bool = True
+) -> dict[str, Any]:
     dataset, parties = parse_setting(setting)
-    cfg = make_config({**method_overrides(method, overrides), "algorithm": method, "seed": seed,
-                       "labeled_fraction": fraction, **({} if method == "ssvfl_i" else {"test_curve": True})})
+    cfg = make_config(
+        {
+            **method_overrides(method, overrides),
+            "algorithm": method,
+            "seed": seed,
+            "labeled_fraction": fraction,
+            **({} if method == "ssvfl_i" else {"test_curve": True}),
+        }
+    )
     PretrainOnce.key = pretrain_key(cfg, root) if method != "vanilla" else ()
     start = time.perf_counter()
     result, _ = run_vfl(cfg, root, PretrainOnce if cached else SiteRuntime, [f"site-{i + 1}" for i in range(parties)])
-    curve = [[p["training_payload_bytes"] / 1e6, round(p["test_auc"], DIGITS)] for p in result["training"].get("test_curve", [])]
+    curve = [
+        [p["training_payload_bytes"] / 1e6, round(p["test_auc"], DIGITS)]
+        for p in result["training"].get("test_curve", [])
+    ]
     return {
         "setting": setting, "fraction": fraction, "seed": seed, "method": method,
         "metrics": {k: round(result["metrics"][k], DIGITS) for k in ("val_auc", "test_auc")}, "rows": result["rows"],
@@ -197,8 +236,14 @@ def run_reference(setting: str, fraction: float, seed: int, data_dir: Path, root
     start = time.perf_counter()
     result = trees(rows.train_ids, rows, source_table(data_dir, dataset), seed)
     result["metrics"] = {k: round(v, DIGITS) for k, v in result["metrics"].items()}
-    return {"setting": setting, "fraction": fraction, "seed": seed, "method": REFERENCE, **result,
-            "wall_s": round(time.perf_counter() - start, 1)}
+    return {
+        "setting": setting,
+        "fraction": fraction,
+        "seed": seed,
+        "method": REFERENCE,
+        **result,
+        "wall_s": round(time.perf_counter() - start, 1),
+    }
 
 
 def run_group(task: tuple) -> list[dict[str, Any]]:
@@ -209,11 +254,17 @@ def run_group(task: tuple) -> list[dict[str, Any]]:
     root = prepare_all_shared_split(data_dir, dataset, parties, seed, splits)
     records = []
     for method in methods:
-        record = run_reference(setting, fraction, seed, data_dir, root) if method == REFERENCE else \
-            run_one(method, setting, fraction, seed, overrides, root, cached)
+        record = (
+            run_reference(setting, fraction, seed, data_dir, root)
+            if method == REFERENCE
+            else run_one(method, setting, fraction, seed, overrides, root, cached)
+        )
         record.update(variant=variant, set=overrides, env=environment())
-        print(f"{setting} {fraction:.2f} seed {seed} {method}: test AUC {record['metrics']['test_auc']:.4f}, "
-              f"{record.get('training_mb', 0):.2f} MB, {record['wall_s']} s", flush=True)
+        print(
+            f"{setting} {fraction:.2f} seed {seed} {method}: test AUC {record['metrics']['test_auc']:.4f}, "
+            f"{record.get('training_mb', 0):.2f} MB, {record['wall_s']} s",
+            flush=True,
+        )
         records.append(record)
     return records
 
@@ -222,8 +273,12 @@ def write_record(path: Path, record: dict) -> None:
     """append_jsonl without spaces, null or empty fields: the results file is committed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps({k: v for k, v in record.items() if v not in (None, [])}, ensure_ascii=False,
-                                separators=(",", ":")) + "\n")
+        handle.write(
+            json.dumps(
+                {k: v for k, v in record.items() if v not in (None, [])}, ensure_ascii=False, separators=(",", ":")
+            )
+            + "\n"
+        )
 
 
 # ------------------------------------------------------------------------------------------- tables
@@ -255,27 +310,45 @@ def main_tables(records: list[dict]) -> list[tuple[str, str]]:
     columns = [*METHODS, REFERENCE]
     head = "| setting | labeled | "
     accuracy = [head + " | ".join(LABELS[m] for m in columns) + " | seeds |", "|---|---|" + "---|" * (len(columns) + 1)]
-    spent = [head + " | ".join(f"{LABELS[m]} MB" for m in METHODS) + " | VFL epochs | SS-VFL-C epochs |",
-             "|---|---|" + "---|" * (len(METHODS) + 2)]
-    cost = {pick: [head + "target AUC | " + " | ".join(f"{LABELS[m]} MB" for m in METHODS) + " |",
-                   "|---|---|---|" + "---|" * len(METHODS)] for pick in (min, max)}
+    spent = [
+        head + " | ".join(f"{LABELS[m]} MB" for m in METHODS) + " | VFL epochs | SS-VFL-C epochs |",
+        "|---|---|" + "---|" * (len(METHODS) + 2),
+    ]
+    cost = {
+        pick: [
+            head + "target AUC | " + " | ".join(f"{LABELS[m]} MB" for m in METHODS) + " |",
+            "|---|---|---|" + "---|" * len(METHODS),
+        ]
+        for pick in (min, max)
+    }
     for (setting, fraction), by_method in sorted(groups.items()):
         row = f"| {setting} | {fraction:.0%} | "
         seeds = sorted({r["seed"] for rows in by_method.values() for r in rows})
-        accuracy.append(row + " | ".join(mean_std([r["metrics"]["test_auc"] for r in by_method.get(m, [])])
-                                         for m in columns) + f" | {','.join(map(str, seeds))} |")
+        accuracy.append(
+            row
+            + " | ".join(mean_std([r["metrics"]["test_auc"] for r in by_method.get(m, [])]) for m in columns)
+            + f" | {','.join(map(str, seeds))} |"
+        )
         if not all(by_method.get(m) for m in METHODS):
             continue
         epochs = [mean_std([float(r["split_epochs"]) for r in by_method[m]], 0) for m in ("vanilla", "ssvfl_c")]
-        spent.append(row + " | ".join(mean_std([r["training_mb"] for r in by_method[m]], 2) for m in METHODS)
-                     + f" | {epochs[0]} | {epochs[1]} |")
+        spent.append(
+            row
+            + " | ".join(mean_std([r["training_mb"] for r in by_method[m]], 2) for m in METHODS)
+            + f" | {epochs[0]} | {epochs[1]} |"
+        )
         for pick, lines in cost.items():
             target = target_of({m: by_method[m] for m in METHODS}, pick)
-            lines.append(row + f"{target:.3f} | " + " | ".join(_cost_cell(by_method[m], target) for m in METHODS) + " |")
+            lines.append(
+                row + f"{target:.3f} | " + " | ".join(_cost_cell(by_method[m], target) for m in METHODS) + " |"
+            )
     return [
         ("Test AUC (mean ± std over seeds)", "\n".join(accuracy)),
         ("Training payload of the whole run (MB, all sites; split NN stops early, patience 20)", "\n".join(spent)),
-        ("Training payload (MB) to reach a target every method reaches on average (lowest mean AUC)", "\n".join(cost[min])),
+        (
+            "Training payload (MB) to reach a target every method reaches on average (lowest mean AUC)",
+            "\n".join(cost[min]),
+        ),
         ("Training payload (MB) to reach the best method's mean AUC", "\n".join(cost[max])),
     ]
 
@@ -283,8 +356,11 @@ def main_tables(records: list[dict]) -> list[tuple[str, str]]:
 def tuning_table(records: list[dict]) -> str:
     """SS-VFL-I's validation AUC per pretraining setting (TUNING_ROWS) and dataset; the best of a column
     (at the 3 decimals shown) in bold."""
-    val = {(r["variant"], r["setting"]): r["metrics"]["val_auc"] for r in records
-           if r["variant"] in TUNING and r["method"] == "ssvfl_i"}
+    val = {
+        (r["variant"], r["setting"]): r["metrics"]["val_auc"]
+        for r in records
+        if r["variant"] in TUNING and r["method"] == "ssvfl_i"
+    }
     best = {s: max((v for (_, setting), v in val.items() if setting == s), default=None) for s in TUNING_SETTINGS}
 
     def cell(setting: str, cells: list[dict]) -> str:
@@ -295,9 +371,13 @@ def tuning_table(records: list[dict]) -> str:
         return " / ".join("-" if v is None else f"**{v}**" if v == f"{best[setting]:.3f}" else v for v in shown)
 
     names = {"credit_default:2": "credit default", "adult:2": "Adult"}
-    lines = ["| pretraining | " + " | ".join(f"{names.get(s, s)} val AUC" for s in TUNING_SETTINGS) + " |",
-             "|---|" + "---|" * len(TUNING_SETTINGS)]
-    lines += [f"| {label} | " + " | ".join(cell(s, cells) for s in TUNING_SETTINGS) + " |" for label, cells in TUNING_ROWS]
+    lines = [
+        "| pretraining | " + " | ".join(f"{names.get(s, s)} val AUC" for s in TUNING_SETTINGS) + " |",
+        "|---|" + "---|" * len(TUNING_SETTINGS),
+    ]
+    lines += [
+        f"| {label} | " + " | ".join(cell(s, cells) for s in TUNING_SETTINGS) + " |" for label, cells in TUNING_ROWS
+    ]
     return "\n".join(lines)
 
 
@@ -308,8 +388,12 @@ def tables(records: list[dict]) -> str:
     for r in records:
         by_variant[r["variant"]].append(r)
     parts = main_tables(by_variant.get(DEFAULT, []))
-    parts.append((f"Pretraining settings: SS-VFL-I validation AUC, {TUNING_FRACTION:.0%} labeled, split seed {TUNING_SEED}",
-                  tuning_table(records)))
+    parts.append(
+        (
+            f"Pretraining settings: SS-VFL-I validation AUC, {TUNING_FRACTION:.0%} labeled, split seed {TUNING_SEED}",
+            tuning_table(records),
+        )
+    )
     for variant in sorted(set(by_variant) - {DEFAULT} - set(TUNING)):
         parts += [(f"variant {variant}: {title}", table) for title, table in main_tables(by_variant[variant])]
     return "\n\n".join(f"{title}\n\n{table}" for title, table in parts)
@@ -323,11 +407,17 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=[*METHODS, REFERENCE], choices=[*METHODS, REFERENCE])
     parser.add_argument("--variant", default=DEFAULT, help="name under which --set overrides are recorded")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
-    parser.add_argument("--tuning", action="store_true",
-                        help="run the tuning table's variants instead (SS-VFL-I, 25 %% labeled, seed 100)")
+    parser.add_argument(
+        "--tuning",
+        action="store_true",
+        help="run the tuning table's variants instead (SS-VFL-I, 25 %% labeled, seed 100)",
+    )
     parser.add_argument("--workers", type=int, default=1, help="parallel processes (one torch thread each)")
-    parser.add_argument("--no-pretrain-cache", action="store_true",
-                        help="pretrain for every SS-VFL run instead of reusing the (setting, seed, fraction) encoders")
+    parser.add_argument(
+        "--no-pretrain-cache",
+        action="store_true",
+        help="pretrain for every SS-VFL run instead of reusing the (setting, seed, fraction) encoders",
+    )
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--splits", type=Path, default=SPLITS, help="where the split folders go")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; existing runs are skipped")
@@ -335,8 +425,10 @@ def main() -> None:
     args = parser.parse_args()
     if not args.table:
         if args.tuning:
-            plans = [(variant, overrides, TUNING_SETTINGS, [TUNING_FRACTION], [TUNING_SEED], ["ssvfl_i"])
-                     for variant, overrides in TUNING.items()]
+            plans = [
+                (variant, overrides, TUNING_SETTINGS, [TUNING_FRACTION], [TUNING_SEED], ["ssvfl_i"])
+                for variant, overrides in TUNING.items()
+            ]
         else:
             if args.variant in TUNING or (args.variant == DEFAULT and args.set):
                 parser.error(f"name --set overrides with --variant (not {args.variant!r})")
@@ -349,8 +441,19 @@ def main() -> None:
                     for fraction in fractions:
                         todo = [m for m in methods if (variant, setting, fraction, seed, m) not in done]
                         if todo:
-                            tasks.append((setting, fraction, seed, todo, overrides, args.data_dir, args.splits, variant,
-                                          not args.no_pretrain_cache))
+                            tasks.append(
+                                (
+                                    setting,
+                                    fraction,
+                                    seed,
+                                    todo,
+                                    overrides,
+                                    args.data_dir,
+                                    args.splits,
+                                    variant,
+                                    not args.no_pretrain_cache,
+                                )
+                            )
         # splits first, in this process, so parallel workers never write the same folder
         for setting, seed in {(t[0], t[2]) for t in tasks}:
             prepare_all_shared_split(args.data_dir, *parse_setting(setting), seed, args.splits)

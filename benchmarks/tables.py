@@ -12,6 +12,7 @@ In a report, the line right before each table says where the table comes from:
     .venv/bin/python benchmarks/tables.py            # rewrite every table from its records
     .venv/bin/python benchmarks/tables.py --check    # exit 1 naming each table that differs; list the pending
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,27 +46,35 @@ def script(name: str) -> ModuleType:
 
 def bench_report(folder: str, against: str | None = None, pairs: tuple[tuple[str, str], ...] = ()) -> Callable[[], str]:
     """`vflflare bench report benchmarks/results/FOLDER [--against ...] [--paired ...]`."""
+
     def build() -> str:
         from vflflare.bench.report import report_text
 
         return report_text(COMMITTED / folder, COMMITTED / against if against else None, list(pairs))
+
     return build
 
 
 def parity(folder: str) -> Callable[[], str]:
     """`refactor_parity.py --compare FOLDER/before.jsonl FOLDER/after.jsonl`."""
+
     def build() -> str:
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             script("refactor_parity").compare(COMMITTED / folder / "before.jsonl", COMMITTED / folder / "after.jsonl")
         return out.getvalue()
+
     return build
 
 
 def parity_changes(folder: str) -> Callable[[], str]:
     """`refactor_parity.changes(FOLDER/before.jsonl, FOLDER/after.jsonl)`: a change meant to move numbers."""
+
     def build() -> str:
-        return script("refactor_parity").changes(COMMITTED / folder / "before.jsonl", COMMITTED / folder / "after.jsonl")
+        return script("refactor_parity").changes(
+            COMMITTED / folder / "before.jsonl", COMMITTED / folder / "after.jsonl"
+        )
+
     return build
 
 
@@ -82,9 +91,11 @@ def read_records(path: Path) -> list[dict]:
 
 def script_tables(name: str, function: str = "tables") -> Callable[[], str]:
     """`python benchmarks/NAME.py --table`: the script's own tables of its committed RESULTS file."""
+
     def build() -> str:
         module = script(name)
         return getattr(module, function)(read_records(module.RESULTS))
+
     return build
 
 
@@ -100,24 +111,47 @@ def fedhssl(function: str, *files: str, **kwargs) -> Callable[[], str]:
 
 
 FEDHSSL_TABLES = {  # name: (builder, the committed files it reads)
-    "fedhssl/credit_200": (fedhssl("method_table", "fedhssl_g10.jsonl", setting="credit_default", labeled=200),
-                           ["fedhssl_g10.jsonl"]),
-    "fedhssl/credit_400": (fedhssl("method_table", "fedhssl_g10.jsonl", setting="credit_default", labeled=400),
-                           ["fedhssl_g10.jsonl"]),
-    "fedhssl/adult_200": (fedhssl("method_table", "fedhssl_g10.jsonl", setting="adult", labeled=200),
-                          ["fedhssl_g10.jsonl"]),
+    "fedhssl/credit_200": (
+        fedhssl("method_table", "fedhssl_g10.jsonl", setting="credit_default", labeled=200),
+        ["fedhssl_g10.jsonl"],
+    ),
+    "fedhssl/credit_400": (
+        fedhssl("method_table", "fedhssl_g10.jsonl", setting="credit_default", labeled=400),
+        ["fedhssl_g10.jsonl"],
+    ),
+    "fedhssl/adult_200": (
+        fedhssl("method_table", "fedhssl_g10.jsonl", setting="adult", labeled=200),
+        ["fedhssl_g10.jsonl"],
+    ),
     "fedhssl/communication": (fedhssl("communication_table", "fedhssl_g10.jsonl"), ["fedhssl_g10.jsonl"]),
-    "fedhssl/grid": (fedhssl("grid_table", "fedhssl_g10.jsonl",
-                             cells=[("credit_default", 1000), ("adult", 400), ("adult", 1000)]), ["fedhssl_g10.jsonl"]),
-    "fedhssl/mnist": (fedhssl("grid_table", "fedhssl_mnist.jsonl", cells=[("mnist:2", 200), ("mnist:4", 200)]),
-                      ["fedhssl_mnist.jsonl"]),
-    "fedhssl/summary": (fedhssl("summary_table", "fedhssl_g10.jsonl", "fedhssl_mnist.jsonl"),
-                        ["fedhssl_g10.jsonl", "fedhssl_mnist.jsonl"]),
-    "fedhssl/iterations": (fedhssl("iterations_table", "fedhssl_g40.jsonl", "fedhssl_g10.jsonl"),
-                           ["fedhssl_g40.jsonl", "fedhssl_g10.jsonl"]),
+    "fedhssl/grid": (
+        fedhssl("grid_table", "fedhssl_g10.jsonl", cells=[("credit_default", 1000), ("adult", 400), ("adult", 1000)]),
+        ["fedhssl_g10.jsonl"],
+    ),
+    "fedhssl/mnist": (
+        fedhssl("grid_table", "fedhssl_mnist.jsonl", cells=[("mnist:2", 200), ("mnist:4", 200)]),
+        ["fedhssl_mnist.jsonl"],
+    ),
+    "fedhssl/summary": (
+        fedhssl("summary_table", "fedhssl_g10.jsonl", "fedhssl_mnist.jsonl"),
+        ["fedhssl_g10.jsonl", "fedhssl_mnist.jsonl"],
+    ),
+    "fedhssl/iterations": (
+        fedhssl("iterations_table", "fedhssl_g40.jsonl", "fedhssl_g10.jsonl"),
+        ["fedhssl_g40.jsonl", "fedhssl_g10.jsonl"],
+    ),
     "fedhssl/probe": (fedhssl("probe_table", "fedhssl_probe.jsonl"), ["fedhssl_probe.jsonl"]),
-    **{f"fedhssl/privacy_{n}": ((lambda n=n: getattr(script("fedhssl_privacy"), f"table_{n}")(
-        read_records(COMMITTED / "fedhssl_privacy.jsonl"))), ["fedhssl_privacy.jsonl"]) for n in ("vi", "vii")},
+    **{
+        f"fedhssl/privacy_{n}": (
+            (
+                lambda n=n: getattr(script("fedhssl_privacy"), f"table_{n}")(
+                    read_records(COMMITTED / "fedhssl_privacy.jsonl")
+                )
+            ),
+            ["fedhssl_privacy.jsonl"],
+        )
+        for n in ("vi", "vii")
+    },
 }
 FAIR = "leaderboard/fair_trees"
 TUNED, ALONE_TUNED = "central XGBoost, tuned", "label party alone (XGBoost, all its labels), tuned"
@@ -126,12 +160,18 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "leaderboard/grid_adult": bench_report("leaderboard/grid_adult"),
     "leaderboard/default": bench_report("leaderboard/default"),
     "leaderboard/ple_ensemble3": bench_report("leaderboard/ple_ensemble3", "leaderboard/default"),
-    **{f"leaderboard/{change}_{dataset}": bench_report(f"leaderboard/{change}_{dataset}", f"leaderboard/grid_{dataset}")
-       for change in ("quantile", "mlp128x2", "ple", "ensemble3", "wd1e-4", "ple_ensemble3")
-       for dataset in ("credit_default", "adult") if (COMMITTED / "leaderboard" / f"{change}_{dataset}").is_dir()},
+    **{
+        f"leaderboard/{change}_{dataset}": bench_report(
+            f"leaderboard/{change}_{dataset}", f"leaderboard/grid_{dataset}"
+        )
+        for change in ("quantile", "mlp128x2", "ple", "ensemble3", "wd1e-4", "ple_ensemble3")
+        for dataset in ("credit_default", "adult")
+        if (COMMITTED / "leaderboard" / f"{change}_{dataset}").is_dir()
+    },
     "leaderboard/changes": script_text("leaderboard_changes", "tables"),
-    "leaderboard/fair_trees": bench_report(FAIR, pairs=(
-        ("VFLHLP", TUNED), ("VFLHLP", ALONE_TUNED), ("SS-VFL-I", TUNED), ("VFLHLP", "central XGBoost"))),
+    "leaderboard/fair_trees": bench_report(
+        FAIR, pairs=(("VFLHLP", TUNED), ("VFLHLP", ALONE_TUNED), ("SS-VFL-I", TUNED), ("VFLHLP", "central XGBoost"))
+    ),
     "parity/issue9": parity("issue9_parity"),
     "parity/issue25": parity("issue25_parity"),
     "parity/issue27": parity("issue27_parity"),
@@ -151,23 +191,43 @@ BUILDERS: dict[str, Callable[[], str]] = {
     "privacy": script_tables("privacy"),  # credit default, the adaptive suite (issue 36): privacy_adaptive.jsonl
     "privacy_mnist": lambda: script("privacy").mnist_table(read_records(COMMITTED / "privacy_mnist_adaptive.jsonl")),
     **({"wan": script_tables("wan")} if (COMMITTED / "wan.jsonl").is_file() else {}),
-    **{f"poc_step_latency/{session}": (lambda session=session: script("poc_step_latency").table(
-        read_records(COMMITTED / "poc_step_latency.jsonl"), session)) for session in sessions("poc_step_latency.jsonl")},
+    **{
+        f"poc_step_latency/{session}": (
+            lambda session=session: script("poc_step_latency").table(
+                read_records(COMMITTED / "poc_step_latency.jsonl"), session
+            )
+        )
+        for session in sessions("poc_step_latency.jsonl")
+    },
     **({"scale_memory": script_tables("scale_memory")} if (COMMITTED / "scale_memory.jsonl").is_file() else {}),
-    **({"he_overhead": script_tables("he_overhead", "summary_tables")}
-       if (COMMITTED / "he_overhead.jsonl").is_file() else {}),
-    **{f"performance/{part}": script_text("performance", f"{part}_table")
-       for part in ("wire", "pipeline", "pipeline_wan", "imports", "image_views", "overhead", "fedhssl")
-       if (COMMITTED / "performance" / f"{part}.jsonl").is_file()},
+    **(
+        {"he_overhead": script_tables("he_overhead", "summary_tables")}
+        if (COMMITTED / "he_overhead.jsonl").is_file()
+        else {}
+    ),
+    **{
+        f"performance/{part}": script_text("performance", f"{part}_table")
+        for part in ("wire", "pipeline", "pipeline_wan", "imports", "image_views", "overhead", "fedhssl")
+        if (COMMITTED / "performance" / f"{part}.jsonl").is_file()
+    },
     "performance/mnist_simulator": script_text("performance", "mnist_simulator_table"),
-    **{name: script_tables(name) for name, records in (("vflhlp", "vflhlp.jsonl"), ("images", "images_cpu.jsonl"))
-       if (COMMITTED / records).is_file()},
+    **{
+        name: script_tables(name)
+        for name, records in (("vflhlp", "vflhlp.jsonl"), ("images", "images_cpu.jsonl"))
+        if (COMMITTED / records).is_file()
+    },
     **{name: build for name, (build, files) in FEDHSSL_TABLES.items() if all((COMMITTED / f).is_file() for f in files)},
     "images_mnist_all": script_text("images_simulator", "headline_table"),
-    **({"images_cifar_all": script_text("images_simulator", "cifar_table")}
-       if (COMMITTED / "images_cifar_all.jsonl").is_file() else {}),
-    **{f"images/{name}": (lambda name=name: script("images_simulator").committed_table(name))
-       for name in ("images_small", "images_k4") if (COMMITTED / f"{name}.jsonl").is_file()},
+    **(
+        {"images_cifar_all": script_text("images_simulator", "cifar_table")}
+        if (COMMITTED / "images_cifar_all.jsonl").is_file()
+        else {}
+    ),
+    **{
+        f"images/{name}": (lambda name=name: script("images_simulator").committed_table(name))
+        for name in ("images_small", "images_k4")
+        if (COMMITTED / f"{name}.jsonl").is_file()
+    },
 }
 
 
@@ -239,8 +299,10 @@ def main(argv: list[str] | None = None) -> int:
             report.write_text(text)
     for where in differ_all:
         print(f"{'differs' if args.check else 'rewritten'}: {where}")
-    print(f"{len(built)} builders, {len(differ_all)} tables {'differ' if args.check else 'rewritten'}, "
-          f"{len(pending_all)} pending: {', '.join(pending_all) or 'none'}")
+    print(
+        f"{len(built)} builders, {len(differ_all)} tables {'differ' if args.check else 'rewritten'}, "
+        f"{len(pending_all)} pending: {', '.join(pending_all) or 'none'}"
+    )
     return 1 if args.check and differ_all else 0
 
 

@@ -15,6 +15,7 @@ defaults otherwise. Runs go through the in-process driver, which gives the simul
     python benchmarks/vflhlp.py --select-beta     # beta on validation AUC, split seed 9 (not a test seed)
     python benchmarks/vflhlp.py --table
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from common import (
+    COMMITTED,
+    DEFAULT_DATA_DIR,
+    append_jsonl,
+    environment,
+    limit_threads,
+    prepare_split,
+    read_jsonl,
+    run_vfl,
+)
 
-from common import COMMITTED, DEFAULT_DATA_DIR, append_jsonl, environment, limit_threads, prepare_split, read_jsonl, run_vfl
 from vflflare.algorithms.registry import make_config
 from vflflare.cli import parse_overrides
 
@@ -61,20 +71,30 @@ def run_one(method: str, setting: str, aligned: int, seed: int, overrides: dict,
     dataset, sites = parse_setting(setting)
     root = prepare_split(data_dir, aligned, seed, splits, dataset, len(sites), ACTIVE, active_site_labels=True)
     start = time.perf_counter()
-    result, _ = run_vfl(make_config({**METHODS[method], **overrides, "seed": seed, "label_owner": ACTIVE}), root,
-                        sites=sites)
+    result, _ = run_vfl(
+        make_config({**METHODS[method], **overrides, "seed": seed, "label_owner": ACTIVE}), root, sites=sites
+    )
     if "error" in result:
         raise RuntimeError(f"{method} {setting} {aligned} seed {seed}: {result['error']}")
     wall: dict[str, float] = defaultdict(float)
     for phase in result.get("phases", []):
         wall[phase["name"]] += phase["wall_s"]
     per_site = result["communication"]["per_site"]
-    return {"setting": setting, "aligned": aligned, "seed": seed, "method": method, "overrides": overrides,
-            "metrics": result["metrics"], "rows": result["rows"], "info": result.get("training", {}),
-            "comms_per_site": {s: [c["uploads"], c["downloads"]] for s, c in per_site.items()},
-            "mb_per_site": {s: round(c["payload_bytes"] / 1e6, 3) for s, c in per_site.items()},
-            "phase_wall_s": {p: round(s, 1) for p, s in wall.items()},
-            "wall_s": round(time.perf_counter() - start, 1), "env": environment()}
+    return {
+        "setting": setting,
+        "aligned": aligned,
+        "seed": seed,
+        "method": method,
+        "overrides": overrides,
+        "metrics": result["metrics"],
+        "rows": result["rows"],
+        "info": result.get("training", {}),
+        "comms_per_site": {s: [c["uploads"], c["downloads"]] for s, c in per_site.items()},
+        "mb_per_site": {s: round(c["payload_bytes"] / 1e6, 3) for s, c in per_site.items()},
+        "phase_wall_s": {p: round(s, 1) for p, s in wall.items()},
+        "wall_s": round(time.perf_counter() - start, 1),
+        "env": environment(),
+    }
 
 
 def _groups(records: list[dict]) -> dict[tuple, dict[str, list[dict]]]:
@@ -89,31 +109,42 @@ def auc_table(records: list[dict]) -> str:
     """Test AUC per method: median over seeds, the seeds in brackets."""
     groups = _groups(records)
     columns = [m for m in METHODS if any(m in g for g in groups.values())]
-    out = ["| setting | aligned | " + " | ".join(columns) + " | VFLHLP - vanilla |", "|---|---|" + "---|" * (len(columns) + 1)]
+    out = [
+        "| setting | aligned | " + " | ".join(columns) + " | VFLHLP - vanilla |",
+        "|---|---|" + "---|" * (len(columns) + 1),
+    ]
     for (setting, aligned), by_method in sorted(groups.items()):
         cells, medians = [], {}
         for m in columns:
             values = [test_metric(r) for r in sorted(by_method.get(m, []), key=lambda r: r["seed"])]
             medians[m] = np.median(values) if values else None
             cells.append(f"{medians[m]:.3f} ({', '.join(f'{v:.3f}' for v in values)})" if values else "")
-        delta = (f"{medians['VFLHLP'] - medians['vanilla']:+.3f}"
-                 if medians.get("VFLHLP") is not None and medians.get("vanilla") is not None else "")
+        delta = (
+            f"{medians['VFLHLP'] - medians['vanilla']:+.3f}"
+            if medians.get("VFLHLP") is not None and medians.get("vanilla") is not None
+            else ""
+        )
         out.append(f"| {setting} | {aligned} | " + " | ".join(cells) + f" | {delta} |")
     return "\n".join(out)
 
 
 def communication_table(records: list[dict], setting: str = "credit_default:2") -> str:
     """Messages and MB per site on seed 0, and the median wall time, for one setting."""
-    out = ["| setting | aligned | method | uploads/downloads, active site | passive site | MB, active | passive | wall s |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| setting | aligned | method | uploads/downloads, active site | passive site | MB, active | passive | "
+        "wall s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for (name, aligned), by_method in sorted(_groups(records).items()):
         for m in (m for m in METHODS if by_method.get(m) and name == setting):
             rs = sorted(by_method[m], key=lambda r: r["seed"])
             r = rs[0]
             passive = next(s for s in r["comms_per_site"] if s != ACTIVE)
-            out.append(f"| {name} | {aligned} | {m} | {'/'.join(map(str, r['comms_per_site'][ACTIVE]))} | "
-                       f"{'/'.join(map(str, r['comms_per_site'][passive]))} | {r['mb_per_site'][ACTIVE]:.2f} | "
-                       f"{r['mb_per_site'][passive]:.2f} | {np.median([x['wall_s'] for x in rs]):.0f} |")
+            out.append(
+                f"| {name} | {aligned} | {m} | {'/'.join(map(str, r['comms_per_site'][ACTIVE]))} | "
+                f"{'/'.join(map(str, r['comms_per_site'][passive]))} | {r['mb_per_site'][ACTIVE]:.2f} | "
+                f"{r['mb_per_site'][passive]:.2f} | {np.median([x['wall_s'] for x in rs]):.0f} |"
+            )
     return "\n".join(out)
 
 
@@ -124,7 +155,8 @@ def beta_table(records: list[dict]) -> str:
     for r in records:
         if "beta_selection" in r:
             val[(r["setting"], r["aligned"])][r["beta_selection"]] = next(
-                v for k, v in r["metrics"].items() if k.startswith("val_"))
+                v for k, v in r["metrics"].items() if k.startswith("val_")
+            )
     if not val:
         return ""
     betas = sorted({b for cell in val.values() for b in cell})
@@ -135,7 +167,9 @@ def beta_table(records: list[dict]) -> str:
         out.append(f"| {setting} | {aligned} | " + " | ".join(f"{cell[b]:.3f}" for b in betas) + " |")
     means = {b: np.mean([cell[b] for cell in val.values()]) for b in betas}
     best = max(means, key=means.get)
-    out.append("| **mean** | | " + " | ".join(f"**{means[b]:.3f}**" if b == best else f"{means[b]:.3f}" for b in betas) + " |")
+    out.append(
+        "| **mean** | | " + " | ".join(f"**{means[b]:.3f}**" if b == best else f"{means[b]:.3f}" for b in betas) + " |"
+    )
     return "\n".join(out)
 
 
@@ -146,15 +180,21 @@ def summary_table(records: list[dict], parties: int = 2) -> str:
     out = ["| | N | " + " | ".join(columns) + " |", "|---|---|" + "---|" * len(columns)]
     for (setting, aligned), by_method in sorted(groups.items()):
         name = setting.split(":")[0].replace("_", " ").replace("adult", "Adult")
-        out.append(f"| {name} | {aligned} | " + " | ".join(
-            f"{np.median([test_metric(r) for r in by_method[m]]):.3f}" if by_method.get(m) else "" for m in columns) + " |")
+        out.append(
+            f"| {name} | {aligned} | "
+            + " | ".join(
+                f"{np.median([test_metric(r) for r in by_method[m]]):.3f}" if by_method.get(m) else "" for m in columns
+            )
+            + " |"
+        )
     return "\n".join(out)
 
 
 def tables(records: list[dict]) -> str:
     """`--table`: beta selection, test AUC, credit default's communication (K = 2), and the medians of K = 2."""
-    return "\n\n".join(t for t in (beta_table(records), auc_table(records), communication_table(records),
-                                     summary_table(records)) if t)
+    return "\n\n".join(
+        t for t in (beta_table(records), auc_table(records), communication_table(records), summary_table(records)) if t
+    )
 
 
 def select_beta(args: argparse.Namespace) -> None:
@@ -185,19 +225,28 @@ def main() -> None:
     if args.select_beta:
         return select_beta(args)
     if not args.table:
-        done = {(r["setting"], r["aligned"], r["seed"], r["method"]) for r in read_jsonl(args.out) if "beta_selection" not in r}
+        done = {
+            (r["setting"], r["aligned"], r["seed"], r["method"])
+            for r in read_jsonl(args.out)
+            if "beta_selection" not in r
+        }
         overrides = parse_overrides(args.set)
         for setting in args.settings:
             for aligned in args.aligned:
                 for seed in args.seeds:
                     for method in args.methods:
-                        if (setting, aligned, seed, method) in done or (method == "FedHSSL" and not setting.endswith(":2")):
+                        if (setting, aligned, seed, method) in done or (
+                            method == "FedHSSL" and not setting.endswith(":2")
+                        ):
                             continue
                         own = overrides if METHODS[method]["algorithm"] == "vflhlp" else {}
                         record = run_one(method, setting, aligned, seed, own, args.data_dir, args.splits)
                         append_jsonl(args.out, record)
-                        print(f"{setting} {aligned} seed {seed} {method}: test {test_metric(record):.4f}, "
-                              f"{record['wall_s']} s", flush=True)
+                        print(
+                            f"{setting} {aligned} seed {seed} {method}: test {test_metric(record):.4f}, "
+                            f"{record['wall_s']} s",
+                            flush=True,
+                        )
     print(tables([r for r in read_jsonl(args.out)]))
 
 

@@ -16,6 +16,7 @@ relay carried, both directions, shared evenly by the sites).
     python benchmarks/wan.py --methods vanilla --links 0/1000 100/1000
     python benchmarks/wan.py --table               # the report's tables from benchmarks/results/wan.jsonl
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,8 @@ import time
 from pathlib import Path
 
 from common import COMMITTED, REPO, append_jsonl, environment, read_jsonl
-from refactor_parity import DATA_DIR, METHODS as PARITY_METHODS, SPLIT_ARGS, SPLITS, sets, split
+from refactor_parity import DATA_DIR, SPLIT_ARGS, SPLITS, sets, split
+from refactor_parity import METHODS as PARITY_METHODS
 
 sys.path.insert(0, str(REPO / "poc"))
 from localproc import free_port  # noqa: E402
@@ -51,9 +53,27 @@ def data_root(method: str) -> Path:
         return split(SEED, SPLIT_ARGS.get(method, ()))
     out = SPLITS / f"credit_default_silo_space_s{SEED}"
     if not (out / "manifest.json").exists():
-        subprocess.run([sys.executable, "-m", "vflflare.cli", "split", "--dataset", "credit_default", "--data-dir",
-                        str(DATA_DIR), "--sites", "2", "--silo-space", "--seed", str(SEED), "--out", str(out)],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "vflflare.cli",
+                "split",
+                "--dataset",
+                "credit_default",
+                "--data-dir",
+                str(DATA_DIR),
+                "--sites",
+                "2",
+                "--silo-space",
+                "--seed",
+                str(SEED),
+                "--out",
+                str(out),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     return out
 
 
@@ -62,27 +82,71 @@ def run(method: str, link: str, work: Path, timeout: int) -> dict:
     root = data_root(method)
     name = method.replace("+", "_")
     out = work / f"{name}_{link.replace('/', '_')}"
-    subprocess.run([sys.executable, "-m", "vflflare.cli", "jobs", "--out", str(out / "jobs"), "--name", name,
-                    "--algorithm", algorithm, *sets({**overrides, "seed": SEED})], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vflflare.cli",
+            "jobs",
+            "--out",
+            str(out / "jobs"),
+            "--name",
+            name,
+            "--algorithm",
+            algorithm,
+            *sets({**overrides, "seed": SEED}),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     rtt, mbit = parse_link(link)
     start = time.monotonic()
-    proc = subprocess.run(["bash", str(REPO / "poc" / "run.sh"), str(out / "jobs" / name), "--data-root", str(root),
-                           "--workspace", str(out / "poc"), "--port", str(free_port()), "--timeout", str(timeout),
-                           "--start-timeout", "180", "--link-rtt-ms", str(rtt), "--link-mbit", str(mbit)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            "bash",
+            str(REPO / "poc" / "run.sh"),
+            str(out / "jobs" / name),
+            "--data-root",
+            str(root),
+            "--workspace",
+            str(out / "poc"),
+            "--port",
+            str(free_port()),
+            "--timeout",
+            str(timeout),
+            "--start-timeout",
+            "180",
+            "--link-rtt-ms",
+            str(rtt),
+            "--link-mbit",
+            str(mbit),
+        ],
+        capture_output=True,
+        text=True,
+    )
     command_s = time.monotonic() - start
     results = next((out / "poc" / "results").rglob("vflflare_results.json"), None)
     if proc.returncode != 0 or results is None:
-        raise RuntimeError(f"{method} over {link}: poc/run.sh exit {proc.returncode}\n{proc.stdout[-3000:]}\n"
-                           f"{proc.stderr[-3000:]}")
+        raise RuntimeError(
+            f"{method} over {link}: poc/run.sh exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     record = json.loads(results.read_text())
     comm = record["communication"]
     return {
-        "method": method, "link": link, "rtt_ms": rtt, "mbit": mbit, "seed": SEED, "metrics": record["metrics"],
-        "command_s": round(command_s, 2), "job_s": record["wall_s"],
-        "phases": {p["name"]: p["wall_s"] for p in record["phases"]}, "rounds": comm["rounds"],
-        "per_site": comm["per_site"], "step_latency": record.get("step_latency", {}),
-        "link_bytes": json.loads((out / "poc" / "results" / "link.json").read_text()), "env": environment(),
+        "method": method,
+        "link": link,
+        "rtt_ms": rtt,
+        "mbit": mbit,
+        "seed": SEED,
+        "metrics": record["metrics"],
+        "command_s": round(command_s, 2),
+        "job_s": record["wall_s"],
+        "phases": {p["name"]: p["wall_s"] for p in record["phases"]},
+        "rounds": comm["rounds"],
+        "per_site": comm["per_site"],
+        "step_latency": record.get("step_latency", {}),
+        "link_bytes": json.loads((out / "poc" / "results" / "link.json").read_text()),
+        "env": environment(),
     }
 
 
@@ -98,8 +162,11 @@ def tables(records: list[dict]) -> str:
     methods = [m for m in METHODS if any(r["method"] == m for r in records)]
     cell = {(r["method"], r["link"]): r for r in records}
     head = " | ".join(f"{link.split('/')[0]} ms, {link.split('/')[1]} Mbit/s" for link in links)
-    out = ["Job wall time in s (floor model in brackets); credit default N_o 1000, seed 0, 2 sites, real POC\n",
-           f"| method | round trips | MB per site | {head} |", "|---|---|---|" + "---|" * len(links)]
+    out = [
+        "Job wall time in s (floor model in brackets); credit default N_o 1000, seed 0, 2 sites, real POC\n",
+        f"| method | round trips | MB per site | {head} |",
+        "|---|---|---|" + "---|" * len(links),
+    ]
     for method in methods:
         base = cell.get((method, BASE))
         cells = []
@@ -110,8 +177,12 @@ def tables(records: list[dict]) -> str:
         any_run = next(cell[(method, link)] for link in links if (method, link) in cell)
         wire = statistics.mean(row["wire_bytes"] for row in any_run["per_site"].values()) / 1e6
         out.append(f"| {method} | {sum(any_run['rounds'].values())} | {wire:.1f} | " + " | ".join(cells) + " |")
-    out += ["", "Whole command (POC start to stop) in s, and the split-NN step's median latency in ms where it has "
-            "steps\n", f"| method | {head} |", "|---|" + "---|" * len(links)]
+    out += [
+        "",
+        "Whole command (POC start to stop) in s, and the split-NN step's median latency in ms where it has steps\n",
+        f"| method | {head} |",
+        "|---|" + "---|" * len(links),
+    ]
     for method in methods:
         cells = []
         for link in links:
@@ -122,9 +193,13 @@ def tables(records: list[dict]) -> str:
     slow = [link for link in links if link != BASE]
     if not slow:
         return "\n".join(out)
-    out += ["", f"Time the link added: job wall minus the job's wall on the {BASE.replace('/', ' ms, ')} Mbit/s link, "
-            "in s, and per round trip in ms\n", "| method | " + " | ".join(
-                f"{link.split('/')[0]} ms, {link.split('/')[1]} Mbit/s" for link in slow) + " |", "|---|" + "---|" * len(slow)]
+    out += [
+        "",
+        f"Time the link added: job wall minus the job's wall on the {BASE.replace('/', ' ms, ')} Mbit/s link, "
+        "in s, and per round trip in ms\n",
+        "| method | " + " | ".join(f"{link.split('/')[0]} ms, {link.split('/')[1]} Mbit/s" for link in slow) + " |",
+        "|---|" + "---|" * len(slow),
+    ]
     for method in methods:
         base = cell.get((method, BASE))
         cells = []
@@ -180,8 +255,11 @@ def main() -> int:
                     continue
                 record = run(method, link, Path(work), args.timeout)
                 append_jsonl(args.out, record)
-                print(f"{method} over {link}: job {record['job_s']:.1f} s, command {record['command_s']:.0f} s, "
-                      f"{record['metrics']}", flush=True)
+                print(
+                    f"{method} over {link}: job {record['job_s']:.1f} s, command {record['command_s']:.0f} s, "
+                    f"{record['metrics']}",
+                    flush=True,
+                )
     return 0
 
 

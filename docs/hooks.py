@@ -6,6 +6,7 @@
 - docs/settings.md's `<!-- settings -->` becomes the table of every setting of every algorithm, read from
   the config dataclasses (vflflare.settings_reference), so the reference cannot fall behind the code.
 """
+
 from __future__ import annotations
 
 import re
@@ -13,8 +14,16 @@ from pathlib import Path
 
 from mkdocs.structure.files import File
 
-OUTSIDE = ("README.md", "ARCHITECTURE.md", "benchmarks/*.md", "benchmarks/*.png", "poc/README.md", "provisioning/README.md",
-           "examples/README.md", "examples/*/README.md")
+OUTSIDE = (
+    "README.md",
+    "ARCHITECTURE.md",
+    "benchmarks/*.md",
+    "benchmarks/*.png",
+    "poc/README.md",
+    "provisioning/README.md",
+    "examples/README.md",
+    "examples/*/README.md",
+)
 
 
 def on_files(files, config):

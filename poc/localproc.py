@@ -9,6 +9,7 @@ What this module stops is exactly what we started:
 Never this process or its ancestors. Linux only (/proc); nothing here looks at processes by
 program name.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -55,7 +56,7 @@ def _processes() -> dict[int, tuple[int, str]]:
             continue
         try:
             stat = (entry / "stat").read_text()
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except (OSError, ValueError, IndexError):
             continue
@@ -108,7 +109,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def stop_processes(marker: str | os.PathLike | None = None, descendants: bool = False, grace_s: float = 5.0) -> list[int]:
+def stop_processes(
+    marker: str | os.PathLike | None = None, descendants: bool = False, grace_s: float = 5.0
+) -> list[int]:
     """SIGTERM our processes (see our_processes), wait up to grace_s, then SIGKILL what is left.
     Returns the pids that were signalled."""
     signalled: set[int] = set()

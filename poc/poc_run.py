@@ -21,6 +21,7 @@ Steps (each one printed with its wall time):
 Exit status: 0 when the job completed and its results have no "error", 1 when the job failed or
 timed out, 2 when the POC could not be set up.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from localproc import become_subreaper, free_port, port_is_free, stop_processes  # noqa: E402
 from wan_link import WanLink  # noqa: E402
+
 from vflflare.flare.provisioning import enable_adhoc_connections  # noqa: E402
 from vflflare.flare.site_config import SITE_CONFIG_FILE, write_site_config  # noqa: E402
 from vflflare.results import RESULTS_FILE  # noqa: E402
@@ -79,13 +81,21 @@ class PocRun:
     def log(self, message: str) -> None:
         print(f"[poc {time.monotonic() - self.t0:6.1f} s] {message}", flush=True)
 
-    def nvflare(self, *args: str, timeout: float, json_out: bool = False, check: bool = True,
-                new_session: bool = False) -> dict | str:
+    def nvflare(
+        self, *args: str, timeout: float, json_out: bool = False, check: bool = True, new_session: bool = False
+    ) -> dict | str:
         """Run the nvflare CLI of this interpreter's environment; return its JSON data or text."""
         cmd = [sys.executable, "-m", "nvflare.cli"] + (["--format", "json"] if json_out else []) + list(args)
         try:
-            proc = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout,
-                                  stdin=subprocess.DEVNULL, start_new_session=new_session)
+            proc = subprocess.run(
+                cmd,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+                start_new_session=new_session,
+            )
         except subprocess.TimeoutExpired as error:
             raise SetupError(f"`nvflare {' '.join(args)}` did not finish in {timeout:.0f} s") from error
         if not json_out:
@@ -97,14 +107,15 @@ class PocRun:
         except (ValueError, IndexError):
             reply = {"status": "error", "detail": (proc.stdout + proc.stderr).strip()[-2000:]}
         if check and (proc.returncode != 0 or reply.get("status") != "ok"):
-            raise SetupError(f"`nvflare {' '.join(args)}` failed ({proc.returncode}): {json.dumps(reply)[:2000]}\n"
-                             f"{proc.stderr.strip()[-2000:]}")
+            raise SetupError(
+                f"`nvflare {' '.join(args)}` failed ({proc.returncode}): {json.dumps(reply)[:2000]}\n"
+                f"{proc.stderr.strip()[-2000:]}"
+            )
         return reply
 
     # ------------------------------------------------------------------ steps
     def sites(self) -> list[str]:
         from vflflare.jobs import expected_sites
-
         from vflflare.protocol.topology import check_data_sites, site_folders
 
         needed, names = expected_sites(self.job)  # the job's own count: meta.json always asks NVFlare for 2
@@ -198,8 +209,10 @@ class PocRun:
                 server["service"]["target"] = f"localhost:{self.link.port}"
             path.write_text(json.dumps(config, indent=2))
         speed = f"{self.args.link_mbit:g} Mbit/s" if self.args.link_mbit else "unlimited bandwidth"
-        self.log(f"link: the sites reach the server through an emulated link, round trip "
-                 f"{self.args.link_rtt_ms or 0:g} ms, {speed} (port {self.link.port}); no ad-hoc connections")
+        self.log(
+            f"link: the sites reach the server through an emulated link, round trip "
+            f"{self.args.link_rtt_ms or 0:g} ms, {speed} (port {self.link.port}); no ad-hoc connections"
+        )
 
     def configure_adhoc(self) -> None:
         """The server's local/comm_config.json: its job cells listen for the sites' job cells directly."""
@@ -215,12 +228,15 @@ class PocRun:
         kit, deadline, registered = str(self.admin_kit()), time.monotonic() + self.args.start_timeout, set()
         while not set(sites) <= registered:
             if time.monotonic() > deadline:
-                raise SetupError(f"the POC's sites did not all connect in {self.args.start_timeout} s: connected "
-                                 f"{sorted(registered) or 'none'} of {sites}; see {self.prod}/*/log.txt")
+                raise SetupError(
+                    f"the POC's sites did not all connect in {self.args.start_timeout} s: connected "
+                    f"{sorted(registered) or 'none'} of {sites}; see {self.prod}/*/log.txt"
+                )
             time.sleep(2)
             try:
-                reply = self.nvflare("system", "status", "server", "--startup-kit", kit, timeout=60, json_out=True,
-                                     check=False)
+                reply = self.nvflare(
+                    "system", "status", "server", "--startup-kit", kit, timeout=60, json_out=True, check=False
+                )
             except SetupError:
                 continue
             registered = {c.get("client_name") for c in (reply.get("data") or {}).get("clients") or []}
@@ -230,7 +246,9 @@ class PocRun:
         import yaml
 
         project = yaml.safe_load((self.poc / "project.yml").read_text())
-        admin = next(p["name"] for p in project["participants"] if p["type"] == "admin" and p.get("role") == "project_admin")
+        admin = next(
+            p["name"] for p in project["participants"] if p["type"] == "admin" and p.get("role") == "project_admin"
+        )
         return self.prod / admin
 
     def submit_and_wait(self, staged: Path) -> tuple[str, str]:
@@ -241,9 +259,20 @@ class PocRun:
         started = time.monotonic()
         while True:  # a status line every STATUS_EVERY s while the job runs
             left = self.args.timeout - (time.monotonic() - started)
-            reply = self.nvflare("job", "wait", job_id, "--timeout", str(max(1, int(min(STATUS_EVERY, left)))),
-                                 "--interval", "2", "--startup-kit", kit, timeout=STATUS_EVERY + 120, json_out=True,
-                                 check=False)
+            reply = self.nvflare(
+                "job",
+                "wait",
+                job_id,
+                "--timeout",
+                str(max(1, int(min(STATUS_EVERY, left)))),
+                "--interval",
+                "2",
+                "--startup-kit",
+                kit,
+                timeout=STATUS_EVERY + 120,
+                json_out=True,
+                check=False,
+            )
             status = (reply.get("data") or {}).get("status")
             if status or left <= STATUS_EVERY or "TIMEOUT" not in json.dumps(reply):  # done, out of time, or an error
                 break
@@ -262,8 +291,19 @@ class PocRun:
         out.mkdir(parents=True)
         download = self.work / "download"
         shutil.rmtree(download, ignore_errors=True)
-        reply = self.nvflare("job", "download", job_id, "-o", str(download), "--force",
-                             "--startup-kit", str(self.admin_kit()), timeout=300, json_out=True, check=False)
+        reply = self.nvflare(
+            "job",
+            "download",
+            job_id,
+            "-o",
+            str(download),
+            "--force",
+            "--startup-kit",
+            str(self.admin_kit()),
+            timeout=300,
+            json_out=True,
+            check=False,
+        )
         path = (reply.get("data") or {}).get("path")
         if path and (Path(path) / "workspace").is_dir():
             shutil.move(str(Path(path) / "workspace"), str(out / SERVER))
@@ -271,8 +311,12 @@ class PocRun:
             self.log(f"could not download the server's job workspace: {json.dumps(reply)[:1000]}")
         shutil.rmtree(download, ignore_errors=True)
         for site_dir in sorted(p for p in self.prod.iterdir() if (p / job_id).is_dir()):
-            shutil.copytree(site_dir / job_id, out / site_dir.name,
-                            ignore=shutil.ignore_patterns("custom", "__pycache__"), dirs_exist_ok=True)
+            shutil.copytree(
+                site_dir / job_id,
+                out / site_dir.name,
+                ignore=shutil.ignore_patterns("custom", "__pycache__"),
+                dirs_exist_ok=True,
+            )
         results = out / SERVER / RESULTS_FILE
         self.log(f"results collected under {out}")
         return results if results.is_file() else None
@@ -286,11 +330,18 @@ class PocRun:
                 self.log(f"`nvflare poc stop` did not finish cleanly: {error}")
         if self.link is not None:
             self.link.stop()
-            stats = {"rtt_ms": self.args.link_rtt_ms or 0.0, "mbit": self.args.link_mbit, "up_bytes": self.link.stats.up,
-                     "down_bytes": self.link.stats.down, "connections": self.link.stats.connections}
+            stats = {
+                "rtt_ms": self.args.link_rtt_ms or 0.0,
+                "mbit": self.args.link_mbit,
+                "up_bytes": self.link.stats.up,
+                "down_bytes": self.link.stats.down,
+                "connections": self.link.stats.connections,
+            }
             (self.results_root / "link.json").parent.mkdir(parents=True, exist_ok=True)
             (self.results_root / "link.json").write_text(json.dumps(stats) + "\n")
-            self.log(f"link: {stats['up_bytes']} bytes up, {stats['down_bytes']} down, {stats['connections']} connections")
+            self.log(
+                f"link: {stats['up_bytes']} bytes up, {stats['down_bytes']} down, {stats['connections']} connections"
+            )
         left = stop_processes(marker=f"{self.poc}{os.sep}", descendants=True)
         if left:
             self.log(f"stopped {len(left)} leftover process(es): {left}")
@@ -312,8 +363,10 @@ class PocRun:
         job_id, status = self.submit_and_wait(staged)
         results_path = self.collect(job_id)
         if results_path is None:
-            print(f"FAILED: job {job_id} ({status}) left no {RESULTS_FILE}; logs: {self.results_root / job_id}",
-                  file=sys.stderr)
+            print(
+                f"FAILED: job {job_id} ({status}) left no {RESULTS_FILE}; logs: {self.results_root / job_id}",
+                file=sys.stderr,
+            )
             return 1
         results = json.loads(results_path.read_text())
         if self.args.data_root:  # where the printed scoring command runs (results.scoring_command)
@@ -348,24 +401,44 @@ def site_names(value: str) -> int | list[str]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="poc/run.sh", description=__doc__.split("\n\n")[0])
     parser.add_argument("job", help="job folder, e.g. jobs/oneshot_vfl")
-    parser.add_argument("--sites", type=site_names,
-                        help="the sites: their names (--sites broker,insurer) or a number K (site-1..site-K); default: the "
-                             "names the job gives, else the site folders of --data-root, else the job's min_clients (at least 2)")
-    parser.add_argument("--he", action="store_true", help="provision HE (TenSEAL CKKS) contexts: nvflare poc prepare -he")
-    parser.add_argument("--data-root", default=os.environ.get("VFLFLARE_DATA_ROOT"),
-                        help="folder with <site>/ and server/ subfolders (vflflare split --out); default: $VFLFLARE_DATA_ROOT, else the embedded default")
-    parser.add_argument("--workspace", default=str(user_temp("poc")),
-                        help="everything this run writes (default %(default)s, your own)")
-    parser.add_argument("--port", type=int, help="server port (FL and admin); default 8002, or a free one if 8002 is taken")
+    parser.add_argument(
+        "--sites",
+        type=site_names,
+        help="the sites: their names (--sites broker,insurer) or a number K (site-1..site-K); default: the "
+        "names the job gives, else the site folders of --data-root, else the job's min_clients (at least 2)",
+    )
+    parser.add_argument(
+        "--he", action="store_true", help="provision HE (TenSEAL CKKS) contexts: nvflare poc prepare -he"
+    )
+    parser.add_argument(
+        "--data-root",
+        default=os.environ.get("VFLFLARE_DATA_ROOT"),
+        help="folder with <site>/ and server/ subfolders (vflflare split --out); "
+        "default: $VFLFLARE_DATA_ROOT, else the embedded default",
+    )
+    parser.add_argument(
+        "--workspace", default=str(user_temp("poc")), help="everything this run writes (default %(default)s, your own)"
+    )
+    parser.add_argument(
+        "--port", type=int, help="server port (FL and admin); default 8002, or a free one if 8002 is taken"
+    )
     parser.add_argument("--timeout", type=int, default=1800, help="seconds to wait for the job (default 1800)")
     parser.add_argument("--start-timeout", type=int, default=120, help="seconds to wait for the sites to connect")
     parser.add_argument("--stop-timeout", type=int, default=90, help="seconds to wait for `nvflare poc stop`")
     parser.add_argument("--keep", action="store_true", help="keep the POC workspace (startup kits, logs) after the run")
-    parser.add_argument("--no-adhoc", dest="adhoc", action="store_false",
-                        help="route every message through the server's and sites' parent processes, NVFlare's default "
-                        "(default here: site job cells connect straight to the server's job cell over mutual TLS)")
-    parser.add_argument("--link-rtt-ms", type=float, help="emulate a wide-area link between the sites and the server: "
-                        "this round-trip time in ms (wan_link.py; turns ad-hoc connections off)")
+    parser.add_argument(
+        "--no-adhoc",
+        dest="adhoc",
+        action="store_false",
+        help="route every message through the server's and sites' parent processes, NVFlare's default "
+        "(default here: site job cells connect straight to the server's job cell over mutual TLS)",
+    )
+    parser.add_argument(
+        "--link-rtt-ms",
+        type=float,
+        help="emulate a wide-area link between the sites and the server: "
+        "this round-trip time in ms (wan_link.py; turns ad-hoc connections off)",
+    )
     parser.add_argument("--link-mbit", type=float, help="the emulated link's bandwidth in Mbit/s (default: unlimited)")
     return parser.parse_args(argv)
 

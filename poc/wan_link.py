@@ -8,6 +8,7 @@ relay, which forwards every byte to the server's port and back, and per connecti
 A request and its reply therefore take at least `rtt_ms` plus their size over the bandwidth, and a
 connection's bytes stay in order. `tests/test_wan_link.py` measures both.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -21,6 +22,7 @@ CHUNK = 64 * 1024
 @dataclass
 class LinkStats:
     """Bytes through the link, site->server ("up") and server->site ("down"), and connections made."""
+
     up: int = 0
     down: int = 0
     connections: int = 0
@@ -35,8 +37,9 @@ class WanLink:
     """A relay from a free localhost port to `target_port`, in its own thread and event loop:
     `with WanLink(8002, rtt_ms=20, mbit=100) as link: ... link.port ...`."""
 
-    def __init__(self, target_port: int, rtt_ms: float = 0.0, mbit: float | None = None,
-                 target_host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, target_port: int, rtt_ms: float = 0.0, mbit: float | None = None, target_host: str = "127.0.0.1"
+    ) -> None:
         if rtt_ms < 0 or (mbit is not None and mbit <= 0):
             raise ValueError(f"a link needs rtt_ms >= 0 and mbit > 0, got rtt_ms={rtt_ms}, mbit={mbit}")
         self.target = (target_host, target_port)
@@ -48,7 +51,7 @@ class WanLink:
         self._thread = threading.Thread(target=self._loop.run_forever, name="wan-link", daemon=True)
         self._server: asyncio.base_events.Server | None = None
 
-    def __enter__(self) -> "WanLink":
+    def __enter__(self) -> WanLink:
         self.start()
         return self
 
@@ -58,7 +61,8 @@ class WanLink:
     def start(self) -> int:
         self._thread.start()
         self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._connect, "127.0.0.1", 0, family=socket.AF_INET), self._loop).result(10)
+            asyncio.start_server(self._connect, "127.0.0.1", 0, family=socket.AF_INET), self._loop
+        ).result(10)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
@@ -84,8 +88,11 @@ class WanLink:
         except OSError:
             site_writer.close()
             return
-        await asyncio.gather(self._carry(site_reader, server_writer, "up"),
-                             self._carry(server_reader, site_writer, "down"), return_exceptions=True)
+        await asyncio.gather(
+            self._carry(site_reader, server_writer, "up"),
+            self._carry(server_reader, site_writer, "down"),
+            return_exceptions=True,
+        )
 
     async def _carry(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, direction: str) -> None:
         """One direction of one connection: serialise at the bandwidth, then delay by the one-way time."""

@@ -19,6 +19,7 @@ describes it, with the real startup kits, start.sh scripts and admin API:
 
 Exit status: 0 when the job completed without error, 1 otherwise. Every process it started is stopped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,7 +65,7 @@ def participants(project: dict, kind: str) -> list[dict]:
 def with_sites(project: dict, sites: list[str]) -> dict:
     """`project` whose sites are `sites`: each its own organisation, with an org admin, accepting jobs from
     the server's organisation. The server and its organisation's users stay; the other organisations go."""
-    server, = participants(project, "server")
+    (server,) = participants(project, "server")
     gone = {p["org"] for p in participants(project, "client")} - {server["org"]}
     kept = [p for p in project["participants"] if p["type"] != "client" and p.get("org") not in gone]
     for site in sites:
@@ -103,8 +104,12 @@ def venv_env() -> dict:
 
 def provision(project_file: Path, out: Path) -> Path:
     """`nvflare provision`; the prod_00 folder holding every participant's startup kit."""
-    subprocess.run([sys.executable, "-m", "nvflare.cli", "provision", "-p", str(project_file), "-w", str(out),
-                    "--force"], check=True, stdout=subprocess.DEVNULL, env=venv_env())
+    subprocess.run(
+        [sys.executable, "-m", "nvflare.cli", "provision", "-p", str(project_file), "-w", str(out), "--force"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env=venv_env(),
+    )
     return sorted(out.glob("*/prod_00"))[0]
 
 
@@ -166,8 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job", type=Path, default=REPO / "jobs" / "oneshot_vfl")
     parser.add_argument("--project", type=Path, default=HERE / "project.yml")
     parser.add_argument("--data-root", type=Path, help="a split with one folder per site and server/")
-    parser.add_argument("--sites", help="the sites' names, e.g. broker,insurer (default: the site folders of "
-                                        "--data-root, else the project's sites)")
+    parser.add_argument(
+        "--sites",
+        help="the sites' names, e.g. broker,insurer (default: the site folders of "
+        "--data-root, else the project's sites)",
+    )
     parser.add_argument("--verbose", action="store_true", help="also NVFlare's connection messages")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for the job")
     args = parser.parse_args(argv)
@@ -178,27 +186,56 @@ def main(argv: list[str] | None = None) -> int:
     project = localhost_project(args.project, out / "project.yml", fl_port, admin_port)
     from vflflare.protocol.topology import check_unique, site_folders
 
-    names = ([n.strip() for n in args.sites.split(",") if n.strip()] if args.sites
-             else site_folders(args.data_root) if args.data_root else [])
+    names = (
+        [n.strip() for n in args.sites.split(",") if n.strip()]
+        if args.sites
+        else site_folders(args.data_root)
+        if args.data_root
+        else []
+    )
     if names and names != sorted(p["name"] for p in participants(project, "client")):
         if len(check_unique(names, "--sites")) < 2:
             parser.error(f"vertical FL needs at least 2 sites, got {names}")
         project = with_sites(project, names)
         (out / "project.yml").write_text(yaml.safe_dump(project, sort_keys=False))
     prod = provision(out / "project.yml", out / "prov")
-    server, = participants(project, "server")
+    (server,) = participants(project, "server")
     sites = [p["name"] for p in participants(project, "client")]
     lead = next(p["name"] for p in participants(project, "admin") if p["role"] == "lead")
     operator = next(p["name"] for p in participants(project, "admin") if p["role"] == "project_admin")
-    site_admins = {s["name"]: next((p["name"] for p in participants(project, "admin")
-                                    if p["role"] in ("org_admin", "project_admin") and p["org"] == s["org"]), None)
-                   for s in participants(project, "client")}
+    site_admins = {
+        s["name"]: next(
+            (
+                p["name"]
+                for p in participants(project, "admin")
+                if p["role"] in ("org_admin", "project_admin") and p["org"] == s["org"]
+            ),
+            None,
+        )
+        for s in participants(project, "client")
+    }
     print(f"1. provisioned {len(project['participants'])} kits into {prod} (server on localhost:{fl_port})")
 
     data = args.data_root.resolve() if args.data_root else out / "data"
     if not args.data_root:
-        subprocess.run([sys.executable, "-m", "vflflare.cli", "split", "--dataset", "breast_cancer", "--sites",
-                        ",".join(sites), "--overlap", "150", "--out", str(data)], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "vflflare.cli",
+                "split",
+                "--dataset",
+                "breast_cancer",
+                "--sites",
+                ",".join(sites),
+                "--overlap",
+                "150",
+                "--out",
+                str(data),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     from vflflare.flare.site_config import write_site_config
 
     kits = [prod / server["name"], *(prod / s for s in sites)]
@@ -210,18 +247,33 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for kit in kits:
             log = open(out / f"{kit.name}.console.log", "w")
-            procs.append(subprocess.Popen(["bash", str(kit / "startup" / "start.sh")], cwd=kit, stdout=log,
-                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=venv_env(),
-                                          start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    ["bash", str(kit / "startup" / "start.sh")],
+                    cwd=kit,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=venv_env(),
+                    start_new_session=True,
+                )
+            )
             if kit == kits[0]:
                 time.sleep(3)  # the server first, as its operator would
         with quiet(args.verbose):
             wait_until_connected(prod / lead, lead, sites, 180).close()
         print(f"3. started {', '.join(k.name for k in kits)}; every site connected")
         with quiet(args.verbose):
-            outcome = submit_and_collect(prod / lead, args.job, out / "results", lead, timeout=args.timeout,
-                                         connect_timeout=30, sites=sites,
-                                         log=lambda line: print(f"4. {line}", flush=True, file=sys.__stdout__))
+            outcome = submit_and_collect(
+                prod / lead,
+                args.job,
+                out / "results",
+                lead,
+                timeout=args.timeout,
+                connect_timeout=30,
+                sites=sites,
+                log=lambda line: print(f"4. {line}", flush=True, file=sys.__stdout__),
+            )
         results = outcome["results"]
         if results is not None:
             from vflflare.results import format_table

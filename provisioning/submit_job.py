@@ -13,6 +13,7 @@ role needs the submit_job right on the server and on every site of the job (prov
 Exit status: 0 when the job completed and its results have no "error", 1 when it failed or timed
 out, 2 when it could not be submitted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,10 @@ def submit_copy(session, job: str | Path, sites: list[str] | None = None) -> str
         if sites:
             name_sites(copy, sites)
         elif (copy / "meta.json").is_file() and not expected_sites(copy)[1] and _is_vflflare(copy):
-            raise ValueError(f"{Path(job).name} names no sites: a provisioned job's parties are explicit, so that no "
-                             f"other site of the project takes part; give them (--sites site-a,site-b)")
+            raise ValueError(
+                f"{Path(job).name} names no sites: a provisioned job's parties are explicit, so that no "
+                f"other site of the project takes part; give them (--sites site-a,site-b)"
+            )
         return session.submit_job(str(without_code_note(copy)))
 
 
@@ -52,9 +55,16 @@ def _is_vflflare(job: Path) -> bool:
     return any("vflflare.flare." in p.read_text() for p in job.glob("*/config/config_fed_server.json"))
 
 
-def submit_and_collect(kit: str | Path, job: str | Path, out: str | Path, user: str | None = None,
-                       timeout: float = 1800, connect_timeout: float = 60, log=print,
-                       sites: list[str] | None = None) -> dict:
+def submit_and_collect(
+    kit: str | Path,
+    job: str | Path,
+    out: str | Path,
+    user: str | None = None,
+    timeout: float = 1800,
+    connect_timeout: float = 60,
+    log=print,
+    sites: list[str] | None = None,
+) -> dict:
     """Submit `job` with the admin kit, wait up to `timeout` s, download the server's job workspace
     into `out`. Returns {"job_id", "status", "results_path" (or None), "results" (or None)}."""
     from nvflare.fuel.flare_api.flare_api import new_secure_session
@@ -75,8 +85,7 @@ def submit_and_collect(kit: str | Path, job: str | Path, out: str | Path, user: 
                 log(f"job {job_id}: {meta.get('status')} after {waited:.0f} s")
             return True
 
-        _, meta = session.monitor_job_and_return_job_meta(job_id, timeout=timeout, poll_interval=2.0,
-                                                           cb=progress)
+        _, meta = session.monitor_job_and_return_job_meta(job_id, timeout=timeout, poll_interval=2.0, cb=progress)
         if meta is None:  # the monitor's timeout
             status = f"TIMEOUT after {timeout:.0f} s"
             session.abort_job(job_id)
@@ -97,8 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("job", help="job folder, e.g. jobs/oneshot_vfl")
     parser.add_argument("--kit", required=True, help="the submitter's admin startup kit (folder holding startup/)")
-    parser.add_argument("--sites", required=True, help="the job's sites by name, e.g. site-insurer,site-telco: "
-                        "exactly these take part (any other site of the project is refused by name)")
+    parser.add_argument(
+        "--sites",
+        required=True,
+        help="the job's sites by name, e.g. site-insurer,site-telco: "
+        "exactly these take part (any other site of the project is refused by name)",
+    )
     parser.add_argument("--user", help="admin user name (default: the kit's)")
     parser.add_argument("--out", default="vflflare_results", help="where downloaded job results go")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for the job")

@@ -6,7 +6,8 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import vflflare, nvflare, torch, pytest, xdist, hypothesis, tenseal, private_set_intersection.python, xgboost, material, mlflow, alembic, dp_accounting" 2>/dev/null; then
+if ! .venv/bin/python -c "import vflflare, nvflare, torch, pytest, xdist, hypothesis, tenseal, private_set_intersection.python, xgboost, material, mlflow, alembic, dp_accounting, importlinter" 2>/dev/null \
+   || [ ! -x .venv/bin/ruff ]; then
   # torch first and pinned: a bare 'torch' requirement would pull the multi-GB CUDA build
   .venv/bin/pip install -q "torch==2.13.0"
   .venv/bin/pip install -q -e ".[test]"

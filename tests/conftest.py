@@ -1,4 +1,5 @@
 """Shared test fixtures."""
+
 from __future__ import annotations
 
 import csv
@@ -17,8 +18,11 @@ from vflflare.data.split import split_table, write_split
 # (.ci/run sets it), which makes the absence an error, so CI never passes by skipping them.
 DATA_DIR_ENV = "VFLFLARE_DATA_DIR"  # where the tests look for it instead of ../shared/data
 REQUIRE_DATA_ENV = "VFLFLARE_REQUIRE_DATA"  # "1": a test whose data is absent errors instead of skipping
-SHARED_DATA = (Path(os.environ[DATA_DIR_ENV]) if os.environ.get(DATA_DIR_ENV)
-               else Path(__file__).resolve().parents[1].parent / "shared" / "data")
+SHARED_DATA = (
+    Path(os.environ[DATA_DIR_ENV])
+    if os.environ.get(DATA_DIR_ENV)
+    else Path(__file__).resolve().parents[1].parent / "shared" / "data"
+)
 
 
 def absent_data(*datasets: str) -> str | None:
@@ -40,9 +44,12 @@ def require_data(*datasets: str) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "needs_data(*datasets): needs these folders of the benchmark data "
-                                       "(../shared/data or VFLFLARE_DATA_DIR); skipped when absent, an error "
-                                       "under VFLFLARE_REQUIRE_DATA=1")
+    config.addinivalue_line(
+        "markers",
+        "needs_data(*datasets): needs these folders of the benchmark data "
+        "(../shared/data or VFLFLARE_DATA_DIR); skipped when absent, an error "
+        "under VFLFLARE_REQUIRE_DATA=1",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)

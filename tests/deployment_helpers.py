@@ -5,6 +5,7 @@ command runs in its own session, is asked to stop (SIGTERM to its group) when it
 killed, and finally everything whose command line names the test's own temporary workspace is
 stopped too (NVFlare launches each job in a new session, so process groups alone do not cover it).
 """
+
 from __future__ import annotations
 
 import json
@@ -13,10 +14,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 POC_RUN = REPO / "poc" / "run.sh"
@@ -27,7 +28,7 @@ for _folder in (REPO / "poc", PROVISIONING):
     if str(_folder) not in sys.path:
         sys.path.insert(0, str(_folder))
 
-from localproc import free_port, stop_processes  # noqa: E402
+from localproc import free_port, stop_processes  # noqa: E402, F401 (free_port: re-exported to the tests)
 
 
 @dataclass
@@ -44,15 +45,29 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
-def run_bounded(cmd: list[str], timeout: float, marker: str | Path, log: Path, env: dict | None = None,
-                cwd: str | Path | None = None, grace_s: float = 90.0) -> Finished:
+def run_bounded(
+    cmd: list[str],
+    timeout: float,
+    marker: str | Path,
+    log: Path,
+    env: dict | None = None,
+    cwd: str | Path | None = None,
+    grace_s: float = 90.0,
+) -> Finished:
     """Run `cmd` in its own session with output to `log`. Past `timeout` it gets SIGTERM (time to
     clean up after itself, up to grace_s), then SIGKILL. Then every process naming `marker` in its
     command line is stopped."""
     t0 = time.monotonic()
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, cwd=cwd, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
         try:
             returncode = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -76,13 +91,24 @@ def results_path_from(output: str) -> Path | None:
     """The path after 'results: ' in a run's output (poc/run.sh, vflflare simulate)."""
     for line in reversed(output.splitlines()):
         if line.startswith("results: "):
-            return Path(line[len("results: "):].strip())
+            return Path(line[len("results: ") :].strip())
     return None
 
 
 def simulator_cmd(job: Path, workspace: Path, sites: int) -> list[str]:
-    return [sys.executable, "-m", "nvflare.cli", "simulator", str(job), "-w", str(workspace),
-            "-n", str(sites), "-t", str(sites)]
+    return [
+        sys.executable,
+        "-m",
+        "nvflare.cli",
+        "simulator",
+        str(job),
+        "-w",
+        str(workspace),
+        "-n",
+        str(sites),
+        "-t",
+        str(sites),
+    ]
 
 
 def find_results(workspace: Path) -> dict | None:
@@ -119,8 +145,13 @@ def localhost_project(source: Path, dest: Path, fl_port: int, admin_port: int) -
 
 def provision(project_file: Path, workspace: Path, log: Path) -> Path:
     """`nvflare provision`; returns the prod_00 folder holding every participant's startup kit."""
-    result = run_bounded([sys.executable, "-m", "nvflare.cli", "provision", "-p", str(project_file),
-                          "-w", str(workspace), "--force"], 180, workspace, log, env=env_with())
+    result = run_bounded(
+        [sys.executable, "-m", "nvflare.cli", "provision", "-p", str(project_file), "-w", str(workspace), "--force"],
+        180,
+        workspace,
+        log,
+        env=env_with(),
+    )
     assert result.returncode == 0, result.output[-4000:]
     kits = sorted(workspace.glob("*/prod_00"))
     assert kits, f"no startup kits under {workspace}:\n{result.output[-2000:]}"
@@ -128,7 +159,9 @@ def provision(project_file: Path, workspace: Path, log: Path) -> Path:
 
 
 @contextmanager
-def running_kits(kits: list[Path], marker: Path, log_dir: Path, env: dict | None = None) -> Iterator[list[subprocess.Popen]]:
+def running_kits(
+    kits: list[Path], marker: Path, log_dir: Path, env: dict | None = None
+) -> Iterator[list[subprocess.Popen]]:
     """Start each kit's service (`startup/sub_start.sh --once`: the server or site process itself,
     without start.sh's restart loop) in its own session; stop all of them on exit, whatever
     happened."""
@@ -138,9 +171,17 @@ def running_kits(kits: list[Path], marker: Path, log_dir: Path, env: dict | None
         for kit in kits:
             out = open(log_dir / f"{kit.name}.console.log", "w")
             logs.append(out)
-            procs.append(subprocess.Popen(["bash", str(kit / "startup" / "sub_start.sh"), "--once"],
-                                          cwd=kit, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          env=env or env_with(VFLFLARE_DATA_ROOT=None), start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    ["bash", str(kit / "startup" / "sub_start.sh"), "--once"],
+                    cwd=kit,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env or env_with(VFLFLARE_DATA_ROOT=None),
+                    start_new_session=True,
+                )
+            )
         yield procs
     finally:
         for proc in procs:

@@ -1,5 +1,6 @@
 """The parts of an NVFlare engine that vflflare's filters and site config read, for tests that call them
 without a running job: a workspace whose startup kit and site config folders are given."""
+
 from __future__ import annotations
 
 from pathlib import Path

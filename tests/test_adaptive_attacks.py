@@ -1,6 +1,7 @@
 """Issue 36, item 2: the attacks of a party that knows the code, the job's configuration (the seed included),
 its own data and every message it received. Hand-made data where the outcome is known, then in-process runs
 of the embedded default (breast cancer) where each attack reads only what its party received."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,9 @@ def old_public_head(seed: int, purpose: str, in_dim: int, num_classes: int) -> M
         return MLPHead(in_dim, num_classes, 0)
 
 
-def head_gradients(seed: int, n: int = 2000, num_classes: int = 2,
-                   sites: int = 2) -> tuple[list[np.ndarray], np.ndarray]:
+def head_gradients(
+    seed: int, n: int = 2000, num_classes: int = 2, sites: int = 2
+) -> tuple[list[np.ndarray], np.ndarray]:
     """dCE/dH per site of the public one-shot head on random representations (site k: the k-th block)."""
     generator = torch.Generator().manual_seed(1)
     reps = [torch.randn(n, WIDTH, generator=generator).requires_grad_(True) for _ in range(sites)]
@@ -75,14 +77,16 @@ def test_projection_names_more_classes_and_does_not_apply_to_a_hidden_layer():
     assert projection_leak(grads[1], labels, weight, 4) == 1.0
     assert public_head_weight(5, "partial_gradients", 16, 2, hidden=8) is None
     cfg = make_config({"algorithm": "oneshot", "classifier_hidden": 8})
-    view = GradientView([GradientRound(np.arange(600), grads[0], np.zeros(600, dtype=np.int64))], [0], [0], 2,
-                        "oneshot_update")
+    view = GradientView(
+        [GradientRound(np.arange(600), grads[0], np.zeros(600, dtype=np.int64))], [0], [0], 2, "oneshot_update"
+    )
     leaks, notes = gradient_leaks(cfg, view, ["known_init_projection"], labels, 4, 2, 0)
     assert leaks == {"known_init_projection": None} and "hidden layer" in notes["known_init_projection"]
 
 
-def noisy_passes(passes: int = 6, n: int = 300, noise: float = 1.0,
-                 seed: int = 0) -> tuple[list[GradientRound], np.ndarray]:
+def noisy_passes(
+    passes: int = 6, n: int = 300, noise: float = 1.0, seed: int = 0
+) -> tuple[list[GradientRound], np.ndarray]:
     """Split-NN-like passes: every row's gradient is +-d with fresh noise in each pass, in a new order."""
     rng = np.random.default_rng(seed)
     labels = (rng.random(n) < 0.3).astype(np.int64)
@@ -173,8 +177,10 @@ class OneColumnSite:
 
     def __init__(self, aligned: np.ndarray, test: np.ndarray) -> None:
         rng = np.random.default_rng(0)
-        self.reps = {part: (y[:, None] + rng.normal(size=(len(y), 3))).astype(np.float32)
-                     for part, y in (("aligned", aligned), ("test", test))}
+        self.reps = {
+            part: (y[:, None] + rng.normal(size=(len(y), 3))).astype(np.float32)
+            for part, y in (("aligned", aligned), ("test", test))
+        }
 
     def own_representations(self, part: str) -> np.ndarray:
         return self.reps[part]
@@ -203,8 +209,11 @@ def test_three_sites_collude_and_strongest_is_the_maximum_over_label_attacks():
     leak = result["leak"]
     assert set(LABEL_LEAKS) <= set(leak)
     assert leak["strongest"] == max(leak[k] for k in LABEL_LEAKS)
-    assert all(leak["strongest"] >= v for k, v in leak.items()
-               if v is not None and not k.startswith(("feature", "model_completion")))
+    assert all(
+        leak["strongest"] >= v
+        for k, v in leak.items()
+        if v is not None and not k.startswith(("feature", "model_completion"))
+    )
     assert {"model_completion_40", "model_completion_200_own_columns"} <= set(leak)
     assert leak["known_init_projection"] == 1.0  # no defense: the head is the public one
     coalition = result["leak_by_site"]["colluding sites"]
@@ -215,12 +224,18 @@ def test_three_sites_collude_and_strongest_is_the_maximum_over_label_attacks():
 
 def test_split_nn_gets_multi_pass_attacks_and_the_bound_over_its_passes(monkeypatch):
     monkeypatch.setenv("VFLFLARE_PRIVATE_SEED", "36")  # the defense's private draws, repeatable
-    cfg = make_config({"algorithm": "vanilla", "split_epochs": 3, "split_patience": 3, "gradient_clip": 0.0003,
-                       "gradient_noise": 3.0})
+    cfg = make_config(
+        {"algorithm": "vanilla", "split_epochs": 3, "split_patience": 3, "gradient_clip": 0.0003, "gradient_noise": 3.0}
+    )
     result = attack_run(cfg, ["site-1", "site-2"], None)
     leak, passes = result["leak"], 3
-    assert {"multi_pass_norm", "multi_pass_direction", "multi_pass_clusters", "known_init_projection",
-            "seed_replay_gradients"} <= set(leak)
+    assert {
+        "multi_pass_norm",
+        "multi_pass_direction",
+        "multi_pass_clusters",
+        "known_init_projection",
+        "seed_replay_gradients",
+    } <= set(leak)
     assert "colluding sites" not in result["leak_by_site"]  # two sites: no coalition without the other
     assert result["optimal_leak_bound"] == pytest.approx(gaussian_optimal_leak(2, 3, passes))
     # private noise: replaying the public stream removes nothing
@@ -229,8 +244,22 @@ def test_split_nn_gets_multi_pass_attacks_and_the_bound_over_its_passes(monkeypa
 
 def test_attack_command_json_carries_every_figure_of_the_table(capsys, monkeypatch):
     monkeypatch.setenv("VFLFLARE_PRIVATE_SEED", "36")
-    code = cli.main(["attack", "--algorithm", "oneshot", "--set", "ssl_epochs=1", "--set", "classifier_epochs=10",
-                     "--set", "gradient_clip=0.003", "--set", "gradient_noise=3", "--json"])
+    code = cli.main(
+        [
+            "attack",
+            "--algorithm",
+            "oneshot",
+            "--set",
+            "ssl_epochs=1",
+            "--set",
+            "classifier_epochs=10",
+            "--set",
+            "gradient_clip=0.003",
+            "--set",
+            "gradient_noise=3",
+            "--json",
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["optimal_leak_bound"] == pytest.approx(0.681, abs=5e-4)

@@ -2,6 +2,7 @@
 name the label party and its file, "no shared rows" names every party's rows and the id_normalize hint
 (in the exception, the results record and the CLI), the CLI prints errors without a traceback, and
 what crosses to the coordinator holds no row ID."""
+
 from __future__ import annotations
 
 import logging
@@ -9,15 +10,14 @@ import re
 from pathlib import Path
 
 import pytest
+from simulator_helpers import run_job
+from test_alignment_report import rewrite_ids, run
+from test_psi import make_root, write_true_psi
 
 from vflflare.cli import main
 from vflflare.data.split import TEST_LABELS_FILE
 from vflflare.protocol.alignment import AlignmentError, positions_in
 from vflflare.protocol.alignment_report import partial_test, summarize, unlabeled_test
-
-from simulator_helpers import run_job
-from test_alignment_report import rewrite_ids, run
-from test_psi import SITES, make_root, write_true_psi
 
 SENTINEL = "SENTINEL-4711"
 WRITTEN = {  # how a party writes the integer ID 12, for every one of its IDs
@@ -29,17 +29,20 @@ HINT_STEP = {"float": "strip_zero_fraction", "zero_padded": "strip_leading_zeros
 
 def drop_rows(path: Path, count: int) -> None:
     lines = path.read_text().splitlines(keepends=True)
-    path.write_text("".join(lines[:1] + lines[1 + count:]))
+    path.write_text("".join(lines[:1] + lines[1 + count :]))
 
 
 def integer_ids(root: Path, site_2_writes=None) -> None:
     """Every party's IDs become integers ('bc-00012' -> '12'); site-2 writes its own with `site_2_writes`."""
-    files = {"site-1": ("train.csv", "test.csv"), "site-2": ("train.csv", "test.csv"),
-             "server": ("train_labels.csv", "test_labels.csv")}
+    files = {
+        "site-1": ("train.csv", "test.csv"),
+        "site-2": ("train.csv", "test.csv"),
+        "server": ("train_labels.csv", "test_labels.csv"),
+    }
     for party, names in files.items():
         written = site_2_writes if party == "site-2" and site_2_writes else (lambda row_id: row_id)
         for name in names:
-            rewrite_ids(root / party / name, lambda i, row_id: written(str(int(row_id.split("-")[-1]))))
+            rewrite_ids(root / party / name, lambda i, row_id: written(str(int(row_id.split("-")[-1]))))  # noqa: B023 (used at once)
 
 
 @pytest.mark.parametrize("alignment", ["hash", "psi"])
@@ -56,8 +59,9 @@ def test_missing_test_labels_name_the_label_party_and_its_file(tmp_path, alignme
     if alignment == "hash":
         assert first == f"label party '{label_owner}': {labels} lacks 10 test rows that every other party has"
     else:  # PSI runs among the sites, so only the label party sees the rows it has no label for
-        assert first.startswith(f"label party '{label_owner}': {labels}: 10 of the 114 test rows the sites share "
-                                f"have no test label")
+        assert first.startswith(
+            f"label party '{label_owner}': {labels}: 10 of the 114 test rows the sites share have no test label"
+        )
 
 
 @pytest.mark.parametrize("written", ["float", "zero_padded"])
@@ -70,7 +74,8 @@ def test_no_shared_rows_names_each_party_and_the_normalisation(split_root, writt
     assert str(error.value) == (
         "the parties share no training rows (train rows per party: site-1 303, site-2 302, label:server 150); "
         f"hint: 150 more train and 114 more test rows would align with id_normalize: ['{HINT_STEP[written]}'] "
-        "(IDs that differ only in those ways)")
+        "(IDs that differ only in those ways)"
+    )
     fixed = run(split_root, id_normalize=[HINT_STEP[written]])
     assert fixed["rows"] == clean["rows"] and fixed["metrics"] == clean["metrics"]
 
@@ -80,8 +85,11 @@ def test_the_hint_ends_a_partial_test_error(split_root):
     integer_ids(split_root, lambda row_id: f"{row_id}.0" if int(row_id) % 2 else row_id)
     with pytest.raises(AlignmentError) as error:
         run(split_root)
-    assert re.match(r"hint: \d+ more train and \d+ more test rows would align with id_normalize: "
-                    r"\['strip_zero_fraction'\]", str(error.value).splitlines()[-1])
+    assert re.match(
+        r"hint: \d+ more train and \d+ more test rows would align with id_normalize: "
+        r"\['strip_zero_fraction'\]",
+        str(error.value).splitlines()[-1],
+    )
 
 
 @pytest.mark.parametrize("written", ["float", "zero_padded"])
@@ -118,6 +126,8 @@ def test_public_forms_hold_no_id(split_root, caplog):
 def test_simulator_result_records_the_hint(split_root, tmp_path):
     integer_ids(split_root, WRITTEN["float"])
     results = run_job(tmp_path, "vanilla", data_root=split_root, timeout=300, split_epochs=1)
-    assert results["error"].startswith("AlignmentError: the parties share no training rows (train rows per party: "
-                                       "site-1 303, site-2 302, label:server 150); hint: 150 more train")
+    assert results["error"].startswith(
+        "AlignmentError: the parties share no training rows (train rows per party: "
+        "site-1 303, site-2 302, label:server 150); hint: 150 more train"
+    )
     assert "id_normalize: ['strip_zero_fraction']" in results["error"]

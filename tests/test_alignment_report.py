@@ -1,5 +1,6 @@
 """No silent row loss at alignment (issue 10, item 1): the alignment report, id_normalize, min_aligned
 and test rows without partner. The old code dropped every row below silently."""
+
 from __future__ import annotations
 
 import csv
@@ -7,15 +8,14 @@ import logging
 from pathlib import Path
 
 import pytest
+from simulator_helpers import run_job
+from test_psi import SITES, make_root, true_intersection
 
 from vflflare.algorithms.registry import make_config
 from vflflare.config import ConfigError
 from vflflare.data.errors import DataError
 from vflflare.protocol.alignment import PSI_FILE, AlignmentError, write_psi_file
 from vflflare.protocol.inprocess import run_inprocess
-
-from simulator_helpers import run_job
-from test_psi import SITES, make_root, true_intersection
 
 FAST = {"algorithm": "vanilla", "split_epochs": 1, "seed": 0}
 
@@ -37,6 +37,7 @@ def rewrite_ids(path: Path, change) -> list[str]:
 
 def messy_site_2(root: Path) -> tuple[list[str], list[str]]:
     """site-2 writes some IDs in upper case and some with a trailing space, as exports often do."""
+
     def change(i: int, row_id: str) -> str:
         return row_id.upper() if i % 3 == 0 else row_id + " " if i % 3 == 1 else row_id
 
@@ -81,8 +82,9 @@ def test_partial_test_when_allowed_is_reported_with_the_normalisation_hint(split
     report = results["alignment"]
     assert report["parties"]["site-2"]["test"] == {"rows": 114, "matched": 38}
     assert report["test"] == 38 and results["rows"]["test"] == 38
-    assert report["hint"].startswith("100 more train and 76 more test rows would align with id_normalize: "
-                                     "['casefold', 'strip']")
+    assert report["hint"].startswith(
+        "100 more train and 76 more test rows would align with id_normalize: ['casefold', 'strip']"
+    )
     logged = caplog.text
     assert "left out of scoring (allow_partial_test)" in logged and "hint: 100 more train" in logged
 
@@ -98,14 +100,20 @@ def test_id_normalize_recovers_every_row_and_the_clean_numbers(split_root, tmp_p
 def test_id_normalize_collision_names_both_lines(split_root):
     path = split_root / "site-1" / "train.csv"
     rewrite_ids(path, lambda i, row_id: {0: "007", 1: "7"}.get(i, row_id))
-    with pytest.raises(DataError, match=r"train.csv line 3 \(id '7'\), column 'id': ID is '7' under id_normalize "
-                                         r"\['strip_leading_zeros'\], like '007' on line 2"):
+    with pytest.raises(
+        DataError,
+        match=r"train.csv line 3 \(id '7'\), column 'id': ID is '7' under id_normalize "
+        r"\['strip_leading_zeros'\], like '007' on line 2",
+    ):
         run(split_root, id_normalize=["strip_leading_zeros"])
 
 
 def test_min_aligned_fails_early_with_the_report(split_root):
-    with pytest.raises(AlignmentError, match=r"only 150 training rows align across all parties, min_aligned asks "
-                                             r"for 200 \(rows\); alignment report:\n  site-1 "):
+    with pytest.raises(
+        AlignmentError,
+        match=r"only 150 training rows align across all parties, min_aligned asks "
+        r"for 200 \(rows\); alignment report:\n  site-1 ",
+    ):
         run(split_root, min_aligned=200)
     with pytest.raises(AlignmentError, match=r"min_aligned asks for \d+ \(0.9 of the smallest site's \d+ training"):
         run(split_root, min_aligned=0.9)
@@ -135,8 +143,10 @@ def test_psi_alignment_reports_and_refuses_unshared_test_rows(tmp_path):
     assert lines[2].startswith(f"label party 'server': {root / 'server' / 'test_labels.csv'}: 3 of 114")
     results = run(root, alignment="psi", allow_partial_test=True)
     assert results["rows"]["test"] == 111
-    assert results["alignment"]["parties"]["site-1"] == {"train": {"rows": 303, "matched": 150},
-                                                         "test": {"rows": 114, "matched": 111}}
+    assert results["alignment"]["parties"]["site-1"] == {
+        "train": {"rows": 303, "matched": 150},
+        "test": {"rows": 114, "matched": 111},
+    }
 
 
 @pytest.mark.simulator
@@ -147,8 +157,9 @@ def test_simulator_normalises_ids_at_every_party_and_records_the_report(split_ro
     messy_site_2(split_root)
     for name in ("train_labels.csv", "test_labels.csv"):
         rewrite_ids(split_root / "server" / name, lambda i, row_id: f" {row_id}" if i % 2 else row_id)
-    results = run_job(tmp_path, "vanilla", data_root=split_root, timeout=300, split_epochs=1,
-                      id_normalize=["strip", "casefold"])
+    results = run_job(
+        tmp_path, "vanilla", data_root=split_root, timeout=300, split_epochs=1, id_normalize=["strip", "casefold"]
+    )
     assert "error" not in results, results.get("error")
     assert results["metrics"] == clean["metrics"]
     assert results["alignment"]["parties"]["label:server"]["test"] == {"rows": 114, "matched": 114}
@@ -167,7 +178,10 @@ def test_single_class_test_labels_fail_before_training(tmp_path, label_owner):
         row[column] = "1"
     with open(path, "w", newline="") as handle:
         csv.writer(handle, lineterminator="\n").writerows(rows)
-    with pytest.raises(AlignmentError, match=rf"label party '{label_owner}': the test rows hold only class\(es\) \[1\] "
-                                             r"\(rows per class: aligned \{0: \d+, 1: \d+\}; val \{0: \d+, 1: \d+\}; "
-                                             r"test \{1: 114\}\)"):
+    with pytest.raises(
+        AlignmentError,
+        match=rf"label party '{label_owner}': the test rows hold only class\(es\) \[1\] "
+        r"\(rows per class: aligned \{0: \d+, 1: \d+\}; val \{0: \d+, 1: \d+\}; "
+        r"test \{1: 114\}\)",
+    ):
         run(root, label_owner=label_owner, split_epochs=50)

@@ -1,4 +1,5 @@
 """Bad input fails early with a DataError naming the site, the file and the line/ID/column."""
+
 from __future__ import annotations
 
 import json
@@ -133,7 +134,9 @@ def test_categorical_problems(tmp_path, write_csv):
     folder = tmp_path / "c"
     write_csv(folder / "train.csv", ["id", "color", "f"], [["r1", "red", 1], ["r2", "", 2], ["r3", "blue", 3]])
     write_csv(folder / "test.csv", ["id", "color", "f"], [["t1", "red", 1]])
-    (folder / "schema.json").write_text(json.dumps({"categorical_columns": ["color"], "missing": {"categorical": "error"}}))
+    (folder / "schema.json").write_text(
+        json.dumps({"categorical_columns": ["color"], "missing": {"categorical": "error"}})
+    )
     assert site_error(tmp_path, "c").startswith(
         f"site 'c': {folder / 'train.csv'} line 3 (id 'r2'), column 'color': empty value in a categorical column; "
         f"schema.json 'missing' can fill"
@@ -175,8 +178,10 @@ def test_labels_must_be_0_to_c_minus_1_without_labels_json(split_root):
     first = next(n for n, line in enumerate(path.read_text().splitlines(), 1) if line.endswith(",2"))
     message = label_error(split_root)
     assert message.startswith(f"label party 'server': {path} line {first} (id ")
-    assert ("label 2 outside 0..1 (C = 2 by default, as labels.json declares no num_classes; number the classes 0..C-1 "
-            "with every class present); rows per class in this file: {0: ") in message
+    assert (
+        "label 2 outside 0..1 (C = 2 by default, as labels.json declares no num_classes; number the classes 0..C-1 "
+        "with every class present); rows per class in this file: {0: "
+    ) in message
 
 
 def test_label_files_missing_or_misdeclared(split_root):
@@ -237,7 +242,9 @@ def test_bad_label_in_label_column(tmp_path, write_csv, name, line, value, probl
     folder = label_column_site(tmp_path, write_csv, {"label_column": "y", "num_classes": 2})
     row_id = edit_cell(folder / name, line, "y", value)
     message = column_label_error(tmp_path)
-    assert message.startswith(f"label party 'site-1': {folder / name} line {line} (id {row_id!r}), column 'y': {problem}")
+    assert message.startswith(
+        f"label party 'site-1': {folder / name} line {line} (id {row_id!r}), column 'y': {problem}"
+    )
 
 
 def test_label_column_misdeclared(tmp_path, write_csv):
@@ -271,8 +278,9 @@ def test_training_value_that_overflows_standardisation(split_root):
     column = path.read_text().splitlines()[0].split(",")[1]
     row_id = edit_cell(path, 7, column, "1e200")
     message = site_error(split_root)
-    assert message.startswith(f"site 'site-1': {path} line 7 (id '{row_id}'), column '{column}': value 1e+200 is too "
-                              "large to standardise")
+    assert message.startswith(
+        f"site 'site-1': {path} line 7 (id '{row_id}'), column '{column}': value 1e+200 is too large to standardise"
+    )
     assert "signed_log" in message
 
 

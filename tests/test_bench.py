@@ -2,6 +2,7 @@
 (Markdown, CSV, plots); a tiny configuration, as CI runs it. NVFlare's vertical XGBoost (its own recipe,
 simulator) grows the trees central XGBoost grows at the same settings; the simulator mode gives the
 in-process numbers."""
+
 from __future__ import annotations
 
 import csv
@@ -17,11 +18,34 @@ QUICK = ["--set", "split_epochs=3", "--set", "ssl_epochs=3"]
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    methods = ["vanilla", "one-shot", "vertical XGBoost (NVFlare)", "central XGBoost", "central LR",
-               "label party alone (XGBoost, aligned rows)", "label party alone (XGBoost, all its labels)"]
+    methods = [
+        "vanilla",
+        "one-shot",
+        "vertical XGBoost (NVFlare)",
+        "central XGBoost",
+        "central LR",
+        "label party alone (XGBoost, aligned rows)",
+        "label party alone (XGBoost, all its labels)",
+    ]
     leaderboard = out / "LEADERBOARD.md"
-    code = cli.main(["bench", "--datasets", "breast_cancer", "--overlaps", "150", "--seeds", "0", "--methods", *methods,
-                     *QUICK, "--out", str(out / "run"), "--leaderboard", str(leaderboard)])
+    code = cli.main(
+        [
+            "bench",
+            "--datasets",
+            "breast_cancer",
+            "--overlaps",
+            "150",
+            "--seeds",
+            "0",
+            "--methods",
+            *methods,
+            *QUICK,
+            "--out",
+            str(out / "run"),
+            "--leaderboard",
+            str(leaderboard),
+        ]
+    )
     assert code == 0
     records = [json.loads(line) for line in (out / "run" / "results.jsonl").read_text().splitlines()]
     return out, {r["method"]: r for r in records}, leaderboard.read_text()
@@ -61,8 +85,27 @@ def test_vertical_xgboost_grows_the_central_trees(bench):
 @pytest.mark.simulator
 def test_the_simulator_mode_gives_the_in_process_numbers(bench, tmp_path):
     _, records, _ = bench
-    assert cli.main(["bench", "--datasets", "breast_cancer", "--overlaps", "150", "--seeds", "0", "--methods",
-                     "vanilla", "--set", "split_epochs=3", "--sim", "--out", str(tmp_path)]) == 0
+    assert (
+        cli.main(
+            [
+                "bench",
+                "--datasets",
+                "breast_cancer",
+                "--overlaps",
+                "150",
+                "--seeds",
+                "0",
+                "--methods",
+                "vanilla",
+                "--set",
+                "split_epochs=3",
+                "--sim",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     sim = json.loads((tmp_path / "results.jsonl").read_text().splitlines()[0])
     assert sim["sim"] and sim["metrics"] == pytest.approx(records["vanilla"]["metrics"], abs=1e-6)
     assert sim["comms_per_site"] == records["vanilla"]["comms_per_site"]
@@ -70,8 +113,20 @@ def test_the_simulator_mode_gives_the_in_process_numbers(bench, tmp_path):
 
 def test_a_setting_no_method_has_is_an_error(tmp_path):
     with pytest.raises(ValueError, match=r"no method of this bench has the settings \['ssl_epochs'\]"):
-        cli.main(["--debug", "bench", "--datasets", "breast_cancer", "--methods", "vanilla", "--set", "ssl_epochs=3",
-                  "--out", str(tmp_path)])
+        cli.main(
+            [
+                "--debug",
+                "bench",
+                "--datasets",
+                "breast_cancer",
+                "--methods",
+                "vanilla",
+                "--set",
+                "ssl_epochs=3",
+                "--out",
+                str(tmp_path),
+            ]
+        )
 
 
 def test_difference_pairs_runs_seed_by_seed():
@@ -97,8 +152,25 @@ def test_an_ensemble_averages_its_members_scores():
 
 
 def test_bench_ensemble_runs_members_and_sums_their_traffic(tmp_path):
-    code = cli.main(["bench", "--datasets", "breast_cancer", "--overlaps", "150", "--seeds", "0", "--methods",
-                     "one-shot", "--ensemble", "2", "--set", "ssl_epochs=3", "--out", str(tmp_path / "run")])
+    code = cli.main(
+        [
+            "bench",
+            "--datasets",
+            "breast_cancer",
+            "--overlaps",
+            "150",
+            "--seeds",
+            "0",
+            "--methods",
+            "one-shot",
+            "--ensemble",
+            "2",
+            "--set",
+            "ssl_epochs=3",
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
     assert code == 0
     record = json.loads((tmp_path / "run" / "results.jsonl").read_text())
     assert len(record["members"]) == 2 and record["members"][0] != record["members"][1]  # two job seeds
@@ -121,12 +193,31 @@ def test_a_rerun_with_other_settings_is_an_error_naming_them(bench):
     out, records, _ = bench
     settings = (out / "run" / "bench.json").read_text()
     with pytest.raises(ValueError) as error:  # refused before any run: the folder keeps its settings
-        cli.main(["--debug", "bench", "--datasets", "breast_cancer", "--overlaps", "150", "--seeds", "0",
-                  "--methods", "one-shot", "--set", "ssl_epochs=4", "--ensemble", "2", "--out", str(out / "run")])
+        cli.main(
+            [
+                "--debug",
+                "bench",
+                "--datasets",
+                "breast_cancer",
+                "--overlaps",
+                "150",
+                "--seeds",
+                "0",
+                "--methods",
+                "one-shot",
+                "--set",
+                "ssl_epochs=4",
+                "--ensemble",
+                "2",
+                "--out",
+                str(out / "run"),
+            ]
+        )
     assert str(error.value) == (
         f"{out / 'run' / 'bench.json'}: this folder holds runs made with other settings, and a rerun would mix "
         "them under one table: --ensemble: 1 there, 2 now; --set split_epochs: 3 there, unset now; "
-        "--set ssl_epochs: 3 there, 4 now. Use another --out, or the folder's settings.")
+        "--set ssl_epochs: 3 there, 4 now. Use another --out, or the folder's settings."
+    )
     assert (out / "run" / "bench.json").read_text() == settings
     assert len((out / "run" / "results.jsonl").read_text().splitlines()) == len(records)
 
@@ -143,21 +234,32 @@ def test_report_rebuilds_the_tables_from_results_alone(bench, tmp_path, capsys):
     assert cli.main(["bench", "report", str(out / "run"), "--out", str(tmp_path / "report.md")]) == 0
     assert (tmp_path / "report.md").read_text() == table
     assert capsys.readouterr().out == table + "\n"
-    assert table.startswith("### breast_cancer: test AUC, median over seeds 0 (per seed); "
-                            "--set split_epochs=3, --set ssl_epochs=3\n")
+    assert table.startswith(
+        "### breast_cancer: test AUC, median over seeds 0 (per seed); --set split_epochs=3, --set ssl_epochs=3\n"
+    )
 
 
 def test_old_records_without_settings_still_read():
     from vflflare.bench.report import markdown
 
-    old = {"dataset": "d", "overlap": 500, "seed": 0, "method": "vanilla", "metrics": {"test_auc": 0.7},
-           "mb_per_site": 1.0, "comms_per_site": 10, "wall_s": 1.0, "sim": False,
-           "env": {"python": "3.11.7", "torch": "2.13.0+cpu", "machine": "x86_64"}}
+    old = {
+        "dataset": "d",
+        "overlap": 500,
+        "seed": 0,
+        "method": "vanilla",
+        "metrics": {"test_auc": 0.7},
+        "mb_per_site": 1.0,
+        "comms_per_site": 10,
+        "wall_s": 1.0,
+        "sim": False,
+        "env": {"python": "3.11.7", "torch": "2.13.0+cpu", "machine": "x86_64"},
+    }
     assert markdown([old]) == (
         "### d: test AUC, median over seeds 0 (per seed); settings not recorded\n\n"
         "| method | N_o = 500 | MB per site | communications per site |\n|---|---|---|---|\n"
         "| vanilla | 0.700 (0.700) | 1.00-1.00 | 10-10 |\n\n"
-        "Commit not recorded. Environment: python 3.11.7, torch 2.13.0+cpu; x86_64.\n")
+        "Commit not recorded. Environment: python 3.11.7, torch 2.13.0+cpu; x86_64.\n"
+    )
 
 
 def test_tree_baselines_get_the_ensemble_and_each_member_its_own_validation_rows(tmp_path):
@@ -170,8 +272,23 @@ def test_tree_baselines_get_the_ensemble_and_each_member_its_own_validation_rows
     from vflflare.bench.grid import BenchSpec
 
     tuned = "central XGBoost, tuned"
-    code = cli.main(["bench", "--datasets", "breast_cancer", "--overlaps", "150", "--seeds", "0", "--methods",
-                     tuned, "--ensemble", "2", "--out", str(tmp_path / "run")])
+    code = cli.main(
+        [
+            "bench",
+            "--datasets",
+            "breast_cancer",
+            "--overlaps",
+            "150",
+            "--seeds",
+            "0",
+            "--methods",
+            tuned,
+            "--ensemble",
+            "2",
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
     assert code == 0
     record = json.loads((tmp_path / "run" / "results.jsonl").read_text())
     assert record["job_seeds"] == [0, 1000]
@@ -183,11 +300,15 @@ def test_tree_baselines_get_the_ensemble_and_each_member_its_own_validation_rows
         members[job_seed] = (split, central(split, fit_xgboost, job_seed, grid=TUNED_GRID))
     assert set(members[0][0].val_ids) != set(members[1000][0].val_ids)  # each member its own validation rows
     assert record["training"]["members"] == [
-        {k: m[k] for k in ("depth", "learning_rate", "min_child_weight", "rounds")} for _, m in members.values()]
+        {k: m[k] for k in ("depth", "learning_rate", "min_child_weight", "rounds")} for _, m in members.values()
+    ]
     split = members[0][0]
-    mean = np.mean([[dict(zip(s.test_ids, m["test_scores"]))[i] for i in split.test_ids] for s, m in members.values()],
-                   axis=0)
-    assert record["metrics"]["test_auc"] == pytest.approx(roc_auc_score(split.y(split.test_ids, "test"), mean), abs=1e-12)
+    mean = np.mean(
+        [[dict(zip(s.test_ids, m["test_scores"]))[i] for i in split.test_ids] for s, m in members.values()], axis=0
+    )
+    assert record["metrics"]["test_auc"] == pytest.approx(
+        roc_auc_score(split.y(split.test_ids, "test"), mean), abs=1e-12
+    )
 
 
 def test_paired_comparison_reads_per_seed_differences_and_a_bootstrap_interval():
@@ -196,14 +317,19 @@ def test_paired_comparison_reads_per_seed_differences_and_a_bootstrap_interval()
     def record(method: str, seed: int, auc: float) -> dict:
         return {"dataset": "d", "overlap": 500, "seed": seed, "method": method, "metrics": {"test_auc": auc}}
 
-    ahead = [record("VFLHLP", s, 0.75 + 0.01 * s) for s in range(5)] + [record("trees", s, 0.74 + 0.01 * s)
-                                                                           for s in range(5)]
+    ahead = [record("VFLHLP", s, 0.75 + 0.01 * s) for s in range(5)] + [
+        record("trees", s, 0.74 + 0.01 * s) for s in range(5)
+    ]
     text = paired(ahead, "VFLHLP", "trees")
-    assert "| 500 | 0, 1, 2, 3, 4 | +0.010, +0.010, +0.010, +0.010, +0.010 | +0.010 | 5/5 | +0.010 [+0.010, +0.010] " \
-           "| VFLHLP beats |" in text
-    mixed = [record("VFLHLP", s, 0.75 + d) for s, d in enumerate((0.02, -0.03, 0.01, -0.01, 0.0))] + \
-        [record("trees", s, 0.75) for s in range(5)]
+    assert (
+        "| 500 | 0, 1, 2, 3, 4 | +0.010, +0.010, +0.010, +0.010, +0.010 | +0.010 | 5/5 | +0.010 [+0.010, +0.010] "
+        "| VFLHLP beats |" in text
+    )
+    mixed = [record("VFLHLP", s, 0.75 + d) for s, d in enumerate((0.02, -0.03, 0.01, -0.01, 0.0))] + [
+        record("trees", s, 0.75) for s in range(5)
+    ]
     assert "| 2/5 |" in paired(mixed, "VFLHLP", "trees") and "VFLHLP matches" in paired(mixed, "VFLHLP", "trees")
     low, high = bootstrap_interval([0.02, -0.03, 0.01, -0.01, 0.0])
     assert -0.03 < low < -0.002 < 0.0 < high < 0.02 and bootstrap_interval([0.02, -0.03, 0.01]) == bootstrap_interval(
-        [0.02, -0.03, 0.01])
+        [0.02, -0.03, 0.01]
+    )

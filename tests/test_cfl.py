@@ -1,8 +1,8 @@
 """CFL (Ginanjar et al., paper 003): the silo space (`split --silo-space`, its four settings, equal
 widths), tuple representations, the Eq. 1-3 loss and Pearson reordering against hand-computed values,
 the union setup, FedAvg leaving every silo with the same weights, exact counts, and clear errors."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import numpy as np
 import pandas as pd
@@ -13,7 +13,7 @@ from vflflare import cli
 from vflflare.algorithms.registry import make_config
 from vflflare.config import ConfigError
 from vflflare.data.pearson_order import pearson_order
-from vflflare.data.silo_split import equal_slices, encode_table, silo_rows
+from vflflare.data.silo_split import encode_table, equal_slices, silo_rows
 from vflflare.protocol.inprocess import InProcessTransport, run_inprocess
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.silo_setup import union_positions
@@ -29,7 +29,9 @@ FAST = {"cfl_rounds": 3, "cfl_hidden": 32}
 
 def silo_space(tmp_path, *args: str) -> str:
     out = tmp_path / "silos"
-    assert cli.main(["split", "--dataset", "breast_cancer", "--sites", "3", "--silo-space", "--out", str(out), *args]) == 0
+    assert (
+        cli.main(["split", "--dataset", "breast_cancer", "--sites", "3", "--silo-space", "--out", str(out), *args]) == 0
+    )
     return str(out)
 
 
@@ -117,7 +119,10 @@ def test_cfl_runs_with_exact_counts_and_leaves_every_silo_the_average(tmp_path):
         per_silo = [result["metrics"][f"{s}_{method}test_accuracy"] for s in SILOS]
         assert all(0.85 <= a <= 1.0 for a in per_silo), result["metrics"]
         assert result["metrics"][f"{method}test_accuracy"] == pytest.approx(np.mean(per_silo), abs=1e-12)
-    counts = {s: {"uploads": c["uploads"], "downloads": c["downloads"]} for s, c in result["communication"]["per_site"].items()}
+    counts = {
+        s: {"uploads": c["uploads"], "downloads": c["downloads"]}
+        for s, c in result["communication"]["per_site"].items()
+    }
     assert counts == result["expected_communication"] == {s: {"uploads": 3, "downloads": 3} for s in SILOS}
     weights = [runtimes[s].party.state["autoencoder"].state_dict() for s in SILOS]
     for name, value in weights[0].items():
@@ -130,9 +135,12 @@ def test_unequal_slices_fail_saying_why_fedavg_needs_equal_widths(tmp_path):
     for table in ("train", "test"):
         frame = pd.read_csv(f"{root}/site-3/{table}.csv")
         frame.drop(columns=[frame.columns[1]]).to_csv(f"{root}/site-3/{table}.csv", index=False)
-    with pytest.raises(ValueError, match=r"CFL averages the silos' encoders weight by weight, so every silo needs the "
-                                         r"same number of input columns; got \{'site-1': 10, 'site-2': 10, 'site-3': 9\}"
-                                         r".*Pad the narrower slices .* --silo-space"):
+    with pytest.raises(
+        ValueError,
+        match=r"CFL averages the silos' encoders weight by weight, so every silo needs the "
+        r"same number of input columns; got \{'site-1': 10, 'site-2': 10, 'site-3': 9\}"
+        r".*Pad the narrower slices .* --silo-space",
+    ):
         run_inprocess(make_config(algorithm="cfl", **FAST), SILOS, root)
 
 
@@ -140,23 +148,33 @@ def test_cfl_refuses_the_embedded_default_and_aligned_splits(tmp_path):
     with pytest.raises(ValueError, match="site 'site-1': algorithm 'cfl' trains on a silo space"):
         run_inprocess(make_config(algorithm="cfl", **FAST), SILOS, None)
     aligned = tmp_path / "aligned"
-    assert cli.main(["split", "--dataset", "breast_cancer", "--sites", "3", "--overlap", "150", "--out", str(aligned)]) == 0
+    assert (
+        cli.main(["split", "--dataset", "breast_cancer", "--sites", "3", "--overlap", "150", "--out", str(aligned)])
+        == 0
+    )
     with pytest.raises(ValueError, match="is an aligned split .* needs each site's own labels"):
         run_inprocess(make_config(algorithm="cfl", **FAST), SILOS, str(aligned))
 
 
-@pytest.mark.parametrize("setting, message", [
-    ({"label_owner": "site-1"}, "label_owner does not apply to CFL"),
-    ({"cfl_noise_rate": 2.0}, r"cfl_noise_rate must be in \[0, 1\]"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"label_owner": "site-1"}, "label_owner does not apply to CFL"),
+        ({"cfl_noise_rate": 2.0}, r"cfl_noise_rate must be in \[0, 1\]"),
+    ],
+)
 def test_bad_settings_fail_naming_the_key(setting, message):
     with pytest.raises(ConfigError, match=message):
         make_config(algorithm="cfl", **setting)
 
 
 def test_silo_space_options_that_do_not_apply_are_refused(tmp_path, capsys):
-    assert cli.main(["split", "--dataset", "breast_cancer", "--silo-space", "--overlap", "10", "--out",
-                     str(tmp_path / "x")]) == 2
+    assert (
+        cli.main(
+            ["split", "--dataset", "breast_cancer", "--silo-space", "--overlap", "10", "--out", str(tmp_path / "x")]
+        )
+        == 2
+    )
     assert "--overlap, --label-owner" in capsys.readouterr().err
 
 

@@ -1,5 +1,6 @@
 """Issue 28 item 3: `vflflare check-data` reports every problem of a site folder or a data root at once,
 each with file, line and column, the parties' ID overlap as setup computes it, and exits non-zero on errors."""
+
 from __future__ import annotations
 
 import csv
@@ -88,7 +89,10 @@ def test_every_silo_s_labels_are_checked(tmp_path, capsys):
     code, out = check(capsys, root)
     assert code == 1
     assert [line.split(":")[0] for line in out.splitlines() if line.startswith("labels at")] == [
-        "labels at site-1", "labels at site-2", "labels at site-3"]
+        "labels at site-1",
+        "labels at site-2",
+        "labels at site-3",
+    ]
     assert "site-3/train.csv line 6 (id 'bc-00004'), column 'label': non-integer label 'maybe'" in out
 
 

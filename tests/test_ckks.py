@@ -1,10 +1,11 @@
 """CKKS codec (vflflare.privacy.ckks): round trips, addition under encryption, payload mapping, keys."""
+
 import numpy as np
 import pytest
 
 from vflflare import wire
-from vflflare.protocol.payload import decode, encode, is_encrypted, payload_bytes, tensor_kinds
 from vflflare.privacy import ckks
+from vflflare.protocol.payload import decode, encode, is_encrypted, payload_bytes, tensor_kinds
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,9 @@ def test_payload_mapping_encrypts_float_tensors_only(keys):
     assert tensor_kinds(enc) == {"plaintext": 0, "encrypted": 3}
     assert enc["rows"] is payload["rows"] and enc["k"] == 3 and enc["nested"]["parts"][1] == 1.5
     # the ledger counts ciphertext bytes as payload; wire casts and decode leave ciphertexts alone
-    assert payload_bytes(enc) == sum(len(c) for e in (enc["h"], enc["nested"]["aligned"], enc["nested"]["parts"][0]) for c in e["chunks"])
+    assert payload_bytes(enc) == sum(
+        len(c) for e in (enc["h"], enc["nested"]["aligned"], enc["nested"]["parts"][0]) for c in e["chunks"]
+    )
     assert payload_bytes(enc) > 100 * payload_bytes(payload)
     assert decode(encode(enc, "int8"))["h"] is enc["h"]
     out = ckks.decrypt_payload(wire.loads(wire.dumps(enc)), client)

@@ -1,5 +1,6 @@
 """`vflflare simulate` (and the other commands that run no algorithm) start without importing the plug-ins:
 their imports (torch, scikit-learn, MONAI) took 5 s per command before the simulator even started."""
+
 import subprocess
 import sys
 
@@ -18,11 +19,15 @@ print(sorted(m for m in ("torch", "sklearn", "monai", "xgboost") if m in sys.mod
 
 @pytest.mark.parametrize("command", ["simulate", "split", "check-data", "he-keys"])
 def test_light_commands_import_no_plug_in(command):
-    out = subprocess.run([sys.executable, "-c", PROBE.format(command=command)], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(command=command)], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip().splitlines()[-1] == "[]", out
 
 
 def test_a_job_process_imports_no_monai_for_tables():
     probe = "import sys, vflflare.flare.executor, vflflare.flare.controller; print('monai' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )

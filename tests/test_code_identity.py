@@ -1,14 +1,15 @@
 """Issue 37: every site runs the same vflflare. The coordinator sends its release and code digest with every
 task; a site that runs another refuses it, and the job ends with one error naming the site and both."""
+
 from __future__ import annotations
 
 import time
-import tomllib
 
 import pytest
+import tomllib
+from simulator_helpers import REPO, run_job
 
 import vflflare
-from simulator_helpers import REPO, run_job
 from vflflare.code_identity import TEST_HOOK_ENV, code_digest, code_identity, mismatch
 
 
@@ -40,7 +41,8 @@ def test_a_mismatch_names_the_site_and_both_versions(monkeypatch):
     assert mismatch("site-telco", dict(server), server) is None
     assert mismatch("site-telco", {"version": "0.1.0", "code": "3f2a9c1e" * 8}, server) == (
         "site-telco runs vflflare 0.1.0 (code 3f2a9c1e3f2a), the server 0.1.0 (code 9b77d0aa9b77): install the "
-        "same vflflare release on every site")
+        "same vflflare release on every site"
+    )
     assert "site-telco runs vflflare 0.0.9" in mismatch("site-telco", {**server, "version": "0.0.9"}, server)
     monkeypatch.setenv(TEST_HOOK_ENV, "site-telco=0.0.9:abc,site-x=1:2")
     assert code_identity("site-telco") == {"version": "0.0.9", "code": "abc"}
@@ -55,6 +57,8 @@ def test_a_site_running_other_code_ends_the_job_with_its_name(tmp_path, monkeypa
     assert time.monotonic() - start < 240
     own = code_identity()
     assert results["status"] == "failed" and results["site"] == "site-2"
-    assert (f"site-2 runs vflflare 0.0.9 (code 0badc0de0bad), the server {own['version']} (code {own['code'][:12]}): "
-            f"install the same vflflare release on every site") in results["error"]
+    assert (
+        f"site-2 runs vflflare 0.0.9 (code 0badc0de0bad), the server {own['version']} (code {own['code'][:12]}): "
+        f"install the same vflflare release on every site"
+    ) in results["error"]
     assert results["vflflare"] == own

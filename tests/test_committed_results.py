@@ -1,6 +1,7 @@
 """Issue 26 item 1: the reports' tables are rebuilt from committed results, not pasted by hand.
 benchmarks/tables.py rebuilds every table that names its builder from benchmarks/results/ and compares
 it, character for character, with the report. Reads committed files only: no run."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -47,8 +48,7 @@ def test_a_table_without_its_source_is_refused(tables, tmp_path):
 
 def test_every_committed_results_file_backs_a_table_and_stays_small(tables):
     used = "\n".join(
-        line for report in tables.reports() for line in report.read_text().splitlines()
-        if tables.MARKER.match(line)
+        line for report in tables.reports() for line in report.read_text().splitlines() if tables.MARKER.match(line)
     )
     for path in COMMITTED.rglob("*.jsonl"):  # records, not workspaces: about 1 KB a run (the privacy grid: ~450 runs)
         assert path.stat().st_size < 600_000, path

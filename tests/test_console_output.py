@@ -1,6 +1,7 @@
 """Issue 38, "output a person reads": the README's default job and a failing job, run in the NVFlare simulator
 the way `scripts/run_default_job.sh` runs it, counted line by line. Each line once, the table once, one
 error once with what to do, no traceback on the console (the workspace's log files keep them)."""
+
 from __future__ import annotations
 
 import csv
@@ -10,7 +11,6 @@ import sys
 from collections import Counter
 
 import pytest
-
 from deployment_helpers import REPO, env_with
 
 pytestmark = pytest.mark.simulator
@@ -18,9 +18,13 @@ JOB = REPO / "jobs" / "oneshot_vfl"
 
 
 def _simulate(workspace, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vflflare.cli", "simulate", str(JOB), "-w", str(workspace), "-t", "2",
-                           *args], capture_output=True, text=True, timeout=300,
-                          env=env_with(VFLFLARE_DATA_ROOT=None, VFLFLARE_RUNS_ROOT=str(workspace / "runs")))
+    return subprocess.run(
+        [sys.executable, "-m", "vflflare.cli", "simulate", str(JOB), "-w", str(workspace), "-t", "2", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env_with(VFLFLARE_DATA_ROOT=None, VFLFLARE_RUNS_ROOT=str(workspace / "runs")),
+    )
 
 
 def _repeated(lines: list[str]) -> list[str]:
@@ -42,9 +46,25 @@ def test_the_default_job_prints_at_most_40_lines_each_once(tmp_path):
 
 def test_a_failing_job_says_what_where_and_what_to_do_once(tmp_path):
     data = tmp_path / "data"
-    split = subprocess.run([sys.executable, "-m", "vflflare.cli", "split", "--dataset", "breast_cancer", "--sites",
-                            "broker,insurer", "--overlap", "100", "--out", str(data)], capture_output=True, text=True,
-                           timeout=120)
+    split = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vflflare.cli",
+            "split",
+            "--dataset",
+            "breast_cancer",
+            "--sites",
+            "broker,insurer",
+            "--overlap",
+            "100",
+            "--out",
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert split.returncode == 0, split.stderr
     train = data / "broker" / "train.csv"
     rows = list(csv.reader(train.open()))

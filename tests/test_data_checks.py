@@ -1,5 +1,6 @@
 """Training statistics that hold at test and scoring time (issue 25): constant columns, values outside the
 training range, clipping, unseen categories, and labels that imply more classes than declared."""
+
 from __future__ import annotations
 
 import io
@@ -13,7 +14,13 @@ import pytest
 from vflflare.algorithms.registry import make_config
 from vflflare.cli import main as vflflare_main
 from vflflare.data.checks import (
-    CLIP_RANGES, OUTSIDE_SHARE, clip, clip_bounds, describe_checks, out_of_range, public_checks,
+    CLIP_RANGES,
+    OUTSIDE_SHARE,
+    clip,
+    clip_bounds,
+    describe_checks,
+    out_of_range,
+    public_checks,
 )
 from vflflare.data.errors import DataError
 from vflflare.data.loading import load_label_tables, load_site_tables
@@ -27,11 +34,14 @@ from vflflare.protocol.scoring import read_new_rows
 SITES = ["site-1", "site-2"]
 
 
-def table(rows: list[list[object]], header: tuple[str, ...] = ("id", "c", "x"), categorical: tuple[str, ...] = ()
-          ) -> FeatureTable:
+def table(
+    rows: list[list[object]], header: tuple[str, ...] = ("id", "c", "x"), categorical: tuple[str, ...] = ()
+) -> FeatureTable:
     text = "\n".join(",".join(str(v) for v in row) for row in [list(header), *rows]) + "\n"
-    return parse_features(parse_csv("site 'site-1'", "/d/site-1/test.csv", io.StringIO(text), "id"),
-                          TableSchema(categorical_columns=categorical))
+    return parse_features(
+        parse_csv("site 'site-1'", "/d/site-1/test.csv", io.StringIO(text), "id"),
+        TableSchema(categorical_columns=categorical),
+    )
 
 
 def test_clip_bound_is_the_training_range_widened_by_three_ranges():
@@ -76,15 +86,22 @@ def test_out_of_range_counts_share_threshold_and_clipping():
     rows[23][2] = 1e9
     found = out_of_range(table(rows), ranges)
     assert OUTSIDE_SHARE == 0.05 and list(found) == ["x"]
-    assert found["x"] == {"rows": 11, "share": 11 / n, "clipped": 1, "range": [0.0, 10.0], "first_line": 25,
-                          "first_value": 1e9}  # the first clipped value, for the site's log
+    assert found["x"] == {
+        "rows": 11,
+        "share": 11 / n,
+        "clipped": 1,
+        "range": [0.0, 10.0],
+        "first_line": 25,
+        "first_value": 1e9,
+    }  # the first clipped value, for the site's log
     rows[0][1] = 1e6  # one clipped value is always reported, whatever the share
     assert out_of_range(table(rows), ranges)["c"]["clipped"] == 1
 
 
 def test_reports_keep_values_at_the_site():
     checks = Preprocessor.fit(table([[0, 7.0, "a"], [1, 7.0, "b"]], categorical=("x",))).check(
-        table([[2, 9.0, "a"], [3, 7.0, "zz"]], categorical=("x",)))
+        table([[2, 9.0, "a"], [3, 7.0, "zz"]], categorical=("x",))
+    )
     assert checks["constant_columns"] == ["c"] and checks["out_of_range"]["c"]["clipped"] == 1
     assert checks["unseen_categories"] == {"x": {"rows": 1, "first_line": 3, "first_value": "zz"}}
     public = public_checks(checks)
@@ -99,8 +116,9 @@ def test_reports_keep_values_at_the_site():
         "(first: line 3)",
     ]
     local = describe_checks("site 'site-1'", checks)  # the site's own log shows the values
-    assert local[1].endswith("outside the training range [7, 7]; 1 far outside, clipped to 3 training ranges beyond "
-                             "it (first: line 2, 9.0)") and local[2].endswith("(first: line 3, 'zz')")
+    assert local[1].endswith(
+        "outside the training range [7, 7]; 1 far outside, clipped to 3 training ranges beyond it (first: line 2, 9.0)"
+    ) and local[2].endswith("(first: line 3, 'zz')")
 
 
 def test_scoring_counts_and_clips_with_the_saved_ranges(tmp_path):
@@ -109,8 +127,14 @@ def test_scoring_counts_and_clips_with_the_saved_ranges(tmp_path):
     path.write_text("id,size\na,1.0\nb,4.0\nc,1e12\n")
     _, block, checks = read_new_rows("site-1", path, SiteInput("id", [], [], pre))
     assert block.numeric[:, 0].tolist() == [-1.0, 2.0, 7.0]  # 1e12 clipped to 3 + 3 * 2 = 9
-    assert checks["out_of_range"]["size"] == {"rows": 2, "share": 2 / 3, "clipped": 1, "range": [1.0, 3.0],
-                                              "first_line": 4, "first_value": 1e12}
+    assert checks["out_of_range"]["size"] == {
+        "rows": 2,
+        "share": 2 / 3,
+        "clipped": 1,
+        "range": [1.0, 3.0],
+        "first_line": 4,
+        "first_value": 1e12,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -119,10 +143,39 @@ def credit_default(tmp_path_factory, request):
 
     root = tmp_path_factory.mktemp("credit")
     clean, probe = root / "clean", root / "probe"
-    assert vflflare_main(["split", "--dataset", "credit_default", "--data-dir", str(SHARED_DATA), "--overlap", "1000",
-                          "--seed", "0", "--out", str(clean)]) == 0
-    vflflare_main(["split", "--dataset", "credit_default", "--data-dir", str(SHARED_DATA), "--overlap", "1000",
-                   "--seed", "0", "--out", str(probe)])
+    assert (
+        vflflare_main(
+            [
+                "split",
+                "--dataset",
+                "credit_default",
+                "--data-dir",
+                str(SHARED_DATA),
+                "--overlap",
+                "1000",
+                "--seed",
+                "0",
+                "--out",
+                str(clean),
+            ]
+        )
+        == 0
+    )
+    vflflare_main(
+        [
+            "split",
+            "--dataset",
+            "credit_default",
+            "--data-dir",
+            str(SHARED_DATA),
+            "--overlap",
+            "1000",
+            "--seed",
+            "0",
+            "--out",
+            str(probe),
+        ]
+    )
     train = pd.read_csv(probe / "site-2" / "train.csv")
     train["PAY_AMT1"] = 0  # constant in training; it still varies in test.csv
     train.to_csv(probe / "site-2" / "train.csv", index=False)
@@ -142,7 +195,9 @@ def test_column_constant_in_training_no_longer_wrecks_the_test_scores(credit_def
     checks = broken["alignment"]["data_checks"]["site-2"]
     assert checks["constant_columns"] == ["PAY_AMT1"]
     assert checks["out_of_range"]["PAY_AMT1"]["clipped"] > 0.5 * checks["rows"]  # most test rows pay something
-    assert "site 'site-2': column 'PAY_AMT1' holds one value in every training row" in format_report(broken["alignment"])
+    assert "site 'site-2': column 'PAY_AMT1' holds one value in every training row" in format_report(
+        broken["alignment"]
+    )
     assert "site 'site-2': column 'PAY_AMT1' holds one value in every training row" in caplog.text  # the site's log
     assert "data_checks" not in base["alignment"]  # clean data: nothing to report, nothing clipped
 
@@ -168,9 +223,11 @@ def test_a_third_label_value_is_an_error_not_a_three_class_job(split_root):
     with pytest.raises(DataError) as error:
         load_label_tables("server", SITES, str(split_root), 0)
     message = str(error.value)
-    assert message.startswith(f"label party 'server': {path} line 7 (id '{row_id}'), column 'label': label 2 outside "
-                              "0..1 (C = 2 by default, as labels.json declares no num_classes; for a 3-class job "
-                              "declare \"num_classes\": 3 in labels.json); rows per class in this file: {0: ")
+    assert message.startswith(
+        f"label party 'server': {path} line 7 (id '{row_id}'), column 'label': label 2 outside "
+        "0..1 (C = 2 by default, as labels.json declares no num_classes; for a 3-class job "
+        'declare "num_classes": 3 in labels.json); rows per class in this file: {0: '
+    )
     assert ", 2: 1}" in message
     (folder / "labels.json").write_text(json.dumps({"num_classes": 3}))
     assert load_label_tables("server", SITES, str(split_root), 0).num_classes == 3
@@ -181,17 +238,37 @@ def test_a_label_beyond_the_declared_classes_shows_the_classes_seen(split_root):
     lines = path.read_text().splitlines()
     lines[2] = lines[2].split(",")[0] + ",5"
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(DataError, match=r"test_labels.csv line 3 .*: label 5 outside 0..1 \(C = 2 from labels.json\); "
-                                        r"rows per class in this file: \{0: \d+, 1: \d+, 5: 1\}"):
+    with pytest.raises(
+        DataError,
+        match=r"test_labels.csv line 3 .*: label 5 outside 0..1 \(C = 2 from labels.json\); "
+        r"rows per class in this file: \{0: \d+, 1: \d+, 5: 1\}",
+    ):
         load_label_tables("server", SITES, str(split_root), 0)
 
 
-@pytest.mark.parametrize("args, classes", [
-    (["--dataset", "synthetic", "--overlap", "100", "--synthetic-rows", "600", "--synthetic-classes", "3"], 3),
-    (["--dataset", "synthetic", "--overlap", "100", "--synthetic-rows", "600", "--synthetic-classes", "3",
-      "--label-owner", "site-2", "--label-in-table"], 3),
-    (["--dataset", "breast_cancer", "--silo-space"], 2),
-])
+@pytest.mark.parametrize(
+    "args, classes",
+    [
+        (["--dataset", "synthetic", "--overlap", "100", "--synthetic-rows", "600", "--synthetic-classes", "3"], 3),
+        (
+            [
+                "--dataset",
+                "synthetic",
+                "--overlap",
+                "100",
+                "--synthetic-rows",
+                "600",
+                "--synthetic-classes",
+                "3",
+                "--label-owner",
+                "site-2",
+                "--label-in-table",
+            ],
+            3,
+        ),
+        (["--dataset", "breast_cancer", "--silo-space"], 2),
+    ],
+)
 def test_multi_class_and_silo_splits_declare_their_classes(tmp_path, args, classes):
     out = tmp_path / "data"
     assert vflflare_main(["split", *args, "--out", str(out)]) == 0

@@ -1,4 +1,5 @@
 """vflflare.data.loading / preprocess: reading a party's folder, the embedded default, local preprocessing."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,7 +15,6 @@ import pandas as pd
 import pytest
 
 from vflflare.data.errors import DataError
-
 from vflflare.data.loading import load_label_tables, load_site_tables, resolve_data_root
 from vflflare.data.split import configure_split_parser, run_split
 from vflflare.data.types import SiteTables
@@ -133,8 +133,11 @@ def test_custom_id_column_and_site_label_owner(tmp_path, write_csv):
     tables = load_site_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
     assert tables.train_ids == ["k1", "k2", "k3"] and tables.feature_names == ["f"]
     # a declared C above the classes present used to switch the metric silently; now it names the counts
-    with pytest.raises(DataError, match=r"labels.json: declares num_classes 4 but the train and test labels hold 3 "
-                                        r"classes \(rows per class: \{0: 1, 1: 1, 2: 1\}\); set num_classes to 3"):
+    with pytest.raises(
+        DataError,
+        match=r"labels.json: declares num_classes 4 but the train and test labels hold 3 "
+        r"classes \(rows per class: \{0: 1, 1: 1, 2: 1\}\); set num_classes to 3",
+    ):
         load_label_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
     (folder / "labels.json").write_text(json.dumps({"num_classes": 3, "id_column": "key", "label_column": "y"}))
     labels = load_label_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
@@ -182,10 +185,13 @@ def test_labels_from_the_owner_sites_label_column(tmp_path, write_csv):
     assert tables.feature_names == ["f", "g"] and tables.train.numeric.shape == (5, 2)  # label never a feature
     assert tables.train_ids == ["r1", "r2", "r3", "r4", "r5"]  # unlabeled rows keep their features
     # three label values but no num_classes: the binary default refuses the third, never infers C = 3
-    with pytest.raises(DataError, match=r"train.csv line 5 \(id 'r4'\), column 'y': label 2 outside 0..1 \(C = 2 by "
-                                        r"default, as schema.json declares no num_classes; for a 3-class job declare "
-                                        r"\"num_classes\": 3 in schema.json\); rows per class in this file: "
-                                        r"\{0: 1, 1: 1, 2: 1\}"):
+    with pytest.raises(
+        DataError,
+        match=r"train.csv line 5 \(id 'r4'\), column 'y': label 2 outside 0..1 \(C = 2 by "
+        r"default, as schema.json declares no num_classes; for a 3-class job declare "
+        r"\"num_classes\": 3 in schema.json\); rows per class in this file: "
+        r"\{0: 1, 1: 1, 2: 1\}",
+    ):
         load_label_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
     (folder / "schema.json").write_text(json.dumps({"label_column": "y", "num_classes": 3}))
     labels = load_label_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)

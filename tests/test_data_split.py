@@ -1,4 +1,5 @@
 """vflflare.data.split and vflflare.data.sources: the paper's row/column split and the split CLI."""
+
 from __future__ import annotations
 
 import argparse
@@ -176,7 +177,8 @@ def test_cli_adult_with_categorical_and_site_label_owner(shared_data, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert [manifest["per_site"][f"site-{k}"]["n_test"] for k in (1, 2, 3)] == [9768] * 3
     assert sorted(sum((manifest["per_site"][s]["categorical_columns"] for s in manifest["sites"]), [])) == sorted(
-        ["workclass", "education", "marital-status", "occupation", "relationship", "race", "sex", "native-country"])
+        ["workclass", "education", "marital-status", "occupation", "relationship", "race", "sex", "native-country"]
+    )
     assert set(manifest["source_sha256"]) == {"adult/adult.data", "adult/adult.test"}
 
     last = load_site_tables("site-3", [], str(out), 0)

@@ -4,10 +4,12 @@ and the phase (issue 10 item 2).
 The POC tests run a real POC (server, 2 sites, admin on localhost) and kill site-1's NVFlare job
 process (the client worker_process of that job) with SIGKILL: once in the middle of a phase task
 (one-shot's local_ssl, made long with many SSL epochs) and once during split-NN training (vanilla
-VFL, many epochs); the two jobs run side by side. The same POC runs the resume test of issue 10 item 3: a checkpointed run killed in
+VFL, many epochs); the two jobs run side by side. The same POC runs the resume test of issue 10 item 3: a
+checkpointed run killed in
 local_ssl and submitted again with `resume`. The other tests check the transport's failure paths
 without NVFlare.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,17 +21,23 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from deployment_helpers import REPO, env_with, free_port, job_worker_pid, wait_for_text
 from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.shareable import make_reply
 from nvflare.apis.signal import Signal
 
-from deployment_helpers import REPO, env_with, free_port, job_worker_pid, wait_for_text
 from vflflare import wire
 from vflflare.algorithms.registry import make_config
 from vflflare.flare import transport as flare_transport
 from vflflare.flare.liveness import SiteProber, WorkClock, stall_limit
 from vflflare.flare.messages import (
-    UNREACHABLE_CODES, error_of, error_reply, payload_bytes_of, shareable_of, step_reply, to_shareable,
+    UNREACHABLE_CODES,
+    error_of,
+    error_reply,
+    payload_bytes_of,
+    shareable_of,
+    step_reply,
+    to_shareable,
 )
 from vflflare.flare.site_health import SiteHealth
 from vflflare.flare.transport import FlareTransport
@@ -45,8 +53,9 @@ DETECT_WITHIN_S = 10.0  # measured: 0.1 s in a task phase, 1 s in split-NN (NVFl
 
 
 # ---------------------------------------------------------------- without NVFlare
-def _transport(ping, abort: Signal | None = None, stall_timeout: float = 300.0,
-               join_timeout: float = 120.0) -> FlareTransport:
+def _transport(
+    ping, abort: Signal | None = None, stall_timeout: float = 300.0, join_timeout: float = 120.0
+) -> FlareTransport:
     net = FlareTransport(None, None, abort or Signal(), SITES, False, 1.0, 1.0)
     net.prober = SiteProber(ping, net.health, SITES, stall_timeout, join_timeout)
     return net
@@ -60,8 +69,10 @@ def test_a_site_that_never_picks_up_a_task_fails_the_wait_after_join_timeout():
     with pytest.raises(TransportError) as caught, net.ledger.phase("setup"):
         net._wait("setup", lambda: list(SITES))
     assert 1.0 <= time.monotonic() - t0 < 3 and caught.value.site == "site-2"
-    assert ("site 'site-2' stopped during phase 'setup' (task 'setup'): it never joined the job: it picked up no "
-            "task within join_timeout 1 s of the job's start") in str(caught.value)
+    assert (
+        "site 'site-2' stopped during phase 'setup' (task 'setup'): it never joined the job: it picked up no "
+        "task within join_timeout 1 s of the job's start"
+    ) in str(caught.value)
     net.close()
 
 
@@ -70,8 +81,9 @@ def _aborted_in_setup(monkeypatch, unreachable: set[str], seen: list[str], task:
     no job cell, `seen` picked up a task earlier."""
     monkeypatch.setattr(flare_transport, "ABORT_GRACE_S", 1.0)
     abort = Signal()
-    net = _transport(lambda site: make_reply(ReturnCode.COMMUNICATION_ERROR if site in unreachable else ReturnCode.OK),
-                     abort)
+    net = _transport(
+        lambda site: make_reply(ReturnCode.COMMUNICATION_ERROR if site in unreachable else ReturnCode.OK), abort
+    )
     for site in seen:
         net.prober.seen(site)
     abort.trigger(True)
@@ -85,8 +97,10 @@ def test_an_abort_before_a_site_picked_up_a_task_names_that_site(monkeypatch):
     # its job process died while starting: no probe can reach it, and NVFlare's abort names no site
     error = _aborted_in_setup(monkeypatch, set(), ["site-1"], "setup")
     assert error.site == "site-2"
-    assert ("site 'site-2' stopped during phase 'setup' (task 'setup'): NVFlare aborted the job while it had not "
-            "picked up any task yet") in str(error)
+    assert (
+        "site 'site-2' stopped during phase 'setup' (task 'setup'): NVFlare aborted the job while it had not "
+        "picked up any task yet"
+    ) in str(error)
 
 
 def test_an_abort_while_no_wait_was_probing_probes_every_site(monkeypatch):
@@ -138,7 +152,9 @@ def test_slow_or_unstarted_sites_are_not_declared_dead():
 
 def test_a_site_silent_for_stall_timeout_is_stopped():
     # a frozen process: its job cell is still there, so probes time out instead of failing
-    net = _transport(lambda site: make_reply(ReturnCode.TIMEOUT if site == "site-1" else ReturnCode.OK), stall_timeout=1.0)
+    net = _transport(
+        lambda site: make_reply(ReturnCode.TIMEOUT if site == "site-1" else ReturnCode.OK), stall_timeout=1.0
+    )
     for site in SITES:
         net.prober.seen(site)
     t0 = time.monotonic()
@@ -157,16 +173,20 @@ def busy(task: str, quiet_s: float, longest_gap_s: float):
 
 def test_a_busy_site_without_progress_is_stopped_with_a_limit_sized_to_its_epochs():
     assert stall_limit(0.0, 300.0) == 300.0 and stall_limit(100.0, 300.0) == 500.0
-    replies = {"site-1": busy("oneshot_update", 12.0, 3.0),  # slow epochs (3 s): 15 s allowed
-               "site-2": busy("oneshot_update", 12.0, 1.0)}  # fast epochs: the 10 s stall_timeout applies
+    replies = {
+        "site-1": busy("oneshot_update", 12.0, 3.0),  # slow epochs (3 s): 15 s allowed
+        "site-2": busy("oneshot_update", 12.0, 1.0),
+    }  # fast epochs: the 10 s stall_timeout applies
     net = _transport(replies.get, stall_timeout=10.0)
     for site in SITES:
         net.prober.seen(site)
     with pytest.raises(TransportError) as caught, net.ledger.phase("local_ssl"):
         net._wait("oneshot_update", lambda: list(SITES))
     assert caught.value.site == "site-2" and net.health.reason("site-1") is None
-    assert ("site 'site-2' stopped during phase 'local_ssl' (task 'oneshot_update'): it has made no progress in task "
-            "'oneshot_update' for 12 s (limit 10 s") in str(caught.value)
+    assert (
+        "site 'site-2' stopped during phase 'local_ssl' (task 'oneshot_update'): it has made no progress in task "
+        "'oneshot_update' for 12 s (limit 10 s"
+    ) in str(caught.value)
     net.close()
 
 
@@ -202,8 +222,10 @@ def test_an_abort_names_the_site_a_report_identifies_in_time(monkeypatch):
     for site in SITES:
         net.prober.seen(site)
     abort.trigger(True)
-    with pytest.raises(TransportError, match="job aborted by NVFlare during phase 'split_training'"), \
-            net.ledger.phase("split_training"):
+    with (
+        pytest.raises(TransportError, match="job aborted by NVFlare during phase 'split_training'"),
+        net.ledger.phase("split_training"),
+    ):
         net._wait("split", lambda: ["site-1"])
     # NVFlare's dead-job report arriving during the grace period names the site
     monkeypatch.setattr(flare_transport, "ABORT_GRACE_S", 5.0)
@@ -267,8 +289,21 @@ def poc(tmp_path_factory):
     from poc_run import PocRun, parse_args
 
     work = tmp_path_factory.mktemp("dead_site")
-    run = PocRun(parse_args([str(REPO / "jobs" / "oneshot_vfl"), "--workspace", str(work), "--port", str(free_port()),
-                             "--start-timeout", "90", "--stop-timeout", "60"]))
+    run = PocRun(
+        parse_args(
+            [
+                str(REPO / "jobs" / "oneshot_vfl"),
+                "--workspace",
+                str(work),
+                "--port",
+                str(free_port()),
+                "--start-timeout",
+                "90",
+                "--stop-timeout",
+                "60",
+            ]
+        )
+    )
     run.env["PATH"] = env_with()["PATH"]  # NVFlare's start scripts run `python3`: this venv's
     session = None
     try:
@@ -331,16 +366,22 @@ def _outcomes(poc, killed: dict[str, tuple[float, float]]) -> dict[str, dict]:
         for job_id in set(killed) - set(ended):
             session.abort_job(job_id)
     outcomes = {}
-    for job_id, (killed_at, t0) in killed.items():
+    for job_id, (killed_at, _) in killed.items():
         folder = Path(session.download_job_result(job_id, str(work / "download" / job_id)))
         results = json.loads(next(folder.rglob(RESULTS_FILE)).read_text())
         log = next(folder.rglob("log.txt")).read_text().splitlines()
         failure = next(line for line in log if "vflflare job failed" in line)
-        outcomes[job_id] = {"results": results, "status": status[job_id], "ended_s": ended.get(job_id, float("inf")),
-                            "detected_s": _log_time(failure) - killed_at}
-        print(f"{results['algorithm']}: killed {KILLED} in {results.get('phase')}; detected after "
-              f"{outcomes[job_id]['detected_s']:.1f} s, job {status[job_id]} {outcomes[job_id]['ended_s']:.1f} s "
-              f"after the kill: {results['error']}")
+        outcomes[job_id] = {
+            "results": results,
+            "status": status[job_id],
+            "ended_s": ended.get(job_id, float("inf")),
+            "detected_s": _log_time(failure) - killed_at,
+        }
+        print(
+            f"{results['algorithm']}: killed {KILLED} in {results.get('phase')}; detected after "
+            f"{outcomes[job_id]['detected_s']:.1f} s, job {status[job_id]} {outcomes[job_id]['ended_s']:.1f} s "
+            f"after the kill: {results['error']}"
+        )
     return outcomes
 
 
@@ -423,8 +464,14 @@ def test_run_killed_in_local_ssl_resumes_to_the_uninterrupted_result(poc):
     # The kill waits for site-1's first SSL epoch: on a fast machine the whole phase can take under a
     # second, so a fixed delay after the phase starts may land after it (CI saw this).
     settings = {"ssl_epochs": 2000}
-    outcome = _kill_during(poc, "oneshot", {**settings, "checkpoint": True}, "local_ssl", delay_s=0.0,
-                           site_text=f"{KILLED}: oneshot SSL epoch 1/")
+    outcome = _kill_during(
+        poc,
+        "oneshot",
+        {**settings, "checkpoint": True},
+        "local_ssl",
+        delay_s=0.0,
+        site_text=f"{KILLED}: oneshot SSL epoch 1/",
+    )
     run_id = _assert_named(outcome, "local_ssl")["run_id"]
     resumed = _run_to_end(poc, "oneshot", {**settings, "resume": run_id})
     assert resumed.get("status") != "failed", resumed.get("error")
@@ -438,12 +485,10 @@ def test_a_site_the_job_names_but_the_poc_lacks_fails_the_job_naming_it(poc):
     """Issue 25: a job naming one site more than the POC runs (NVFlare starts it with the sites connected:
     meta.json asks for 2) fails at setup naming the missing site, instead of never being scheduled."""
     t0 = time.monotonic()
-    results = _run_to_end(poc, "oneshot", {"ssl_epochs": 1, "join_timeout": 30}, timeout=150,
-                          sites=[*SITES, "site-3"])
+    results = _run_to_end(poc, "oneshot", {"ssl_epochs": 1, "join_timeout": 30}, timeout=150, sites=[*SITES, "site-3"])
     print(f"a job naming site-3 on a 2-site POC ended after {time.monotonic() - t0:.1f} s: {results.get('error')}")
     assert results["status"] == "failed" and results["site"] == "site-3", results
     assert "sites of the job that did not join: ['site-3']" in results["error"], results["error"]
-
 
 
 @pytest.mark.simulator
@@ -451,6 +496,7 @@ def test_a_downloaded_failed_job_holds_no_row_data(poc, tmp_path):
     """Issue 25 item 3 in a POC: 1.23e200 in an unaligned row with a sentinel ID at site-1 fails the job
     naming the site, file and line; the job downloaded through the admin API holds neither."""
     from test_error_disclosure import CASES, SENTINEL, _split
+
     from vflflare.flare.site_config import SITE_CONFIG_FILE, write_site_config
 
     run, session, work = poc

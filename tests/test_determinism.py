@@ -2,6 +2,7 @@
 (counts, payload and wire bytes) when run twice in process; another seed moves them. The simulator
 gives the in-process numbers exactly: tests/test_simulator_jobs.py checks it for one-shot (label
 party at the server) and few-shot with fine-tuning (label party at a site)."""
+
 from __future__ import annotations
 
 import pytest

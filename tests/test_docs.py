@@ -1,6 +1,7 @@
 """Issue 28 item 6: the documentation site builds with `mkdocs build --strict` (a broken link or a page left
 out of the build fails it), its settings page lists every setting of every algorithm, and the README stays
 short."""
+
 from __future__ import annotations
 
 import subprocess
@@ -13,9 +14,14 @@ from vflflare.algorithms.registry import ALGORITHMS
 
 def test_the_docs_build_strictly_with_every_setting(tmp_path):
     site = tmp_path / "site"
-    build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)], cwd=REPO,
-                           capture_output=True, text=True, timeout=300, env={"NO_MKDOCS_2_WARNING": "1",
-                                                                            "PATH": "/usr/bin:/bin"})
+    build = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert build.returncode == 0, build.stderr[-4000:]
     settings = (site / "settings" / "index.html").read_text()
     built_in = [name for name, plugin in ALGORITHMS.items() if plugin.__module__.startswith("vflflare.")]

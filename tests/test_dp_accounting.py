@@ -1,5 +1,6 @@
 """Issue 36: label DP accounted in code with dp-accounting, recorded in every defended run's results, and
 a target epsilon that sets the gradient noise for the job's planned passes."""
+
 from __future__ import annotations
 
 import pytest
@@ -45,7 +46,9 @@ def test_a_split_nn_run_with_a_target_records_what_it_spent_and_what_is_not_cove
 
 
 def test_randomized_response_covers_few_shots_probabilities_and_a_noiseless_channel_is_named():
-    covered = run_inprocess(make_config({"algorithm": "fewshot", "ssl_epochs": 1, "label_dp_epsilon": 1.0}), SITES, None)
+    covered = run_inprocess(
+        make_config({"algorithm": "fewshot", "ssl_epochs": 1, "label_dp_epsilon": 1.0}), SITES, None
+    )
     assert covered["privacy"]["dp"]["streams"]["labels"]["epsilon"] == pytest.approx(1.0, abs=1e-3)
     assert not any("p^" in c for c in covered["privacy"]["dp"]["no_guarantee"])
     sparse = run_inprocess(make_config({"algorithm": "fewshot", "ssl_epochs": 1, "gradient_keep": 0.5}), SITES, None)
@@ -55,19 +58,34 @@ def test_randomized_response_covers_few_shots_probabilities_and_a_noiseless_chan
 
 
 def test_a_label_owning_site_reports_its_accounting():
-    result = run_inprocess(make_config({"algorithm": "vflhlp", "label_owner": "site-1", "pretrain_epochs": 1,
-                                        "active_epochs": 2, "split_epochs": 2, "gradient_clip": 0.01,
-                                        "gradient_noise": 2.0}), SITES, None)
+    result = run_inprocess(
+        make_config(
+            {
+                "algorithm": "vflhlp",
+                "label_owner": "site-1",
+                "pretrain_epochs": 1,
+                "active_epochs": 2,
+                "split_epochs": 2,
+                "gradient_clip": 0.01,
+                "gradient_noise": 2.0,
+            }
+        ),
+        SITES,
+        None,
+    )
     gradients = result["privacy"]["dp"]["streams"]["gradients"]
     assert gradients["epsilon"] == pytest.approx(gaussian_epsilon(2.0, gradients["passes"]))
     assert 1 <= gradients["passes"] <= 2
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"gradient_dp_epsilon": 1.0}, "needs gradient_clip"),
-    ({"gradient_dp_epsilon": 1.0, "gradient_clip": 0.1, "gradient_noise": 1.0}, "leave gradient_noise at 0"),
-    ({"gradient_clip": 0.1, "gradient_dp_epsilon": 1.0, "gradient_dp_delta": 0.0}, "gradient_dp_delta"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"gradient_dp_epsilon": 1.0}, "needs gradient_clip"),
+        ({"gradient_dp_epsilon": 1.0, "gradient_clip": 0.1, "gradient_noise": 1.0}, "leave gradient_noise at 0"),
+        ({"gradient_clip": 0.1, "gradient_dp_epsilon": 1.0, "gradient_dp_delta": 0.0}, "gradient_dp_delta"),
+    ],
+)
 def test_bad_dp_settings_fail_naming_the_key(settings, message):
     with pytest.raises(ConfigError, match=message):
         make_config({**SPLIT, **settings})

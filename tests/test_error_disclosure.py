@@ -4,6 +4,7 @@ Sentinel IDs and values are planted in every error class (a bad value, a bad lab
 site, a duplicate ID, a test ID without partner, a bad row in a score file); the job fails naming the
 site, the file and the line or column, the sentinel is in that site's own log, and no file under the
 server's workspace (its logs, vflflare_results.json) holds it."""
+
 from __future__ import annotations
 
 import csv
@@ -11,8 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from simulator_helpers import run_job
+
 from vflflare import cli
 from vflflare.algorithms.registry import make_config
 from vflflare.data.errors import DataError
@@ -64,13 +65,22 @@ def _test_id_without_partner(root: Path) -> tuple[str, str, str]:
     return "site-1", "test.csv", "1 of"
 
 
-CASES = {"bad_value": _bad_value, "non_numeric_value": _non_numeric_value, "duplicate_id": _duplicate_id,
-         "bad_label": _bad_label, "test_id_without_partner": _test_id_without_partner}
+CASES = {
+    "bad_value": _bad_value,
+    "non_numeric_value": _non_numeric_value,
+    "duplicate_id": _duplicate_id,
+    "bad_label": _bad_label,
+    "test_id_without_partner": _test_id_without_partner,
+}
 
 
 def _split(root: Path) -> Path:
-    assert cli.main(["split", "--dataset", "breast_cancer", "--overlap", "120", "--label-owner", "site-1",
-                     "--out", str(root)]) == 0
+    assert (
+        cli.main(
+            ["split", "--dataset", "breast_cancer", "--overlap", "120", "--label-owner", "site-1", "--out", str(root)]
+        )
+        == 0
+    )
     return root
 
 
@@ -98,8 +108,9 @@ def test_errors_reach_the_coordinator_without_row_ids_or_values(tmp_path, case):
 def test_a_bad_score_row_reaches_the_coordinator_without_its_id_or_value(tmp_path, monkeypatch):
     data = _split(tmp_path / "data")
     runs = tmp_path / "runs"
-    trained = run_inprocess(make_config(algorithm="oneshot", label_owner="site-1"), ["site-1", "site-2"], str(data),
-                            runs_root=str(runs))
+    trained = run_inprocess(
+        make_config(algorithm="oneshot", label_owner="site-1"), ["site-1", "site-2"], str(data), runs_root=str(runs)
+    )
     assert "error" not in trained
     for site in ("site-1", "site-2"):
         shutil.copy(data / site / "test.csv", data / site / "score.csv")
@@ -107,8 +118,9 @@ def test_a_bad_score_row_reaches_the_coordinator_without_its_id_or_value(tmp_pat
     for party in runs.iterdir():  # in process each party has its own runs root; the simulator's sites share one
         shutil.copytree(party, tmp_path / "shared_runs", dirs_exist_ok=True)
     monkeypatch.setenv("VFLFLARE_RUNS_ROOT", str(tmp_path / "shared_runs"))
-    scored = cli.simulate(str(Path(__file__).resolve().parents[1] / "jobs" / "vertical_inference"),
-                          str(tmp_path / "ws"), 2, 2, str(data))
+    scored = cli.simulate(
+        str(Path(__file__).resolve().parents[1] / "jobs" / "vertical_inference"), str(tmp_path / "ws"), 2, 2, str(data)
+    )
     assert "error" in scored, "the job should have failed"
     _assert_withheld(tmp_path / "ws", scored["error"], "site-2", "score.csv", f"line {line}")
 
@@ -131,6 +143,8 @@ def test_a_library_error_travels_as_its_type_and_our_frame_only():
     with pytest.raises(ValueError) as caught:
         parse("SENTINEL-raw-cell")
     message = public_message(caught.value, "site 'site-1'")
-    assert message.startswith("ValueError") and SENTINEL not in message and "site 'site-1''s own log" in message, message
+    assert message.startswith("ValueError") and SENTINEL not in message and "site 'site-1''s own log" in message, (
+        message
+    )
     ours = public_message(AlignmentError("only 3 rows align"), "site 'site-1'")
     assert ours == "AlignmentError: only 3 rows align"

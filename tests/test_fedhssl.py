@@ -1,14 +1,15 @@
 """FedHSSL (He et al., Alg. 1): which parameters each step trains, PMA equal to the plain average (and
 under CKKS within 1e-3), every variant as a config of one plug-in, and exact communication counts."""
+
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pytest
 import torch
-
 from test_parties import build
+
 from vflflare import wire
 from vflflare.algorithms.blocks.cross_party_ssl import targets_for
 from vflflare.algorithms.blocks.partial_aggregation import average, partial_model_aggregation
@@ -25,8 +26,9 @@ SITES = ["site-1", "site-2"]
 
 
 def small(**overrides):
-    return make_config(algorithm="fedhssl", projector=[64, 64, 64], predictor_hidden=16, pretrain_batch_size=32,
-                       **overrides)
+    return make_config(
+        algorithm="fedhssl", projector=[64, 64, 64], predictor_hidden=16, pretrain_batch_size=32, **overrides
+    )
 
 
 class PartiesNet:
@@ -172,9 +174,13 @@ def test_one_global_iteration_exact_communications(ssl_method):
         assert (phase["local_ssl"][site]["uploads"], phase["local_ssl"][site]["downloads"]) == (0, 0)
         assert (phase["pma"][site]["uploads"], phase["pma"][site]["downloads"]) == (1, 1)
         # one epoch: a forward upload per batch and the validation upload; a gradient download per batch
-        assert (phase["finetune"][site]["uploads"], phase["finetune"][site]["downloads"]) == (split_batches + 1, split_batches)
+        assert (phase["finetune"][site]["uploads"], phase["finetune"][site]["downloads"]) == (
+            split_batches + 1,
+            split_batches,
+        )
     assert results["expected_communication"] == {
-        s: {"uploads": batches + 1 + split_batches + 1 + 1, "downloads": batches + 1 + split_batches} for s in SITES}
+        s: {"uploads": batches + 1 + split_batches + 1 + 1, "downloads": batches + 1 + split_batches} for s in SITES
+    }
     width = cfg.projector_widths[-1]
     assert phase["cross_ssl"]["site-1"]["payload_bytes"] == 2 * batches * 32 * width * 4  # z_c up, z_c down
     assert results["metrics"]["test_auc"] > 0.8
@@ -184,7 +190,9 @@ def test_label_site_is_the_active_party_and_counts_hold():
     cfg = small(global_iterations=1, split_epochs=1, label_owner="site-2", variant="fedgssl")
     results = run_inprocess(cfg, SITES, None)
     assert results["expected_communication"] == {
-        s: {"uploads": c["uploads"], "downloads": c["downloads"]} for s, c in results["communication"]["per_site"].items()}
+        s: {"uploads": c["uploads"], "downloads": c["downloads"]}
+        for s, c in results["communication"]["per_site"].items()
+    }
     assert "pma" not in results["communication"]["per_phase"]
 
 
@@ -200,7 +208,9 @@ def test_four_parties_with_the_labels_at_a_site():
     results = run_inprocess(cfg, sites, None)
     assert results["metrics"]["test_auc"] > 0.9
     counts = results["communication"]["per_site"]
-    assert results["expected_communication"] == {s: {"uploads": c["uploads"], "downloads": c["downloads"]} for s, c in counts.items()}
+    assert results["expected_communication"] == {
+        s: {"uploads": c["uploads"], "downloads": c["downloads"]} for s, c in counts.items()
+    }
     cross = results["communication"]["per_phase_site"]["cross_ssl"]
     # per batch the active party sends one z_c and receives the three passive parties'; a passive one, one and one
     assert cross["site-3"]["payload_bytes"] == 2 * cross["site-1"]["payload_bytes"]
@@ -218,5 +228,11 @@ def test_finetuning_keeps_the_learning_rate_best_on_validation():
     assert len(runs) == (3 if training["finetune_lr"] == 0.03 else 4)
     batches = -(-results["rows"]["aligned_train"] // 32)
     finetune = results["communication"]["per_phase_site"]["finetune"]["site-1"]
-    assert (finetune["uploads"], finetune["downloads"]) == (sum(e * (batches + 1) for e in runs), sum(e * batches for e in runs))
-    assert results["expected_communication"]["site-1"]["uploads"] == results["communication"]["per_site"]["site-1"]["uploads"]
+    assert (finetune["uploads"], finetune["downloads"]) == (
+        sum(e * (batches + 1) for e in runs),
+        sum(e * batches for e in runs),
+    )
+    assert (
+        results["expected_communication"]["site-1"]["uploads"]
+        == results["communication"]["per_site"]["site-1"]["uploads"]
+    )

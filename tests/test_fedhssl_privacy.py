@@ -1,4 +1,5 @@
 """FedHSSL's privacy evaluation (Section VI): ISO noise (Eq. 7), the model-completion attack and CAP (Eq. 8)."""
+
 from __future__ import annotations
 
 import math
@@ -6,13 +7,13 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from test_parties import build
+
 from vflflare.algorithms.fedhssl import HybridSSLSite
 from vflflare.algorithms.registry import make_config
 from vflflare.algorithms.vanilla import SplitNNLabelParty
-from vflflare.privacy.iso import iso, iso_sigma
 from vflflare.privacy.attacks.model_completion import AUX_ROWS, cap, model_completion_attack
+from vflflare.privacy.iso import iso, iso_sigma
 
 
 def test_iso_sigma_is_lambda_times_the_largest_row_norm_over_sqrt_m():
@@ -21,7 +22,9 @@ def test_iso_sigma_is_lambda_times_the_largest_row_norm_over_sqrt_m():
     generator = torch.Generator().manual_seed(0)
     assert iso(d, 0.0, generator) is d
     assert torch.equal(generator.get_state(), torch.Generator().manual_seed(0).get_state())  # no draw at 0
-    noisy = torch.stack([iso(torch.zeros(1, 4) + torch.tensor([[3.0, 4.0, 0.0, 0.0]]), 2.0, generator) for _ in range(4000)])
+    noisy = torch.stack(
+        [iso(torch.zeros(1, 4) + torch.tensor([[3.0, 4.0, 0.0, 0.0]]), 2.0, generator) for _ in range(4000)]
+    )
     assert (noisy - torch.tensor([3.0, 4.0, 0.0, 0.0])).std().item() == pytest.approx(2.0 * 5.0 / 2.0, rel=0.05)
     with pytest.raises(ValueError, match="ISO strength must be >= 0"):
         iso(d, -1.0, generator)
@@ -34,7 +37,9 @@ def test_cap_is_the_mean_of_utility_times_recovery_error():
 
 
 def _pretrained(**overrides):
-    cfg = make_config(algorithm="fedhssl", projector=[64, 64, 64], predictor_hidden=16, pretrain_batch_size=32, **overrides)
+    cfg = make_config(
+        algorithm="fedhssl", projector=[64, 64, 64], predictor_hidden=16, pretrain_batch_size=32, **overrides
+    )
     parties, label = build(cfg, site_class=HybridSSLSite, label_class=SplitNNLabelParty)
     for _ in range(2):
         for party in parties.values():

@@ -8,6 +8,7 @@ instead of a message saying which file to fix.
 
 Examples are derandomized and the database is off, so CI runs the same examples every time.
 """
+
 from __future__ import annotations
 
 import csv
@@ -137,15 +138,57 @@ def csv_text(header: list[str], rows: list[list[str]], newline: str = "\n") -> s
 texts = st.text(st.characters(exclude_categories=["Cs"]), max_size=8)
 
 SPECIAL_CELLS = [
-    "", " ", "\t", "nan", "NaN", "-nan", "inf", "-inf", "Infinity", "1e308", "-1e308", "1.7976931348623157e308",
-    "1e309", "5e-324", "-0.0", "0", "1_000", " 1 ", "0x1A", "١٢", "True", "false", "yes", "a,b", 'say "hi"',
-    "two\nlines", "\r", "9" * 400,
+    "",
+    " ",
+    "\t",
+    "nan",
+    "NaN",
+    "-nan",
+    "inf",
+    "-inf",
+    "Infinity",
+    "1e308",
+    "-1e308",
+    "1.7976931348623157e308",
+    "1e309",
+    "5e-324",
+    "-0.0",
+    "0",
+    "1_000",
+    " 1 ",
+    "0x1A",
+    "١٢",
+    "True",
+    "false",
+    "yes",
+    "a,b",
+    'say "hi"',
+    "two\nlines",
+    "\r",
+    "9" * 400,
 ]
 label_cells = st.one_of(
     st.integers(0, 2).map(str),
     st.integers(-3, 3).map(str),
-    st.sampled_from(["", " ", "1.0", "1e0", "0x1", "+1", " 0", "1_0", "١", "nan", "inf", "yes", str(2**63),
-                     str(-(2**63) - 1), "9" * 5000]),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "1.0",
+            "1e0",
+            "0x1",
+            "+1",
+            " 0",
+            "1_0",
+            "١",
+            "nan",
+            "inf",
+            "yes",
+            str(2**63),
+            str(-(2**63) - 1),
+            "9" * 5000,
+        ]
+    ),
     st.integers().map(str),
     texts,
 )
@@ -232,15 +275,25 @@ def random_table(draw: st.DrawFn) -> tuple[bool, list[str], list[str], list[list
     kinds = [draw(st.sampled_from(sorted(cell_kinds))) for _ in header]
     counts = draw(st.integers(int(tidy), 6)), draw(st.integers(int(tidy), 4))
     if tidy:
-        ids = draw(st.lists(st.text(st.sampled_from("0123é"), min_size=1, max_size=3), min_size=sum(counts),
-                            max_size=sum(counts), unique=True))
+        ids = draw(
+            st.lists(
+                st.text(st.sampled_from("0123é"), min_size=1, max_size=3),
+                min_size=sum(counts),
+                max_size=sum(counts),
+                unique=True,
+            )
+        )
     else:
-        ids = [draw(st.one_of(st.integers(0, 3).map(str), st.sampled_from(["é1", "", " 1", "1.0"]), texts))
-               for _ in range(sum(counts))]
+        ids = [
+            draw(st.one_of(st.integers(0, 3).map(str), st.sampled_from(["é1", "", " 1", "1.0"]), texts))
+            for _ in range(sum(counts))
+        ]
 
     def rows(row_ids: list[str]) -> list[list[str]]:
-        return [[row_id if name == "id" else draw(cell_kinds[kind]) for name, kind in zip(header, kinds)]
-                for row_id in row_ids]
+        return [
+            [row_id if name == "id" else draw(cell_kinds[kind]) for name, kind in zip(header, kinds)]
+            for row_id in row_ids
+        ]
 
     return tidy, header, kinds, rows(ids[: counts[0]]), rows(ids[counts[0] :])
 
@@ -252,8 +305,11 @@ def fitting_schema(draw: st.DrawFn, header: list[str], kinds: list[str]) -> str:
     features = [name for name in header if name != "id"]
     label = draw(st.none() | st.sampled_from(features)) if features else None
     values: dict[str, Any] = {
-        "categorical_columns": [name for name, kind in zip(header, kinds)
-                                if name in features and name != label and kind not in NUMERIC_KINDS],
+        "categorical_columns": [
+            name
+            for name, kind in zip(header, kinds)
+            if name in features and name != label and kind not in NUMERIC_KINDS
+        ],
         "numeric_transform": draw(st.sampled_from(NUMERIC_TRANSFORMS)),
     }
     if label is not None:
@@ -296,7 +352,9 @@ def test_random_bytes_in_a_site_file(name: str, content: st.DataObject) -> None:
 @given(name=st.sampled_from(["train_labels.csv", "test_labels.csv", "labels.json"]), content=st.data())
 def test_random_bytes_in_a_label_file(name: str, content: st.DataObject) -> None:
     valid = {
-        "train_labels.csv": VALID_TRAIN_LABELS, "test_labels.csv": VALID_TEST_LABELS, "labels.json": VALID_LABELS_JSON
+        "train_labels.csv": VALID_TRAIN_LABELS,
+        "test_labels.csv": VALID_TEST_LABELS,
+        "labels.json": VALID_LABELS_JSON,
     }
     load_with_one_file_fuzzed(valid, name, content, "server", load_labels)
 
@@ -305,12 +363,17 @@ def test_random_bytes_in_a_label_file(name: str, content: st.DataObject) -> None
 @given(
     encoding=st.sampled_from(ENCODINGS),
     newline=st.sampled_from(["\n", "\r\n"]),
-    names=st.lists(st.text(st.sampled_from("abxyz_ " + NON_ASCII), min_size=1, max_size=5), min_size=2, max_size=4,
-                   unique=True).filter(lambda names: "id" not in names),
-    ids=st.lists(st.text(st.sampled_from("0123456789ab" + NON_ASCII), min_size=1, max_size=4), min_size=2, max_size=8,
-                 unique=True),
+    names=st.lists(
+        st.text(st.sampled_from("abxyz_ " + NON_ASCII), min_size=1, max_size=5), min_size=2, max_size=4, unique=True
+    ).filter(lambda names: "id" not in names),
+    ids=st.lists(
+        st.text(st.sampled_from("0123456789ab" + NON_ASCII), min_size=1, max_size=4),
+        min_size=2,
+        max_size=8,
+        unique=True,
+    ),
     # Three decimals: a test value cannot lie 1e38 training deviations away, so UTF-8 must load.
-    numbers=st.lists(st.integers(-10**9, 10**9).map(lambda n: n / 1000), min_size=8 * 3, max_size=8 * 3),
+    numbers=st.lists(st.integers(-(10**9), 10**9).map(lambda n: n / 1000), min_size=8 * 3, max_size=8 * 3),
     categories=st.lists(st.text(st.sampled_from("rgb" + NON_ASCII), min_size=1, max_size=3), min_size=8, max_size=8),
 )
 def test_valid_tables_in_any_encoding(
@@ -321,8 +384,10 @@ def test_valid_tables_in_any_encoding(
     bytes as UTF-8 (plain ASCII), and otherwise is a DataError naming the file."""
     categorical, numeric = names[0], names[1:]
     header = ["id", categorical, *numeric]
-    rows = [[row_id, categories[i], *(repr(numbers[i * 3 + j]) for j in range(len(numeric)))]
-            for i, row_id in enumerate(ids)]
+    rows = [
+        [row_id, categories[i], *(repr(numbers[i * 3 + j]) for j in range(len(numeric)))]
+        for i, row_id in enumerate(ids)
+    ]
     split = len(ids) // 2
     texts_by_name = {
         "train.csv": csv_text(header, rows[:split], newline),
@@ -368,7 +433,8 @@ def test_random_column_types_and_schema(
 @given(
     train=label_file("a"),
     test=label_file("b"),
-    labels_json=st.none() | st.dictionaries(
+    labels_json=st.none()
+    | st.dictionaries(
         st.sampled_from(["num_classes", "id_column", "label_column"]),
         st.one_of(st.integers(-2, 5), st.sampled_from([10**30, 2**63, "id", "label", "y"]), json_values),
     ).map(json.dumps),

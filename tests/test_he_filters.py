@@ -1,22 +1,23 @@
 """HE on the NVFlare side without a simulator: the site Filters, the keys in a startup kit, the
 coordinator's refusal of plaintext, the generated job configuration and the config check."""
+
 import json
 
 import numpy as np
 import pytest
+from flare_fakes import FakeEngine
 from nvflare.apis.fl_constant import ReservedKey
 from nvflare.apis.fl_context import FLContext
 
-from flare_fakes import FakeEngine
 from vflflare import wire
-from vflflare.protocol.payload import tensor_kinds
-from vflflare.protocol.transport import TransportError
 from vflflare.algorithms.registry import make_config
 from vflflare.flare.he_filters import DecryptTaskData, EncryptTaskResult, workspace_context
 from vflflare.flare.messages import ERROR_HEADER, error_of, from_shareable, to_shareable
 from vflflare.flare.transport import FlareTransport
 from vflflare.jobs import job_files
 from vflflare.privacy import ckks
+from vflflare.protocol.payload import tensor_kinds
+from vflflare.protocol.transport import TransportError
 
 
 def _fl_ctx(startup, site="site-1"):
@@ -72,7 +73,9 @@ def test_wrong_context_in_the_startup_kit(tmp_path):
 def test_decrypt_failure_in_data_filter_reaches_the_executor_as_an_error(startup, tmp_path):
     other = tmp_path / "startup"
     ckks.write_contexts(other)  # another key pair
-    sent = from_shareable(EncryptTaskResult().process(to_shareable(wire.dumps({"g": np.ones(4, np.float32)})), _fl_ctx(other)))
+    sent = from_shareable(
+        EncryptTaskResult().process(to_shareable(wire.dumps({"g": np.ones(4, np.float32)})), _fl_ctx(other))
+    )
     data = DecryptTaskData().process(to_shareable(wire.dumps(sent)), _fl_ctx(startup))
     assert "made with key" in data.get_header(ERROR_HEADER)
 
@@ -107,7 +110,9 @@ def test_job_generator_adds_filters_only_with_he():
     files = job_files("j", {"algorithm": "oneshot", "label_owner": "site-1", "he": True})
     client = files["app/config/config_fed_client.json"]
     tasks = client["executors"][0]["tasks"]
-    assert sorted(client["task_result_filters"][0]["tasks"]) == sorted(tasks)  # NVFlare matches filters by exact task name
+    assert sorted(client["task_result_filters"][0]["tasks"]) == sorted(
+        tasks
+    )  # NVFlare matches filters by exact task name
     assert client["task_result_filters"][0]["filters"][0]["path"].endswith("he_filters.EncryptTaskResult")
     assert client["task_data_filters"][0]["filters"][0]["path"].endswith("he_filters.DecryptTaskData")
     json.dumps(files)

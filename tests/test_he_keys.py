@@ -6,16 +6,17 @@ to a third party. The in-process job below runs the real site code (VFLExecutor 
 filters) and the real coordinator transport checks (FlareTransport), with the sites in this process
 instead of behind NVFlare, so the test holds every party's keys and can try each on each ciphertext.
 The simulator test checks the same key split in a real NVFlare job."""
+
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tenseal as ts
+from flare_fakes import FakeEngine
 from nvflare.apis.fl_constant import ReservedKey
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.signal import Signal
 
-from flare_fakes import FakeEngine
 from vflflare import wire
 from vflflare.algorithms.registry import make_config
 from vflflare.config import SERVER
@@ -107,17 +108,25 @@ def job(startup):
     net.exchange_he_keys(LABEL)  # what the controller does before setup
     keys = {s: he_filters.party_keys(_fl_ctx(startup, s)) for s in SITES}
     recorded = RecordingTransport(net)
-    results = run_algorithm(recorded, cfg, lambda: load_label_tables(SERVER, SITES, None, cfg.seed), LogTracker("t"),
-                            server)
-    yield {"results": results, "messages": recorded.messages, "plain": net.plain, "keys": keys, "server": server,
-           "net": net}
+    results = run_algorithm(
+        recorded, cfg, lambda: load_label_tables(SERVER, SITES, None, cfg.seed), LogTracker("t"), server
+    )
+    yield {
+        "results": results,
+        "messages": recorded.messages,
+        "plain": net.plain,
+        "keys": keys,
+        "server": server,
+        "net": net,
+    }
     net.close()
 
 
 def _raw_decrypt(enc, context):
     """TenSEAL itself, without the codec's key check: what a party holding `context` gets."""
     return np.concatenate([ts.ckks_vector_from(context, chunk).decrypt() for chunk in enc["chunks"]])[
-        : int(np.prod(enc["shape"]))].reshape(enc["shape"])
+        : int(np.prod(enc["shape"]))
+    ].reshape(enc["shape"])
 
 
 def _cannot_decrypt(enc, truth, keys: PartyKeys | None, server):
@@ -139,8 +148,10 @@ def test_job_runs_and_he_changes_no_metric(job):
     kinds = results["communication"]["tensor_kinds"]
     assert kinds["up"]["plaintext"] == 0 and kinds["down"]["plaintext"] == 0, kinds
     plain = run_inprocess(make_config(algorithm="oneshot", label_owner=LABEL), SITES, None)
-    assert abs(results["metrics"]["test_auc"] - plain["metrics"]["test_auc"]) <= 0.005, (results["metrics"],
-                                                                                          plain["metrics"])
+    assert abs(results["metrics"]["test_auc"] - plain["metrics"]["test_auc"]) <= 0.005, (
+        results["metrics"],
+        plain["metrics"],
+    )
     # every site its own key, none of them the kit's shared one
     key_ids = {s: k.own.key_id for s, k in job["keys"].items()}
     assert len(set(key_ids.values())) == 3 and job["keys"][LABEL].shared.key_id not in key_ids.values()
@@ -215,15 +226,27 @@ def test_secure_aggregation_keeps_the_shared_kit_key(job):
 def test_fedhssl_over_three_sites_per_batch_steps_broadcast_and_secure_aggregation(startup):
     """Every HE flow in one job: cross-party z_c (the label site's to each passive site, one ciphertext each),
     PMA under the shared key, split-NN steps encrypted by the executor; same metric as without HE."""
-    small = {"projector": [16, 16, 16], "predictor_hidden": 16, "pretrain_batch_size": 64, "global_iterations": 1,
-             "labeled_fraction": 0.5, "split_epochs": 2, "split_patience": 2}
+    small = {
+        "projector": [16, 16, 16],
+        "predictor_hidden": 16,
+        "pretrain_batch_size": 64,
+        "global_iterations": 1,
+        "labeled_fraction": 0.5,
+        "split_epochs": 2,
+        "split_patience": 2,
+    }
     cfg = make_config(algorithm="fedhssl", label_owner="site-2", he=True, **small)
     net = LocalFlare(startup, SITES)
     try:
         net.exchange_he_keys("site-2")
         recorded = RecordingTransport(net)
-        results = run_algorithm(recorded, cfg, lambda: load_label_tables(SERVER, SITES, None, cfg.seed), LogTracker("t"),
-                                ckks.load_context(startup / ckks.SERVER_CONTEXT_FILE, "server"))
+        results = run_algorithm(
+            recorded,
+            cfg,
+            lambda: load_label_tables(SERVER, SITES, None, cfg.seed),
+            LogTracker("t"),
+            ckks.load_context(startup / ckks.SERVER_CONTEXT_FILE, "server"),
+        )
     finally:
         net.close()
     kinds = results["communication"]["tensor_kinds"]
@@ -231,8 +254,10 @@ def test_fedhssl_over_three_sites_per_batch_steps_broadcast_and_secure_aggregati
     z = next(m for m in recorded.messages if m.task == "cross_ssl" and m.site == "site-2").reply["z"]
     assert set(z[MULTI_KEY]) == {"site-1", "site-3"}
     plain = run_inprocess(make_config(algorithm="fedhssl", label_owner="site-2", **small), SITES, None)
-    assert abs(results["metrics"]["test_auc"] - plain["metrics"]["test_auc"]) <= 0.02, (results["metrics"],
-                                                                                         plain["metrics"])
+    assert abs(results["metrics"]["test_auc"] - plain["metrics"]["test_auc"]) <= 0.02, (
+        results["metrics"],
+        plain["metrics"],
+    )
 
 
 def test_public_contexts_are_checked(startup, tmp_path):
@@ -242,7 +267,9 @@ def test_public_contexts_are_checked(startup, tmp_path):
     secret = own.context.serialize(save_secret_key=True)
     with pytest.raises(ckks.HEContextError, match="no secret key"):
         ckks.load_public(secret, kit, "site-9")
-    other = ts.context(ts.SCHEME_TYPE.CKKS, 8192, coeff_mod_bit_sizes=[60, 40, 60], encryption_type=ts.ENCRYPTION_TYPE.ASYMMETRIC)
+    other = ts.context(
+        ts.SCHEME_TYPE.CKKS, 8192, coeff_mod_bit_sizes=[60, 40, 60], encryption_type=ts.ENCRYPTION_TYPE.ASYMMETRIC
+    )
     other.global_scale = 2**40
     with pytest.raises(ckks.HEContextError, match="parameters"):
         ckks.load_public(other.serialize(save_secret_key=False), kit, "site-9")
@@ -251,8 +278,9 @@ def test_public_contexts_are_checked(startup, tmp_path):
     he_filters.make_party_keys(fl_ctx)
     try:
         with pytest.raises(ckks.HEContextError, match="not its own"):
-            he_filters.register_party_keys(fl_ctx, published_for("site-9", "site-9", {"site-9": public}), "site-9",
-                                           ["site-9", "site-8"])
+            he_filters.register_party_keys(
+                fl_ctx, published_for("site-9", "site-9", {"site-9": public}), "site-9", ["site-9", "site-8"]
+            )
     finally:
         he_filters.forget_party_keys(fl_ctx)
 
@@ -270,8 +298,13 @@ def test_simulator_each_site_gets_ciphertexts_of_its_own_key_only(tmp_path):
     from vflflare.privacy.ckks import key_ids
 
     assert cli.main(["he-keys", "-w", str(tmp_path / "ws")]) == 0
-    job = write_job(tmp_path / "jobs", "oneshot_he_keys", {"algorithm": "oneshot", "label_owner": LABEL, "he": True},
-                    min_sites=3, record_messages=True)
+    job = write_job(
+        tmp_path / "jobs",
+        "oneshot_he_keys",
+        {"algorithm": "oneshot", "label_owner": LABEL, "he": True},
+        min_sites=3,
+        record_messages=True,
+    )
     results = simulate(str(job), str(tmp_path / "ws"), 3, 3, timeout=600)
     assert "error" not in results, results.get("error")
     assert results["metrics"]["test_auc"] >= 0.9

@@ -1,6 +1,7 @@
 """Secure aggregation in-process: sites encrypt, the coordinator adds ciphertexts with the public
 server context only, sites decrypt a sum that matches the plaintext sum within 1e-3."""
-from typing import Mapping
+
+from collections.abc import Mapping
 
 import numpy as np
 import pytest
@@ -8,10 +9,10 @@ import pytest
 from vflflare import wire
 from vflflare.algorithms import secure_sum as plugin
 from vflflare.algorithms.blocks import secure_aggregation as sa
-from vflflare.protocol.ledger import CommLedger
-from vflflare.protocol.payload import Payload, tensor_kinds
 from vflflare.algorithms.registry import make_config
 from vflflare.privacy import ckks
+from vflflare.protocol.ledger import CommLedger
+from vflflare.protocol.payload import Payload, tensor_kinds
 from vflflare.tracking import LogTracker
 
 
@@ -30,7 +31,9 @@ class HEInProcess:
             request = wire.dumps(payload)
             self.ledger.record(site, "down", payload, len(request))
             at_site = ckks.decrypt_payload(wire.loads(request), self.client)  # DecryptTaskData
-            reply = wire.dumps(ckks.encrypt_payload(plugin.SecureSumCheck.stateless_steps[task](site, at_site), self.client))  # EncryptTaskResult
+            reply = wire.dumps(
+                ckks.encrypt_payload(plugin.SecureSumCheck.stateless_steps[task](site, at_site), self.client)
+            )  # EncryptTaskResult
             replies[site] = wire.loads(reply)
             self.ledger.record(site, "up", replies[site], len(reply))
             self.received.append(replies[site])
@@ -67,8 +70,14 @@ def test_encrypted_sum_directly(keys):
     """The building block later algorithms use (FedHSSL / CFL weight averaging)."""
     server, client = keys
     rng = np.random.default_rng(0)
-    weights = {s: {"w": rng.standard_normal((64, 80)).astype(np.float32), "b": rng.standard_normal(80).astype(np.float32), "n": 10}
-               for s in ("site-1", "site-2", "site-3")}
+    weights = {
+        s: {
+            "w": rng.standard_normal((64, 80)).astype(np.float32),
+            "b": rng.standard_normal(80).astype(np.float32),
+            "n": 10,
+        }
+        for s in ("site-1", "site-2", "site-3")
+    }
     replies = {s: ckks.encrypt_payload(w, client) for s, w in weights.items()}
     total = sa.encrypted_sum(replies, server)
     assert tensor_kinds(total) == {"plaintext": 0, "encrypted": 2}

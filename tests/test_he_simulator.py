@@ -3,14 +3,15 @@ written by `vflflare he-keys` into the workspace's startup/ folder before the ru
 
 What the coordinator received is in the result record: communication.tensor_kinds counts the float
 tensors that crossed it, plaintext or encrypted, per direction, as its transport saw them."""
+
 import math
 
 import pytest
-
 from simulator_helpers import per_site, run_job
+
 from vflflare import cli
-from vflflare.protocol.inprocess import run_inprocess
 from vflflare.algorithms.registry import make_config
+from vflflare.protocol.inprocess import run_inprocess
 
 pytestmark = pytest.mark.simulator
 SITES = ["site-1", "site-2"]
@@ -33,7 +34,10 @@ def test_oneshot_site_label_owner_he_same_metric_only_ciphertexts(tmp_path):
     _only_ciphertexts(results)
     # HE off, same seed (the in-process driver gives the simulator's numbers exactly: test_simulator_jobs)
     plain = run_inprocess(make_config(algorithm="oneshot", label_owner="site-1"), SITES, None)
-    assert abs(results["metrics"]["test_auc"] - plain["metrics"]["test_auc"]) <= 0.005, (results["metrics"], plain["metrics"])
+    assert abs(results["metrics"]["test_auc"] - plain["metrics"]["test_auc"]) <= 0.005, (
+        results["metrics"],
+        plain["metrics"],
+    )
     assert abs(results["metrics"]["val_auc"] - plain["metrics"]["val_auc"]) <= 0.005
     # the same messages, each carrying ciphertexts instead of float32 tensors
     assert per_site(results, "uploads") == per_site(plain, "uploads")

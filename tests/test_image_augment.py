@@ -1,4 +1,5 @@
 """Image augmentations (vflflare.ssl.image_augment): FixMatch's weak/strong views and SimSiam-style views, batched."""
+
 from __future__ import annotations
 
 import itertools
@@ -362,8 +363,9 @@ def test_random_resized_crop_boxes_have_simsiams_area_and_aspect_and_fit_the_ima
 def test_random_resized_crop_falls_back_to_the_whole_image_when_no_attempt_fits():
     # a box of the whole area with an aspect ratio of 3/4-4/3 never fits (but for rounding): the 10th failure
     # takes the whole image
-    top, left, h, w = draw_resized_crop_boxes(torch.rand(500, 22, generator=_gen(), dtype=torch.float64), (30, 30),
-                                              scale=(1.0, 1.0), ratio=(0.75, 0.8))
+    top, left, h, w = draw_resized_crop_boxes(
+        torch.rand(500, 22, generator=_gen(), dtype=torch.float64), (30, 30), scale=(1.0, 1.0), ratio=(0.75, 0.8)
+    )
     assert (top == 0).all() and (left == 0).all() and (h == 30).all() and (w == 30).all()
     # with one attempt in 10 fitting, the first fitting one is taken
     uniforms = torch.full((1, 22), 0.9, dtype=torch.float64)
@@ -402,7 +404,9 @@ def test_color_jitter_closed_form_equals_the_three_ops_applied_in_each_order():
         saturation_first = torch.full((2,), order.index("s") < order.index("c"))
         out = color_jitter(images, brightness, contrast, saturation, saturation_first)
         assert torch.allclose(out, expected, atol=1e-5), order
-    first, last = (color_jitter(images, brightness, contrast, saturation, torch.full((2,), flag)) for flag in (True, False))
+    first, last = (
+        color_jitter(images, brightness, contrast, saturation, torch.full((2,), flag)) for flag in (True, False)
+    )
     assert not torch.allclose(first, last, atol=1e-3)  # whether saturation precedes contrast matters
     gray = _batch(2, 1, (16, 8)).images
     expected = shift_brightness(scale_contrast(gray, contrast), brightness)
@@ -468,8 +472,12 @@ def test_simsiam_draws_each_step_at_its_rate():
     drawn = view.draw(DRAWS)
     for name, rate in (("flip", 0.5), ("jitter", 0.8), ("gray", 0.2), ("blur", 0.5), ("saturation_first", 0.5)):
         assert abs(getattr(drawn, name).float().mean() - rate) < 0.035, name
-    for name, low, high in (("brightness", -0.4, 0.4), ("contrast", 0.6, 1.4), ("saturation", 0.6, 1.4),
-                            ("sigma", 0.1, 1.0)):
+    for name, low, high in (
+        ("brightness", -0.4, 0.4),
+        ("contrast", 0.6, 1.4),
+        ("saturation", 0.6, 1.4),
+        ("sigma", 0.1, 1.0),
+    ):
         values = getattr(drawn, name)
         assert values.min() >= low and values.max() <= high, name
         assert abs(values.mean() - (low + high) / 2) < 0.03 * (high - low), name
@@ -482,15 +490,24 @@ def test_simsiam_view_applies_crop_flip_jitter_gray_and_blur_where_drawn():
     view = contrastive_image_views(3, (32, 16), _gen()).transform_a
     images = _batch(4, 3, (32, 16)).images
     on = torch.tensor([False, True, True, False])
-    box = (torch.tensor([0, 2, 4, 0]), torch.tensor([0, 1, 3, 0]), torch.tensor([32, 20, 24, 32]),
-           torch.tensor([16, 12, 10, 16]))
-    values = {"brightness": torch.full((4,), 0.2), "contrast": torch.full((4,), 1.3),
-              "saturation": torch.full((4,), 0.7), "sigma": torch.full((4,), 0.8)}
+    box = (
+        torch.tensor([0, 2, 4, 0]),
+        torch.tensor([0, 1, 3, 0]),
+        torch.tensor([32, 20, 24, 32]),
+        torch.tensor([16, 12, 10, 16]),
+    )
+    values = {
+        "brightness": torch.full((4,), 0.2),
+        "contrast": torch.full((4,), 1.3),
+        "saturation": torch.full((4,), 0.7),
+        "sigma": torch.full((4,), 0.8),
+    }
     drawn = SimSiamDraw(*box, flip=on, jitter=on, saturation_first=on, gray=on, blur=on, **values)
     out = view.apply(images, drawn)
     assert torch.equal(out[0], images[0]) and torch.equal(out[3], images[3])  # every step off, the whole image
     expected = resized_crop(images[1:3], *(b[1:3] for b in box), on[1:3])
-    expected = color_jitter(expected, values["brightness"][:2], values["contrast"][:2], values["saturation"][:2],
-                            on[1:3])
+    expected = color_jitter(
+        expected, values["brightness"][:2], values["contrast"][:2], values["saturation"][:2], on[1:3]
+    )
     expected = gaussian_blur(to_grayscale(expected), values["sigma"][:2])
     assert torch.allclose(out[1:3], expected, atol=1e-5)

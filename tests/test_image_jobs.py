@@ -1,6 +1,7 @@
 """Every algorithm on vertically split images (MNIST and CIFAR-10 strips, a few hundred images), in
 process and in the NVFlare simulator, with the communication counts the papers give; and a job whose
 sites hold different modalities (images at one site, a table at the other)."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
-
 from simulator_helpers import SHARED_DATA, per_site, run_job
+
 from vflflare.algorithms.registry import make_config
 from vflflare.cli import main as cli_main
 from vflflare.protocol.inprocess import run_inprocess
@@ -19,28 +20,66 @@ from vflflare.protocol.inprocess import run_inprocess
 pytestmark = pytest.mark.needs_data("mnist", "cifar10")  # every test splits both (the `splits` fixture)
 
 # short runs: enough to show each algorithm learns from strips, not to reach its accuracy
-QUICK = {"ssl_epochs": 3, "split_epochs": 4, "split_patience": 4, "pretrain_epochs": 2, "classifier_epochs": 30,
-         "batch_size": 32}
+QUICK = {
+    "ssl_epochs": 3,
+    "split_epochs": 4,
+    "split_patience": 4,
+    "pretrain_epochs": 2,
+    "classifier_epochs": 30,
+    "batch_size": 32,
+}
 ALGORITHMS = {
-    "vanilla": {}, "fedbcd": {}, "oneshot": {}, "fewshot": {}, "fewshot+finetune": {"finetune_epochs": 2},
-    "ssvfl_i": {}, "ssvfl_c": {},
+    "vanilla": {},
+    "fedbcd": {},
+    "oneshot": {},
+    "fewshot": {},
+    "fewshot+finetune": {"finetune_epochs": 2},
+    "ssvfl_i": {},
+    "ssvfl_c": {},
 }
 
 
-def _split(root: Path, dataset: str, sites: int, overlap: int, train: int, test: int,
-           label_owner: str = "server") -> Path:
+def _split(
+    root: Path, dataset: str, sites: int, overlap: int, train: int, test: int, label_owner: str = "server"
+) -> Path:
     out = root / f"{dataset}_k{sites}"
-    assert cli_main(["split", "--dataset", dataset, "--data-dir", str(SHARED_DATA), "--sites", str(sites),
-                     "--overlap", str(overlap), "--seed", "0", "--train-rows", str(train), "--test-rows", str(test),
-                     "--label-owner", label_owner, "--out", str(out)]) == 0
+    assert (
+        cli_main(
+            [
+                "split",
+                "--dataset",
+                dataset,
+                "--data-dir",
+                str(SHARED_DATA),
+                "--sites",
+                str(sites),
+                "--overlap",
+                str(overlap),
+                "--seed",
+                "0",
+                "--train-rows",
+                str(train),
+                "--test-rows",
+                str(test),
+                "--label-owner",
+                label_owner,
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out
 
 
 @pytest.fixture(scope="module")
 def splits(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("image_splits")
-    return {"mnist": _split(root, "mnist", 2, 200, 800, 200), "cifar10": _split(root, "cifar10", 2, 200, 600, 150),
-            "mnist_k4": _split(root, "mnist", 4, 200, 800, 200, label_owner="site-3")}
+    return {
+        "mnist": _split(root, "mnist", 2, 200, 800, 200),
+        "cifar10": _split(root, "cifar10", 2, 200, 600, 150),
+        "mnist_k4": _split(root, "mnist", 4, 200, 800, 200, label_owner="site-3"),
+    }
 
 
 def _config(method: str, **extra):
@@ -91,8 +130,9 @@ def test_oneshot_on_mnist_halves_in_the_simulator(tmp_path, splits):
     # 3 SSL epochs, 160 labeled rows: 0.36-0.47 over seeds 0-5 in process (0.40-0.51 with the per-image views
     # before issue 29); ten classes, chance 0.1
     assert results["metrics"]["test_accuracy"] >= 0.3, results["metrics"]
-    reference = run_inprocess(make_config(algorithm="oneshot", ssl_epochs=QUICK["ssl_epochs"]), ["site-1", "site-2"],
-                              str(splits["mnist"]))
+    reference = run_inprocess(
+        make_config(algorithm="oneshot", ssl_epochs=QUICK["ssl_epochs"]), ["site-1", "site-2"], str(splits["mnist"])
+    )
     assert reference["metrics"] == results["metrics"]
 
 
@@ -108,7 +148,9 @@ def test_a_site_with_images_and_a_site_with_a_table(splits, tmp_path):
         (root / file).symlink_to(source / file)
     for table in ("train", "test"):
         index = pd.read_csv(source / "site-2" / f"{table}.csv")
-        pixels = np.stack([np.asarray(Image.open(source / "site-2" / p), dtype=np.float64) / 255 for p in index["path"]])
+        pixels = np.stack(
+            [np.asarray(Image.open(source / "site-2" / p), dtype=np.float64) / 255 for p in index["path"]]
+        )
         features = {f"ink_row_{r}": pixels[:, r, :].mean(axis=1) for r in range(pixels.shape[1])}
         features.update({f"ink_col_{c}": pixels[:, :, c].mean(axis=1) for c in range(pixels.shape[2])})
         pd.DataFrame({"id": index["id"], **features}).to_csv(root / "site-2" / f"{table}.csv", index=False)

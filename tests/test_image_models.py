@@ -1,4 +1,5 @@
 """Image bottom models (models/image.py) through the factory, as an image view builds them."""
+
 from __future__ import annotations
 
 import inspect
@@ -61,8 +62,7 @@ def test_registered_and_settings_introspectable() -> None:
     assert ENCODERS["cnn"] is SmallCNN
     assert ENCODERS["wrn"] is WideResNet
     assert ENCODERS["resnet"] is monai_resnet
-    expected = {"cnn": {"width"}, "wrn": {"depth", "widen_factor", "dropout"},
-                "resnet": {"layers", "widths", "block"}}
+    expected = {"cnn": {"width"}, "wrn": {"depth", "widen_factor", "dropout"}, "resnet": {"layers", "widths", "block"}}
     for name, settings in expected.items():
         params = set(inspect.signature(ENCODERS[name]).parameters)
         assert params - {"in_channels", "image_size", "rep_dim"} == settings

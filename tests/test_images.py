@@ -1,4 +1,5 @@
 """Images: strip geometry, the image split, and a site's own image files (MONAI loading and its errors)."""
+
 from __future__ import annotations
 
 import json
@@ -8,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import SHARED_DATA
 from PIL import Image
 
-from conftest import SHARED_DATA
 from vflflare.cli import main as cli_main
 from vflflare.data.errors import DataError
 from vflflare.data.image_sources import ImageSource
@@ -21,16 +22,17 @@ from vflflare.data.views import ImageView
 SITES = ["site-1", "site-2"]
 
 
-@pytest.mark.parametrize("n_sites, height, width", [(2, 28, 28), (4, 28, 28), (2, 32, 32), (4, 32, 32), (9, 28, 28),
-                                                    (2, 7, 5), (4, 7, 5)])
+@pytest.mark.parametrize(
+    "n_sites, height, width", [(2, 28, 28), (4, 28, 28), (2, 32, 32), (4, 32, 32), (9, 28, 28), (2, 7, 5), (4, 7, 5)]
+)
 def test_strips_put_back_together_give_the_image(n_sites, height, width):
     images = np.random.default_rng(0).integers(0, 256, (3, height, width, 3), dtype=np.uint8)
     strips = cut_strips(images, n_sites)
     side = int(round(np.sqrt(n_sites))) if n_sites != 2 else 1
-    grid = [strips[r * (n_sites // side): (r + 1) * (n_sites // side)] for r in range(side)]
+    grid = [strips[r * (n_sites // side) : (r + 1) * (n_sites // side)] for r in range(side)]
     rebuilt = np.concatenate([np.concatenate(row, axis=2) for row in grid], axis=1)
     np.testing.assert_array_equal(rebuilt, images)
-    assert sum((b - t) * (r - l) for t, b, l, r in strip_boxes(n_sites, height, width)) == height * width
+    assert sum((b - t) * (r - left) for t, b, left, r in strip_boxes(n_sites, height, width)) == height * width
 
 
 def test_halves_are_left_and_right_and_quadrants_row_major():
@@ -42,8 +44,13 @@ def test_halves_are_left_and_right_and_quadrants_row_major():
 
 def _source(n_train=120, n_test=40, size=(8, 6), channels=1) -> ImageSource:
     rng = np.random.default_rng(1)
-    return ImageSource(rng.integers(0, 256, (n_train, *size, channels), dtype=np.uint8), rng.integers(0, 10, n_train),
-                       rng.integers(0, 256, (n_test, *size, channels), dtype=np.uint8), rng.integers(0, 10, n_test), 10)
+    return ImageSource(
+        rng.integers(0, 256, (n_train, *size, channels), dtype=np.uint8),
+        rng.integers(0, 10, n_train),
+        rng.integers(0, 256, (n_test, *size, channels), dtype=np.uint8),
+        rng.integers(0, 10, n_test),
+        10,
+    )
 
 
 def test_image_split_shares_aligned_rows_spreads_the_rest_and_keeps_the_test_set():
@@ -67,13 +74,36 @@ def test_image_split_shares_aligned_rows_spreads_the_rest_and_keeps_the_test_set
 @pytest.mark.needs_data("mnist")
 def test_split_cli_writes_what_a_site_holds_and_the_site_reads_it_back(tmp_path):
     out = tmp_path / "mnist"
-    code = cli_main(["split", "--dataset", "mnist", "--data-dir", str(SHARED_DATA), "--sites", "4", "--overlap", "50",
-                     "--seed", "0", "--train-rows", "300", "--test-rows", "60", "--out", str(out)])
+    code = cli_main(
+        [
+            "split",
+            "--dataset",
+            "mnist",
+            "--data-dir",
+            str(SHARED_DATA),
+            "--sites",
+            "4",
+            "--overlap",
+            "50",
+            "--seed",
+            "0",
+            "--train-rows",
+            "300",
+            "--test-rows",
+            "60",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["sites"] == [f"site-{k}" for k in range(1, 5)] and manifest["overlap"] == 50
     assert json.loads((out / "site-3" / "schema.json").read_text()) == {
-        "id_column": "id", "modality": "image", "path_column": "path", "image_size": [14, 14]}
+        "id_column": "id",
+        "modality": "image",
+        "path_column": "path",
+        "image_size": [14, 14],
+    }
     index = pd.read_csv(out / "site-3" / "train.csv")
     assert list(index.columns) == ["id", "path"] and len(index) == 50 + 62
     first = np.asarray(Image.open(out / "site-3" / index["path"][0]))
@@ -94,8 +124,22 @@ def test_split_rejects_options_that_do_not_apply_to_images(tmp_path, capsys):
     assert "halves (2 sites) or a square grid" in capsys.readouterr().err
     assert cli_main(args + ["--site-columns", "a;b", "--out", str(tmp_path / "b")]) == 2
     assert "--site-columns applies only to tables" in capsys.readouterr().err
-    assert cli_main(["split", "--dataset", "breast_cancer", "--overlap", "10", "--train-rows", "100",
-                     "--out", str(tmp_path / "c")]) == 2
+    assert (
+        cli_main(
+            [
+                "split",
+                "--dataset",
+                "breast_cancer",
+                "--overlap",
+                "10",
+                "--train-rows",
+                "100",
+                "--out",
+                str(tmp_path / "c"),
+            ]
+        )
+        == 2
+    )
     assert "apply only to image datasets" in capsys.readouterr().err
 
 
@@ -163,15 +207,21 @@ def test_nifti_images_are_read_and_scaled_by_their_own_range(tmp_path):
     assert unscaled.amin(dim=(1, 2, 3)).abs().max() < 1e-5 and (unscaled.amax(dim=(1, 2, 3)) - 1).abs().max() < 1e-5
 
 
-@pytest.mark.parametrize("breakage, message", [
-    ("missing", r"train.csv line 3 \(id 'p01'\), column 'path': image file not found: .*p01.png"),
-    ("unreadable", r"train.csv line 2 \(id 'p00'\), column 'path': cannot read image .*p00.png"),
-    ("empty", r"train.csv line 4 \(id 'p02'\), column 'path': empty image path"),
-    ("mixed", r"test.csv line 2 \(id 'p04'\), column 'path': image .*p04.png is 5x8 with 3 channel\(s\), but .*p00.png "
-              r"is 10x8 with 3 channel\(s\); set \"image_size\""),
-    ("grey", r"train.csv line 4 \(id 'p02'\), column 'path': image .*p02.png is 10x8 with 1 channel\(s\)"),
-    ("no_path_column", r"train.csv: missing column 'path'"),
-])
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        ("missing", r"train.csv line 3 \(id 'p01'\), column 'path': image file not found: .*p01.png"),
+        ("unreadable", r"train.csv line 2 \(id 'p00'\), column 'path': cannot read image .*p00.png"),
+        ("empty", r"train.csv line 4 \(id 'p02'\), column 'path': empty image path"),
+        (
+            "mixed",
+            r"test.csv line 2 \(id 'p04'\), column 'path': image .*p04.png is 5x8 with 3 channel\(s\), but .*p00.png "
+            r"is 10x8 with 3 channel\(s\); set \"image_size\"",
+        ),
+        ("grey", r"train.csv line 4 \(id 'p02'\), column 'path': image .*p02.png is 10x8 with 1 channel\(s\)"),
+        ("no_path_column", r"train.csv: missing column 'path'"),
+    ],
+)
 def test_bad_image_files_name_the_site_file_row_and_image(tmp_path, breakage, message):
     images = _pixels(6)
     if breakage == "mixed":
@@ -193,12 +243,18 @@ def test_bad_image_files_name_the_site_file_row_and_image(tmp_path, breakage, me
         _load(tmp_path)
 
 
-@pytest.mark.parametrize("schema, message", [
-    ({"modality": "video"}, r"'modality' must be one of \['table', 'image'\], got 'video'"),
-    ({"modality": "image", "categorical_columns": ["a"]}, r"\['categorical_columns'\] do not apply to modality 'image'"),
-    ({"image_size": [28, 28]}, r"\['image_size'\] do not apply to modality 'table'"),
-    ({"modality": "image", "image_size": [28]}, r"'image_size' must be \[height, width\] in pixels, got \[28\]"),
-])
+@pytest.mark.parametrize(
+    "schema, message",
+    [
+        ({"modality": "video"}, r"'modality' must be one of \['table', 'image'\], got 'video'"),
+        (
+            {"modality": "image", "categorical_columns": ["a"]},
+            r"\['categorical_columns'\] do not apply to modality 'image'",
+        ),
+        ({"image_size": [28, 28]}, r"\['image_size'\] do not apply to modality 'table'"),
+        ({"modality": "image", "image_size": [28]}, r"'image_size' must be \[height, width\] in pixels, got \[28\]"),
+    ],
+)
 def test_bad_image_schemas_are_named(tmp_path, schema, message):
     _byo_site(tmp_path, _pixels(4), schema)
     with pytest.raises(DataError, match=r"^site 'site-1': .*schema.json: " + message):

@@ -1,8 +1,9 @@
 """Fast checks of the phase flows with the in-process driver (same phases, same accounting)."""
+
 import pytest
 
-from vflflare.protocol.inprocess import run_inprocess
 from vflflare.algorithms.registry import make_config
+from vflflare.protocol.inprocess import run_inprocess
 
 SITES = ["site-1", "site-2"]
 
@@ -11,7 +12,10 @@ def test_float16_halves_the_payload_and_keeps_the_metric():
     full = run_inprocess(make_config(algorithm="oneshot"), SITES, None)
     half = run_inprocess(make_config(algorithm="oneshot", wire_dtype="float16"), SITES, None)
     for site in SITES:
-        assert half["communication"]["per_site"][site]["payload_bytes"] * 2 == full["communication"]["per_site"][site]["payload_bytes"]
+        assert (
+            half["communication"]["per_site"][site]["payload_bytes"] * 2
+            == full["communication"]["per_site"][site]["payload_bytes"]
+        )
         assert half["communication"]["per_site"][site]["uploads"] == 2
     assert abs(half["metrics"]["test_auc"] - full["metrics"]["test_auc"]) < 0.02
 
@@ -41,15 +45,36 @@ def test_labels_in_the_owning_sites_own_table(tmp_path):
     from vflflare.cli import main as vflflare_main
 
     root = tmp_path / "data"
-    assert vflflare_main(["split", "--dataset", "breast_cancer", "--sites", "2", "--overlap", "150", "--seed", "0",
-                          "--label-owner", "site-1", "--label-in-table", "--out", str(root)]) == 0
+    assert (
+        vflflare_main(
+            [
+                "split",
+                "--dataset",
+                "breast_cancer",
+                "--sites",
+                "2",
+                "--overlap",
+                "150",
+                "--seed",
+                "0",
+                "--label-owner",
+                "site-1",
+                "--label-in-table",
+                "--out",
+                str(root),
+            ]
+        )
+        == 0
+    )
     results = run_inprocess(make_config(algorithm="oneshot", label_owner="site-1"), SITES, str(root))
     assert results["metrics"]["test_auc"] > 0.9
     assert results["rows"]["aligned_train"] + results["rows"]["val"] == 150
 
 
 def test_finetune_keeps_the_fewshot_model_unless_validation_improves():
-    results = run_inprocess(make_config(algorithm="fewshot", ssl_epochs=2, finetune_epochs=3, split_patience=1), SITES, None)
+    results = run_inprocess(
+        make_config(algorithm="fewshot", ssl_epochs=2, finetune_epochs=3, split_patience=1), SITES, None
+    )
     metrics = results["metrics"]
     assert metrics["val_auc"] >= metrics["pre_finetune_val_auc"]
     latency = results["step_latency"]  # every per-batch round trip is timed: 120 training rows = 4 batches

@@ -1,6 +1,7 @@
 """job.py, as a user runs it: `--export --export-dir` writes the committed job folder; `--env sim` and
 `--env poc` give the same numbers as the in-process run (and therefore as `nvflare simulator
 jobs/oneshot_vfl`, which test_simulator_jobs checks against the in-process run)."""
+
 from __future__ import annotations
 
 import filecmp
@@ -19,8 +20,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def job_py(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "job.py"), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env=env)
+    return subprocess.run(
+        [sys.executable, str(REPO / "job.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=600, env=env
+    )
 
 
 def results_of(proc: subprocess.CompletedProcess) -> dict:
@@ -43,14 +45,25 @@ def test_help_answers_at_once_and_lists_every_plugin(tmp_path):
     from job import ALGORITHM_NAMES
 
     # the built-in registry, in a fresh interpreter (tests in this one register plug-ins of their own)
-    builtin = subprocess.run([sys.executable, "-c", "from vflflare.algorithms.registry import ALGORITHMS; "
-                              "print(','.join(sorted(ALGORITHMS)))"], capture_output=True, text=True, timeout=120)
+    builtin = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from vflflare.algorithms.registry import ALGORITHMS; print(','.join(sorted(ALGORITHMS)))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert sorted(ALGORITHM_NAMES) == builtin.stdout.strip().split(","), builtin.stderr[-2000:]
     proc = job_py("--help", cwd=tmp_path)
     assert proc.returncode == 0 and "fedhssl" in proc.stdout
     # what made it slow stays unloaded (a structural check: timing belongs to benchmarks/)
-    probe = ("import runpy, sys\nsys.argv = ['job.py', '--help']\ntry:\n    runpy.run_path(sys.argv[0], run_name='__main__')"
-             "\nexcept SystemExit:\n    pass\nprint('LOADED', sorted(m for m in ('torch', 'nvflare.recipe') if m in sys.modules))")
+    probe = (
+        "import runpy, sys\nsys.argv = ['job.py', '--help']\ntry:\n    runpy.run_path(sys.argv[0], run_name='__main__')"
+        "\nexcept SystemExit:\n    pass\nprint('LOADED', sorted(m for m in ('torch', 'nvflare.recipe') if m in "
+        "sys.modules))"
+    )
     loaded = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert "LOADED []" in loaded.stdout, loaded.stdout[-500:] + loaded.stderr[-2000:]
     unknown = job_py("--algorithm", "oneshoot", "--export", "--export-dir", str(tmp_path), cwd=tmp_path)
@@ -58,23 +71,36 @@ def test_help_answers_at_once_and_lists_every_plugin(tmp_path):
 
 
 def test_unknown_setting_names_the_algorithm(tmp_path):
-    proc = job_py("--algorithm", "oneshot", "--set", "ssl_epoch=3", "--export", "--export-dir", str(tmp_path),
-                  cwd=tmp_path)
+    proc = job_py(
+        "--algorithm", "oneshot", "--set", "ssl_epoch=3", "--export", "--export-dir", str(tmp_path), cwd=tmp_path
+    )
     assert proc.returncode != 0
     assert "algorithm 'oneshot' has no setting ['ssl_epoch']" in proc.stderr
 
 
 @pytest.mark.simulator
 def test_sim_equals_in_process(tmp_path):
-    proc = job_py("--algorithm", "oneshot", "--sites", "2", "--env", "sim", "--set", "ssl_epochs=2",
-                  "--workspace", str(tmp_path), cwd=tmp_path)
+    proc = job_py(
+        "--algorithm",
+        "oneshot",
+        "--sites",
+        "2",
+        "--env",
+        "sim",
+        "--set",
+        "ssl_epochs=2",
+        "--workspace",
+        str(tmp_path),
+        cwd=tmp_path,
+    )
     results = results_of(proc)
     reference = run_inprocess(make_config(algorithm="oneshot", ssl_epochs=2), ["site-1", "site-2"], None)
     assert results["metrics"] == reference["metrics"]
     assert results["communication"]["per_site"].keys() == reference["communication"]["per_site"].keys()
     for site, row in reference["communication"]["per_site"].items():
-        assert {k: results["communication"]["per_site"][site][k] for k in ("uploads", "downloads", "payload_bytes")} \
-            == {k: row[k] for k in ("uploads", "downloads", "payload_bytes")}
+        assert {
+            k: results["communication"]["per_site"][site][k] for k in ("uploads", "downloads", "payload_bytes")
+        } == {k: row[k] for k in ("uploads", "downloads", "payload_bytes")}
     assert "expected by the algorithm" in proc.stdout and "MISMATCH" not in proc.stdout
     assert proc.stdout.count("expected by the algorithm") == 1  # issue 38: the table once
 
@@ -84,9 +110,14 @@ def test_poc_runs_the_job(tmp_path):
     """NVFlare's PocEnv prepares, starts and stops a POC of its own (private workspace and home)."""
     env = {**os.environ, "NVFLARE_POC_WORKSPACE": str(tmp_path / "poc"), "HOME": str(tmp_path / "home")}
     env.pop("VFLFLARE_DATA_ROOT", None)
-    results = results_of(job_py("--algorithm", "oneshot", "--env", "poc", "--set", "ssl_epochs=2", "--timeout", "300",
-                                cwd=tmp_path, env=env))
+    results = results_of(
+        job_py(
+            "--algorithm", "oneshot", "--env", "poc", "--set", "ssl_epochs=2", "--timeout", "300", cwd=tmp_path, env=env
+        )
+    )
     reference = run_inprocess(make_config(algorithm="oneshot", ssl_epochs=2), ["site-1", "site-2"], None)
     assert results["metrics"] == reference["metrics"]
     assert {s: (v["uploads"], v["downloads"]) for s, v in results["communication"]["per_site"].items()} == {
-        "site-1": (2, 1), "site-2": (2, 1)}
+        "site-1": (2, 1),
+        "site-2": (2, 1),
+    }

@@ -1,4 +1,5 @@
 """The committed job folders are exactly what the generator writes."""
+
 import filecmp
 from pathlib import Path
 
@@ -15,7 +16,8 @@ def test_committed_jobs_match_the_generator(tmp_path):
         assert generated == committed, f"jobs/{name}: files differ; run `vflflare jobs`"
         for rel in generated:
             assert filecmp.cmp(tmp_path / name / rel, JOBS / name / rel, shallow=False), (
-                f"jobs/{name}/{rel} differs from the generator; run `vflflare jobs`")
+                f"jobs/{name}/{rel} differs from the generator; run `vflflare jobs`"
+            )
 
 
 def test_bundled_code_is_the_package_under_custom(tmp_path):

@@ -1,6 +1,7 @@
 """Issue 38: labels.json may map the user's label values to classes (`{"classes": ["No", "Yes"]}`, class id =
 position). Loading maps them, an unknown value is an error naming the file, the row and the value; the metrics
 are those of the same labels as integers; predictions and results speak the user's values."""
+
 from __future__ import annotations
 
 import csv
@@ -34,7 +35,9 @@ def _rows(path: Path) -> list[list[str]]:
         return list(csv.reader(f))
 
 
-def _name_labels(folder: Path, names: list[str] = NAMES, column: int = 1, files=("train_labels.csv", "test_labels.csv")):
+def _name_labels(
+    folder: Path, names: list[str] = NAMES, column: int = 1, files=("train_labels.csv", "test_labels.csv")
+):
     """Rewrite the label column's integers as names, and declare them in labels.json."""
     for name in files:
         rows = _rows(folder / name)
@@ -82,13 +85,16 @@ def test_an_unknown_value_names_the_file_the_row_and_the_value(named, tmp_path):
     assert "Maybe" not in error.value.public  # the value stays at its party
 
 
-@pytest.mark.parametrize("spec, problem", [
-    ({"classes": ["No"]}, "at least 2 label values"),
-    ({"classes": ["No", "No"]}, "more than once"),
-    ({"classes": ["No", 1]}, "non-empty strings"),
-    ({"classes": ["No", "Yes"], "num_classes": 3}, "'num_classes' 3 but 'classes' names 2"),
-    ({"classes": ["No", "Yes", "Maybe"]}, "no train or test label is ['Maybe']"),
-])
+@pytest.mark.parametrize(
+    "spec, problem",
+    [
+        ({"classes": ["No"]}, "at least 2 label values"),
+        ({"classes": ["No", "No"]}, "more than once"),
+        ({"classes": ["No", 1]}, "non-empty strings"),
+        ({"classes": ["No", "Yes"], "num_classes": 3}, "'num_classes' 3 but 'classes' names 2"),
+        ({"classes": ["No", "Yes", "Maybe"]}, "no train or test label is ['Maybe']"),
+    ],
+)
 def test_bad_classes_are_refused_with_the_reason(named, tmp_path, spec, problem):
     _, words = named
     root = tmp_path / "root"
@@ -109,8 +115,12 @@ def test_a_label_column_can_name_its_classes(tmp_path):
     tables = load_label_tables("site-1", SITES, str(root), 0)
     assert tables.classes == NAMES and set(tables.train_labels.tolist()) == {0, 1}
     # the label site tells the coordinator the names (not the labels) for the job's results
-    results = run_inprocess(make_config(algorithm="oneshot", label_owner="site-1", ssl_epochs=1), SITES, str(root),
-                            runs_root=str(tmp_path / "runs"))
+    results = run_inprocess(
+        make_config(algorithm="oneshot", label_owner="site-1", ssl_epochs=1),
+        SITES,
+        str(root),
+        runs_root=str(tmp_path / "runs"),
+    )
     assert results["classes"] == NAMES
     rows = _rows(models_dir(tmp_path / "runs" / "site-1", results["model_id"]) / LABEL_DIR / "test_predictions.csv")
     assert rows[0] == ["id", "score", "predicted"] and {r[2] for r in rows[1:]} <= set(NAMES)
@@ -119,9 +129,12 @@ def test_a_label_column_can_name_its_classes(tmp_path):
 def test_metrics_are_unchanged_and_predictions_speak_the_users_values(named, tmp_path):
     plain, words = named
     runs = {"plain": tmp_path / "plain_runs", "words": tmp_path / "words_runs"}
-    ints = run_inprocess(make_config(algorithm="oneshot", ssl_epochs=2), SITES, str(plain), runs_root=str(runs["plain"]))
-    named_run = run_inprocess(make_config(algorithm="oneshot", ssl_epochs=2), SITES, str(words),
-                              runs_root=str(runs["words"]))
+    ints = run_inprocess(
+        make_config(algorithm="oneshot", ssl_epochs=2), SITES, str(plain), runs_root=str(runs["plain"])
+    )
+    named_run = run_inprocess(
+        make_config(algorithm="oneshot", ssl_epochs=2), SITES, str(words), runs_root=str(runs["words"])
+    )
     assert named_run["metrics"] == ints["metrics"]  # the same numbers as with integer labels
     assert named_run["classes"] == NAMES and "classes" not in ints
     assert "  classes                      No (0), Yes (1)" in format_table(named_run).splitlines()
@@ -135,8 +148,12 @@ def test_metrics_are_unchanged_and_predictions_speak_the_users_values(named, tmp
     assert read_predictions(label / "test_predictions.csv") == read_predictions(plain_label / "test_predictions.csv")
     assert json.loads((label / "manifest.json").read_text())["classes"] == NAMES
 
-    scored = run_inprocess(make_config(algorithm="vertical_inference", model_job=named_run["model_id"]), SITES,
-                           str(words), runs_root=str(runs["words"]))
+    scored = run_inprocess(
+        make_config(algorithm="vertical_inference", model_job=named_run["model_id"]),
+        SITES,
+        str(words),
+        runs_root=str(runs["words"]),
+    )
     path = Path(scored["training"]["predictions"])
     assert _rows(path)[0] == ["id", "score", "predicted"] and {r[2] for r in _rows(path)[1:]} == set(NAMES)
     about = json.loads(path.with_suffix(".json").read_text())

@@ -1,5 +1,6 @@
 """One-shot VFL discloses the aligned rows' labels to every feature party: k-means on the partial
 gradients it receives recovers them."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,12 +8,12 @@ import pytest
 import torch
 from sklearn.datasets import load_breast_cancer
 
-from vflflare.algorithms.oneshot import OneShotSite as FeatureParty
-from vflflare.data.views import TabularView
 from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
 from vflflare.algorithms.oneshot import OneShotLabel as LabelParty
+from vflflare.algorithms.oneshot import OneShotSite as FeatureParty
 from vflflare.algorithms.registry import make_config
 from vflflare.data.types import FeatureBlock, LabelTables, SiteTables
+from vflflare.data.views import TabularView
 from vflflare.privacy.attacks.leak import cluster_label_agreement
 
 torch.set_num_threads(1)
@@ -34,8 +35,9 @@ def test_kmeans_on_partial_gradients_recovers_aligned_labels(seed):
     for position, (site, cols) in enumerate(zip(sites, [slice(0, 15), slice(15, 30)])):
         empty = FeatureBlock(np.zeros((0, 15), np.float32), np.zeros((0, 0), np.int64), [])
         block = FeatureBlock(x[rows, cols], np.zeros((len(rows), 0), np.int64), [])
-        party = FeatureParty(site, TabularView(SiteTables(site, [str(r) for r in rows], block, [], empty, [])), cfg,
-                             position=position)
+        party = FeatureParty(
+            site, TabularView(SiteTables(site, [str(r) for r in rows], block, [], empty, [])), cfg, position=position
+        )
         party.align(np.arange(len(rows)), np.array([], dtype=np.int64), np.array([], dtype=np.int64))
         reps[site] = party.representations(["aligned"])["aligned"]
     tables = LabelTables([str(r) for r in rows], y[rows].astype(np.int64), [], np.zeros(0, np.int64), 2)

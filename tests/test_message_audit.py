@@ -15,12 +15,14 @@ value against the site's own inputs. What each kind of payload must be:
   audited as an array, so a raw column cannot travel as a plain list.
 Any other numeric array is a leak. Toy plug-ins that send a raw column in each of these shapes show the audit
 catches them."""
+
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -39,9 +41,19 @@ from vflflare.protocol.site_runtime import SiteRuntime
 
 SITES = ["site-1", "site-2"]
 PARTS = ("aligned", "unaligned", "val", "test")
-FAST = {"ssl_epochs": 1, "split_epochs": 2, "split_patience": 2, "pretrain_epochs": 1, "finetune_epochs": 1,
-        "classifier_epochs": 5, "global_iterations": 1, "finetune_lrs": [0.01], "active_epochs": 2,
-        "cfl_rounds": 1, "cfl_hidden": 32}
+FAST = {
+    "ssl_epochs": 1,
+    "split_epochs": 2,
+    "split_patience": 2,
+    "pretrain_epochs": 1,
+    "finetune_epochs": 1,
+    "classifier_epochs": 5,
+    "global_iterations": 1,
+    "finetune_lrs": [0.01],
+    "active_epochs": 2,
+    "cfl_rounds": 1,
+    "cfl_hidden": 32,
+}
 CORRELATED = 0.999
 
 
@@ -152,8 +164,13 @@ class AuditedRuntime(SiteRuntime):
         return self._scorer._require()["batch"].take(torch.as_tensor(self._scorer._positions(request)))
 
 
-def audited_run(monkeypatch: pytest.MonkeyPatch, algorithm: str, data_root: Path | None = None,
-                runs_root: Path | None = None, **settings: Any) -> tuple[dict, dict[str, AuditedRuntime]]:
+def audited_run(
+    monkeypatch: pytest.MonkeyPatch,
+    algorithm: str,
+    data_root: Path | None = None,
+    runs_root: Path | None = None,
+    **settings: Any,
+) -> tuple[dict, dict[str, AuditedRuntime]]:
     """run_inprocess with audited sites: its result and the sites' runtimes."""
     runtimes: dict[str, AuditedRuntime] = {}
 
@@ -163,8 +180,9 @@ def audited_run(monkeypatch: pytest.MonkeyPatch, algorithm: str, data_root: Path
 
     monkeypatch.setattr(inprocess, "SiteRuntime", audited)
     cfg = make_config({"algorithm": algorithm, **settings})
-    results = inprocess.run_inprocess(cfg, SITES, str(data_root) if data_root else None,
-                                      str(runs_root) if runs_root else None)
+    results = inprocess.run_inprocess(
+        cfg, SITES, str(data_root) if data_root else None, str(runs_root) if runs_root else None
+    )
     assert "error" not in results, results.get("error")
     return results, runtimes
 

@@ -1,6 +1,7 @@
 """Issue 28 item 2: missing cells are filled per site as its schema.json `missing` says, from its own training
 rows (scikit-learn's SimpleImputer), with an indicator input; the fill travels with the saved model, so
 test and scoring rows are filled as training rows were; every filled cell is counted."""
+
 from __future__ import annotations
 
 import csv
@@ -37,8 +38,15 @@ def test_missing_cells_get_the_training_median_and_an_indicator():
     pre = Preprocessor.fit(train)
     assert pre.fills == {"age": 40.0, "income": 2.5}  # medians of the training values present
     assert pre.indicators == ("age", "income")
-    assert pre.numeric_names == ["age", "age#missing", f"city={MISSING_CATEGORY}", "city=x", "city=y",
-                                 "income", "income#missing"]
+    assert pre.numeric_names == [
+        "age",
+        "age#missing",
+        f"city={MISSING_CATEGORY}",
+        "city=x",
+        "city=y",
+        "income",
+        "income#missing",
+    ]
     block = pre.transform(features(TRAIN)).numeric
     age = np.array([30, 40, 50, 40, 40.0])  # the filled column is standardised like any other
     assert np.allclose(block[:, 0], (age - age.mean()) / age.std())
@@ -71,12 +79,18 @@ def test_a_column_missing_in_every_training_row_is_an_error_naming_it():
         Preprocessor.fit(features("id,age,city\na,,x\nb,NA,y\n"))
 
 
-@pytest.mark.parametrize("missing, message", [
-    ({"numeric": "mode"}, "'missing.numeric' must be one of ['median', 'mean', 'zero', 'error'], got 'mode'"),
-    ({"categorical": "drop"}, "'missing.categorical' must be one of ['category', 'error'], got 'drop'"),
-    ({"indicator": "yes"}, "'missing.indicator' must be true or false, got 'yes'"),
-    ({"numerc": "mean"}, "'missing' must be an object with keys numeric, categorical, indicator; got {'numerc': 'mean'}"),
-])
+@pytest.mark.parametrize(
+    "missing, message",
+    [
+        ({"numeric": "mode"}, "'missing.numeric' must be one of ['median', 'mean', 'zero', 'error'], got 'mode'"),
+        ({"categorical": "drop"}, "'missing.categorical' must be one of ['category', 'error'], got 'drop'"),
+        ({"indicator": "yes"}, "'missing.indicator' must be true or false, got 'yes'"),
+        (
+            {"numerc": "mean"},
+            "'missing' must be an object with keys numeric, categorical, indicator; got {'numerc': 'mean'}",
+        ),
+    ],
+)
 def test_a_wrong_missing_policy_is_an_error_naming_the_file(split_root, missing, message):
     path = split_root / "site-1" / "schema.json"
     path.write_text(json.dumps({"missing": missing}))
@@ -120,8 +134,9 @@ def test_a_job_trains_and_scores_with_missing_cells_and_counts_them(tmp_path):
     checks = trained["alignment"]["data_checks"]["site-1"]
     assert checks["train_missing"] == {column: emptied}  # every filled cell counted, by column
     assert checks["missing"][column] > 0
-    scored = run_inprocess(make_config(algorithm="vertical_inference", model_job=trained["job_id"]), SITES,
-                           str(data), runs_root=str(runs))
+    scored = run_inprocess(
+        make_config(algorithm="vertical_inference", model_job=trained["job_id"]), SITES, str(data), runs_root=str(runs)
+    )
     # the scoring rows (the test rows, gaps included) are filled with the saved training fills: exactly the
     # training job's test predictions, and no row with a missing cell is dropped
     expected = read_predictions(models_dir(runs / "server", trained["job_id"]) / LABEL_DIR / "test_predictions.csv")

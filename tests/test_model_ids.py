@@ -2,6 +2,7 @@
 second run beside the first adds to the store; `vflflare models` lists it; predictions are named after the model
 that made them, with a sidecar saying which model, which rows and when; the scoring command printed after a
 training run pastes and runs as is."""
+
 from __future__ import annotations
 
 import csv
@@ -60,23 +61,30 @@ def test_two_runs_one_after_the_other_both_stay_scoreable_and_are_listed(tmp_pat
     model, its predictions named after it, a sidecar saying which model, which rows, when."""
     data, runs = _split(tmp_path / "data"), tmp_path / "runs"
     settings = {"oneshot": {"ssl_epochs": 2}, "vanilla": {"split_epochs": 2}}
-    trained = {a: run_inprocess(make_config(algorithm=a, **s), SITES, str(data), runs_root=str(runs))
-               for a, s in settings.items()}
+    trained = {
+        a: run_inprocess(make_config(algorithm=a, **s), SITES, str(data), runs_root=str(runs))
+        for a, s in settings.items()
+    }
     ids = {a: r["model_id"] for a, r in trained.items()}
-    assert ids["oneshot"] != ids["vanilla"] and all(re.fullmatch(rf"inprocess-{a}-\d{{8}}T\d{{6}}(-\d+)?", i)
-                                                    for a, i in ids.items())
+    assert ids["oneshot"] != ids["vanilla"] and all(
+        re.fullmatch(rf"inprocess-{a}-\d{{8}}T\d{{6}}(-\d+)?", i) for a, i in ids.items()
+    )
     for algorithm, model_id in ids.items():
         label = models_dir(runs / "server", model_id) / LABEL_DIR
         assert json.loads((label / "manifest.json").read_text())["algorithm"] == algorithm
-        scored = run_inprocess(make_config(algorithm="vertical_inference", model_job=model_id), SITES, str(data),
-                               runs_root=str(runs))
+        scored = run_inprocess(
+            make_config(algorithm="vertical_inference", model_job=model_id), SITES, str(data), runs_root=str(runs)
+        )
         path = Path(scored["training"]["predictions"])
         assert path.name == f"predictions_{model_id}.csv"
         assert read_predictions(path) == read_predictions(label / "test_predictions.csv")
         about = json.loads(path.with_suffix(".json").read_text())
         assert about["model_id"] == model_id and about["model"]["algorithm"] == algorithm
-        assert about["rows"] == {"score_file": str(data / "site-1" / "score.csv"), "scored": trained[algorithm]["rows"]["test"],
-                                 "id_column": "id"}
+        assert about["rows"] == {
+            "score_file": str(data / "site-1" / "score.csv"),
+            "scored": trained[algorithm]["rows"]["test"],
+            "id_column": "id",
+        }
         assert about["columns"] == ["score"] and about["scored_at"] and about["scoring_job_id"]
         assert scored["label_owner"] == "server"
 
@@ -93,28 +101,57 @@ def test_scoring_prints_the_label_owner_that_got_the_predictions(tmp_path):
     """Trained with the labels at site-2, scored without naming it: the results say site-2, where the
     predictions are; naming another owner is refused."""
     data, runs = _split(tmp_path / "data", "--label-owner", "site-2"), tmp_path / "runs"
-    trained = run_inprocess(make_config(algorithm="oneshot", label_owner="site-2"), SITES, str(data), runs_root=str(runs))
-    scored = run_inprocess(make_config(algorithm="vertical_inference", model_job=trained["model_id"]), SITES,
-                           str(data), runs_root=str(runs))
+    trained = run_inprocess(
+        make_config(algorithm="oneshot", label_owner="site-2"), SITES, str(data), runs_root=str(runs)
+    )
+    scored = run_inprocess(
+        make_config(algorithm="vertical_inference", model_job=trained["model_id"]),
+        SITES,
+        str(data),
+        runs_root=str(runs),
+    )
     assert scored["label_owner"] == "site-2" and str(runs / "site-2") in scored["training"]["predictions"]
-    assert format_table(scored).startswith("vflflare vertical_inference  seed 0  sites site-1, site-2  label owner site-2")
+    assert format_table(scored).startswith(
+        "vflflare vertical_inference  seed 0  sites site-1, site-2  label owner site-2"
+    )
     # test_predictions.csv and the predictions use the user's ID column
     with open(models_dir(runs / "site-2", trained["model_id"]) / LABEL_DIR / "test_predictions.csv", newline="") as f:
         assert next(csv.reader(f)) == ["id", "score"]
     with pytest.raises(ModelStoreError, match="label_owner 'site-1'.*is at 'site-2'"):
-        run_inprocess(make_config(algorithm="vertical_inference", model_job=trained["model_id"], label_owner="site-1"),
-                      SITES, str(data), runs_root=str(runs))
+        run_inprocess(
+            make_config(algorithm="vertical_inference", model_job=trained["model_id"], label_owner="site-1"),
+            SITES,
+            str(data),
+            runs_root=str(runs),
+        )
 
 
 def test_the_scoring_command_names_everything_it_needs():
-    results = {"algorithm": "oneshot", "sites": ["broker", "insurer"], "label_owner": "insurer", "metrics": {},
-               "job_id": "simulate_job", "model_id": "m-oneshot-20261127T132501",
-               "environment": {"kind": "simulator", "data_root": "/data/my root"}}
+    results = {
+        "algorithm": "oneshot",
+        "sites": ["broker", "insurer"],
+        "label_owner": "insurer",
+        "metrics": {},
+        "job_id": "simulate_job",
+        "model_id": "m-oneshot-20261127T132501",
+        "environment": {"kind": "simulator", "data_root": "/data/my root"},
+    }
     hint = next(line for line in format_table(results).splitlines() if line.startswith("score new rows"))
     command = shlex.split(hint.split(": ", 1)[1])
     assert command[1].endswith("job.py") and command[2:] == [
-        "--algorithm", "vertical_inference", "--sites", "broker,insurer", "--label-owner", "insurer",
-        "--set", "model_job=m-oneshot-20261127T132501", "--env", "sim", "--data-root", "/data/my root"]
+        "--algorithm",
+        "vertical_inference",
+        "--sites",
+        "broker,insurer",
+        "--label-owner",
+        "insurer",
+        "--set",
+        "model_job=m-oneshot-20261127T132501",
+        "--env",
+        "sim",
+        "--data-root",
+        "/data/my root",
+    ]
     listing = next(line for line in format_table(results).splitlines() if line.startswith("list the models"))
     assert shlex.split(listing.split(": ", 1)[1])[1:] == ["models", "--data-root", "/data/my root"]
     prod = {**results, "environment": {"kind": "prod", "startup_kit": "/kits/admin@x.com"}}
@@ -127,12 +164,12 @@ def test_the_printed_scoring_command_runs_verbatim_after_a_simulator_run(tmp_pat
     command the coordinator printed, run it exactly as printed: it scores with that model."""
     sites = ["broker", "insurer"]
     data = _split(tmp_path / "data", "--label-owner", "insurer", sites=sites)
-    job = write_job(tmp_path / "jobs", "insurance", {"algorithm": "oneshot", "label_owner": "insurer",
-                                                     "ssl_epochs": 2}, sites=sites)
+    job = write_job(
+        tmp_path / "jobs", "insurance", {"algorithm": "oneshot", "label_owner": "insurer", "ssl_epochs": 2}, sites=sites
+    )
     console = tmp_path / "train.log"
     with console.open("w") as out:
-        trained = cli.simulate(str(job), str(tmp_path / "ws"), 2, 2, str(data), sites=sites, verbose=False,
-                               console=out)
+        trained = cli.simulate(str(job), str(tmp_path / "ws"), 2, 2, str(data), sites=sites, verbose=False, console=out)
     assert "error" not in trained, trained.get("error")
     printed = [line for line in console.read_text().splitlines() if line.startswith("score new rows")]
     assert len(printed) >= 1, console.read_text()[-3000:]

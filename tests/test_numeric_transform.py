@@ -1,5 +1,6 @@
 """Per-site numeric transform before standardisation: standard | signed_log | auto | quantile (data/preprocess.py),
 chosen by the site's schema.json or, when that does not say, by the job's VFLConfig."""
+
 from __future__ import annotations
 
 import json
@@ -7,13 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.algorithms.registry import make_config
+from vflflare.data.checks import CLIP_RANGES, clip
 from vflflare.data.errors import DataError
 from vflflare.data.loading import load_site_tables
-from vflflare.data.checks import CLIP_RANGES, clip
 from vflflare.data.preprocess import Preprocessor, is_heavy_tailed, piecewise_linear, signed_log, tail_statistics
 from vflflare.data.schema import TableSchema, read_table_schema
+from vflflare.protocol.site_runtime import SiteRuntime
 
 
 def test_signed_log_values():

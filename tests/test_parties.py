@@ -1,4 +1,6 @@
-"""Few-shot's site and label parties (which hold one-shot's and split-NN's steps too) on a small real table: breast cancer split into two column halves."""
+"""Few-shot's site and label parties (which hold one-shot's and split-NN's steps too) on a small real table: breast
+cancer split into two column halves."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -9,12 +11,12 @@ import torch
 import torch.nn.functional as F
 from sklearn.datasets import load_breast_cancer
 
+from vflflare.algorithms.blocks.representation_estimation import pseudo_label_probabilities
 from vflflare.algorithms.fewshot import FewShotLabel as LabelParty
 from vflflare.algorithms.fewshot import FewShotSite as FeatureParty
-from vflflare.data.views import TabularView
-from vflflare.algorithms.blocks.representation_estimation import pseudo_label_probabilities
 from vflflare.algorithms.registry import make_config
 from vflflare.data.types import FeatureBlock, LabelTables, SiteTables
+from vflflare.data.views import TabularView
 
 torch.set_num_threads(1)
 SITES = ["site-a", "site-b"]
@@ -34,19 +36,29 @@ def build(cfg, site_class: type = FeatureParty, label_class: type = LabelParty) 
         mean, std = x[np.ix_(own, cols)].mean(0), x[np.ix_(own, cols)].std(0)
 
         def block(rows: np.ndarray) -> FeatureBlock:
-            numeric = ((x[np.ix_(rows, cols)] - mean) / std).astype(np.float32)
+            numeric = ((x[np.ix_(rows, cols)] - mean) / std).astype(np.float32)  # noqa: B023 (used at once)
             return FeatureBlock(numeric, np.zeros((len(rows), 0), dtype=np.int64), [])
 
-        tables = SiteTables(site, [f"id{r}" for r in own], block(own), [f"id{r}" for r in test], block(test),
-                            [f"f{c}" for c in cols])
+        tables = SiteTables(
+            site, [f"id{r}" for r in own], block(own), [f"id{r}" for r in test], block(test), [f"f{c}" for c in cols]
+        )
         party = site_class(site, TabularView(tables), cfg, position=k)
         position = {r: i for i, r in enumerate(own)}
         positions = [np.array([position[r] for r in rows]) for rows in (aligned, val)]
         party.align(*positions, np.arange(len(test)))
         parties[site] = party
     labeled = np.concatenate([val, aligned])  # the label party's own table order differs from the canonical one
-    label = label_class(LabelTables([f"id{r}" for r in labeled], y[labeled].astype(np.int64), [f"id{r}" for r in test],
-                                   y[test].astype(np.int64), 2), SITES, cfg)
+    label = label_class(
+        LabelTables(
+            [f"id{r}" for r in labeled],
+            y[labeled].astype(np.int64),
+            [f"id{r}" for r in test],
+            y[test].astype(np.int64),
+            2,
+        ),
+        SITES,
+        cfg,
+    )
     label.align(np.arange(len(val), len(labeled)), np.arange(len(val)), np.arange(len(test)))
     return parties, label
 

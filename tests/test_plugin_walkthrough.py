@@ -1,6 +1,7 @@
 """ARCHITECTURE.md's "how to add an algorithm", as a test: a toy plug-in defined in this file alone
 ("local-only": each site fits its bottom model to its own rows, then uploads representations once),
 registered, and run in process and by the NVFlare simulator through VFLRecipe, with exact counts."""
+
 from __future__ import annotations
 
 import json
@@ -76,8 +77,15 @@ def local_only_config(**values: Any) -> dict[str, Any]:
 
 def test_registered_and_validated():
     assert ALGORITHMS["local_only"] is LocalOnly
-    assert LocalOnly.site_tasks() == ["setup", "align", "psi_labels", "resume_from_checkpoint", "represent", "fit_locally",
-                                      "label.fit_classifier"]
+    assert LocalOnly.site_tasks() == [
+        "setup",
+        "align",
+        "psi_labels",
+        "resume_from_checkpoint",
+        "represent",
+        "fit_locally",
+        "label.fit_classifier",
+    ]
     with pytest.raises(ConfigError, match=r"algorithm 'local_only' has no setting \['ssl_epochs'\]"):
         make_config(local_only_config(ssl_epochs=3))
     with pytest.raises(ConfigError, match="algorithm 'local_only': local_epochs must be >= 1, got 0"):
@@ -101,8 +109,9 @@ def test_in_the_nvflare_simulator(tmp_path):
 
     from vflflare.recipes import VFLRecipe
 
-    recipe = VFLRecipe(algorithm="local_only", min_clients=2, config={"plugins": [PLUGIN_MODULE]},
-                       plugin_files=[__file__])
+    recipe = VFLRecipe(
+        algorithm="local_only", min_clients=2, config={"plugins": [PLUGIN_MODULE]}, plugin_files=[__file__]
+    )
     recipe.execute(SimEnv(num_clients=2, workspace_root=str(tmp_path)))
     results = json.loads(next(tmp_path.rglob("vflflare_results.json")).read_text())
     assert "error" not in results, results.get("error")

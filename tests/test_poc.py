@@ -1,5 +1,6 @@
 """POC: a job runs end to end through poc/run.sh with real server, site and admin processes on
 localhost, and gives the in-process run's numbers. Also site-local data configuration and job staging."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from deployment_helpers import (
     POC_RUN,
     REPO,
@@ -21,6 +21,7 @@ from deployment_helpers import (
     run_bounded,
 )
 from simulator_helpers import SHARED_DATA
+
 from vflflare.data.errors import DataError
 from vflflare.flare.site_config import SITE_CONFIG_FILE, resolve_party_data_root, write_site_config
 from vflflare.staging import stage_job
@@ -83,16 +84,22 @@ def test_run_sh_starts_the_data_s_sites_and_refuses_fewer(tmp_path, manifest):
     notice a site of the data without a POC site; run.sh checks before starting anything."""
     sys.path.insert(0, str(REPO / "poc"))
     from poc_run import PocRun, SetupError, parse_args
+
     from vflflare.cli import main as vflflare_main
 
     data = tmp_path / "data"
-    assert vflflare_main(["split", "--dataset", "breast_cancer", "--sites", "3", "--overlap", "60", "--out",
-                          str(data)]) == 0
+    assert (
+        vflflare_main(["split", "--dataset", "breast_cancer", "--sites", "3", "--overlap", "60", "--out", str(data)])
+        == 0
+    )
     if not manifest:  # a user's own data
         (data / "manifest.json").unlink()
     job = str(REPO / "jobs" / "oneshot_vfl")
     assert PocRun(parse_args([job, "--data-root", str(data), "--workspace", str(tmp_path / "ws")])).sites() == [
-        "site-1", "site-2", "site-3"]
+        "site-1",
+        "site-2",
+        "site-3",
+    ]
     with pytest.raises(SetupError, match=r"--data-root: .*site-3"):
         PocRun(parse_args([job, "--sites", "2", "--data-root", str(data), "--workspace", str(tmp_path / "ws")])).sites()
 
@@ -101,17 +108,27 @@ def test_run_sh_takes_the_users_site_names(tmp_path, capsys):
     """Issue 38: `--sites broker,insurer`, and by default the names of the data's folders."""
     sys.path.insert(0, str(REPO / "poc"))
     from poc_run import PocRun, parse_args
+
     from vflflare.cli import main as vflflare_main
 
     data = tmp_path / "data"
-    assert vflflare_main(["split", "--dataset", "breast_cancer", "--sites", "broker,insurer", "--overlap", "60",
-                          "--out", str(data)]) == 0
+    assert (
+        vflflare_main(
+            ["split", "--dataset", "breast_cancer", "--sites", "broker,insurer", "--overlap", "60", "--out", str(data)]
+        )
+        == 0
+    )
     job, ws = str(REPO / "jobs" / "oneshot_vfl"), str(tmp_path / "ws")
     assert PocRun(parse_args([job, "--data-root", str(data), "--workspace", ws])).sites() == ["broker", "insurer"]
-    assert PocRun(parse_args([job, "--sites", "broker,insurer", "--data-root", str(data),
-                              "--workspace", ws])).sites() == ["broker", "insurer"]
-    for bad, says in [("broker", "at least 2 sites"), ("broker,broker", "duplicate site names"),
-                      ("broker,server", "not 'server'"), ("a b,c", "letters, digits")]:
+    assert PocRun(
+        parse_args([job, "--sites", "broker,insurer", "--data-root", str(data), "--workspace", ws])
+    ).sites() == ["broker", "insurer"]
+    for bad, says in [
+        ("broker", "at least 2 sites"),
+        ("broker,broker", "duplicate site names"),
+        ("broker,server", "not 'server'"),
+        ("a b,c", "letters, digits"),
+    ]:
         with pytest.raises(SystemExit):
             parse_args([job, "--sites", bad])
         assert says in capsys.readouterr().err
@@ -124,14 +141,26 @@ def _site_counts(results: dict) -> dict:
 SPLITS = {  # the table's sites carry a user's own names, which run.sh takes from the data's folders
     "table": ["--dataset", "breast_cancer", "--overlap", "100", "--sites", "broker,insurer"],
     # image strips: PNG files read through the index CSVs of each site's own folder
-    "mnist_halves": ["--dataset", "mnist", "--data-dir", str(SHARED_DATA), "--overlap", "100", "--train-rows", "400",
-                     "--test-rows", "100"],
+    "mnist_halves": [
+        "--dataset",
+        "mnist",
+        "--data-dir",
+        str(SHARED_DATA),
+        "--overlap",
+        "100",
+        "--train-rows",
+        "400",
+        "--test-rows",
+        "100",
+    ],
 }
 
 
 @pytest.mark.simulator
-@pytest.mark.parametrize("data_kind", [pytest.param(kind, marks=[pytest.mark.needs_data("mnist")] if "mnist" in kind else [])
-                                       for kind in SPLITS])
+@pytest.mark.parametrize(
+    "data_kind",
+    [pytest.param(kind, marks=[pytest.mark.needs_data("mnist")] if "mnist" in kind else []) for kind in SPLITS],
+)
 def test_poc_run_matches_inprocess(tmp_path, data_kind):
     """poc/run.sh on a split (server, 2 sites, admin: real processes, each site reading its own
     folder through local/vflflare.json) gives the in-process run's metric and communication counts
@@ -143,15 +172,34 @@ def test_poc_run_matches_inprocess(tmp_path, data_kind):
     data = tmp_path / "data"
     sites = ["broker", "insurer"] if "--sites" in SPLITS[data_kind] else ["site-1", "site-2"]
     split_args = SPLITS[data_kind] if "--sites" in SPLITS[data_kind] else [*SPLITS[data_kind], "--sites", "2"]
-    split = run_bounded([sys.executable, "-m", "vflflare.cli", "split", *split_args,
-                         "--seed", "1", "--out", str(data)], 120, tmp_path / "none", tmp_path / "split.log")
+    split = run_bounded(
+        [sys.executable, "-m", "vflflare.cli", "split", *split_args, "--seed", "1", "--out", str(data)],
+        120,
+        tmp_path / "none",
+        tmp_path / "split.log",
+    )
     assert split.returncode == 0, split.output
     for site in sites:  # new rows to score after training, for the printed scoring command
         shutil.copy(data / site / "test.csv", data / site / "score.csv")
 
     poc_ws = tmp_path / "poc_ws"
-    poc_cmd = ["bash", str(POC_RUN), str(JOB), "--data-root", str(data), "--workspace", str(poc_ws),
-               "--port", str(free_port()), "--timeout", "240", "--start-timeout", "180", "--stop-timeout", "60"]
+    poc_cmd = [
+        "bash",
+        str(POC_RUN),
+        str(JOB),
+        "--data-root",
+        str(data),
+        "--workspace",
+        str(poc_ws),
+        "--port",
+        str(free_port()),
+        "--timeout",
+        "240",
+        "--start-timeout",
+        "180",
+        "--stop-timeout",
+        "60",
+    ]
     poc = run_bounded(poc_cmd, 540, poc_ws / "poc", tmp_path / "poc.log", env_with(VFLFLARE_DATA_ROOT=None))
     assert poc.returncode == 0, poc.output[-6000:]
     path = results_path_from(poc.output)
@@ -174,15 +222,17 @@ def test_poc_run_matches_inprocess(tmp_path, data_kind):
     assert poc_results["metrics"][metric] == pytest.approx(reference["metrics"][metric], abs=1e-6)
     assert _site_counts(poc_results) == _site_counts(reference)
     assert {s: (c["uploads"], c["downloads"]) for s, c in _site_counts(poc_results).items()} == {
-        site: (2, 1) for site in sites}
+        site: (2, 1) for site in sites
+    }
     assert not (poc_ws / "poc").exists()  # stopped and cleaned
     if data_kind == "table":  # issue 38: the scoring command the POC run printed, pasted as is, scores
         printed = [line for line in poc.output.splitlines() if line.startswith("score new rows")]
         assert len(printed) == 1, poc.output[-3000:]
         command = shlex.split(printed[0].split(": ", 1)[1])
         assert "--env" in command and command[command.index("--env") + 1] == "poc", command
-        env = env_with(VFLFLARE_DATA_ROOT=None, NVFLARE_POC_WORKSPACE=str(tmp_path / "score_poc"),
-                       HOME=str(tmp_path / "home"))
+        env = env_with(
+            VFLFLARE_DATA_ROOT=None, NVFLARE_POC_WORKSPACE=str(tmp_path / "score_poc"), HOME=str(tmp_path / "home")
+        )
         scored = run_bounded(command, 540, tmp_path / "score_poc", tmp_path / "score.log", env, cwd=tmp_path)
         assert scored.returncode == 0, scored.output[-4000:]
         model = poc_results["model_id"]
@@ -199,21 +249,55 @@ def test_poc_over_an_emulated_wide_area_link(tmp_path):
     from vflflare.protocol.inprocess import run_inprocess
 
     ws, jobs = tmp_path / "ws", tmp_path / "jobs"
-    made = run_bounded([sys.executable, "-m", "vflflare.cli", "jobs", "--out", str(jobs), "--name", "vanilla_bf16",
-                        "--algorithm", "vanilla", "--set", "wire_dtype=bfloat16"], 120, tmp_path / "none",
-                       tmp_path / "jobs.log")
+    made = run_bounded(
+        [
+            sys.executable,
+            "-m",
+            "vflflare.cli",
+            "jobs",
+            "--out",
+            str(jobs),
+            "--name",
+            "vanilla_bf16",
+            "--algorithm",
+            "vanilla",
+            "--set",
+            "wire_dtype=bfloat16",
+        ],
+        120,
+        tmp_path / "none",
+        tmp_path / "jobs.log",
+    )
     assert made.returncode == 0, made.output
-    cmd = ["bash", str(POC_RUN), str(jobs / "vanilla_bf16"), "--workspace", str(ws), "--port",
-           str(free_port()), "--timeout", "300", "--start-timeout", "180", "--stop-timeout", "60",
-           "--link-rtt-ms", "60", "--link-mbit", "100"]
+    cmd = [
+        "bash",
+        str(POC_RUN),
+        str(jobs / "vanilla_bf16"),
+        "--workspace",
+        str(ws),
+        "--port",
+        str(free_port()),
+        "--timeout",
+        "300",
+        "--start-timeout",
+        "180",
+        "--stop-timeout",
+        "60",
+        "--link-rtt-ms",
+        "60",
+        "--link-mbit",
+        "100",
+    ]
     poc = run_bounded(cmd, 540, ws / "poc", tmp_path / "poc.log", env_with(VFLFLARE_DATA_ROOT=None))
     assert poc.returncode == 0, poc.output[-6000:]
     path = results_path_from(poc.output)
     results = json.loads(path.read_text())
     assert results["step_latency"]["median_ms"] >= 60, results["step_latency"]
     # per epoch its batches, the last gradient and a validation step (and a commit when it improved); a restore
-    assert results["communication"]["rounds"]["step"] >= results["step_latency"]["steps"] + 2 * results["training"][
-        "split_epochs"] + 1
+    assert (
+        results["communication"]["rounds"]["step"]
+        >= results["step_latency"]["steps"] + 2 * results["training"]["split_epochs"] + 1
+    )
     link = json.loads((ws / "results" / "link.json").read_text())
     assert (link["rtt_ms"], link["mbit"]) == (60, 100)
     assert link["up_bytes"] + link["down_bytes"] > results["communication"]["total"]["wire_bytes"]

@@ -1,6 +1,7 @@
 """Issue 27: attacks on what each party receives and the defenses against them, on tiny data with
 outcomes checked by hand, then on real in-process runs of the embedded default (breast cancer) where each
 attack reads only the messages its party received."""
+
 from __future__ import annotations
 
 import json
@@ -83,7 +84,8 @@ def test_clipping_plus_noise_brings_the_norm_attack_to_chance():
 def test_marvell_hides_a_linear_heads_labels_within_its_power_budget():
     grads, labels = linear_head_gradients(n=2000)
     defend = lambda strength: defend_gradients(  # noqa: E731
-        torch.as_tensor(grads), 0.0, 0.0, 1.0, torch.Generator().manual_seed(0), strength, torch.as_tensor(labels)).numpy()
+        torch.as_tensor(grads), 0.0, 0.0, 1.0, torch.Generator().manual_seed(0), strength, torch.as_tensor(labels)
+    ).numpy()
     strong, weak = defend(4.0), defend(0.05)
     assert direction_leak(one_round(strong), labels) < 0.6
     assert norm_leak(one_round(strong), labels) < 0.6
@@ -103,8 +105,24 @@ def test_marvell_leaves_a_one_class_batch_and_respects_the_budget_constraint():
 
 
 def test_marvell_on_more_than_two_classes_is_an_error_naming_the_setting(tmp_path):
-    assert cli.main(["split", "--dataset", "synthetic", "--synthetic-rows", "600", "--synthetic-classes", "3",
-                     "--overlap", "100", "--out", str(tmp_path)]) == 0
+    assert (
+        cli.main(
+            [
+                "split",
+                "--dataset",
+                "synthetic",
+                "--synthetic-rows",
+                "600",
+                "--synthetic-classes",
+                "3",
+                "--overlap",
+                "100",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     config = make_config({"algorithm": "vanilla", "split_epochs": 1, "gradient_marvell": 1.0})
     with pytest.raises(ValueError, match="gradient_marvell is for binary labels; this job's labels have 3 classes"):
         run_inprocess(config, SITES, tmp_path)
@@ -141,11 +159,13 @@ def test_received_gradients_pairs_each_gradient_with_its_batch_and_splits_epochs
     from vflflare.privacy.attacks.observed import Message
 
     g = lambda v: np.full((2, 1), v, dtype=np.float32)  # noqa: E731
-    log = [Message("split", "site-1", {"rows": np.array([0, 1])}, {}),
-           Message("split", "site-1", {"rows": np.array([2, 3]), "grad": g(1)}, {}),
-           Message("split", "site-1", {"grad": g(2)}, {}),
-           Message("split", "site-1", {"rows": np.array([1, 0])}, {}),
-           Message("split", "site-1", {"grad": g(3)}, {})]
+    log = [
+        Message("split", "site-1", {"rows": np.array([0, 1])}, {}),
+        Message("split", "site-1", {"rows": np.array([2, 3]), "grad": g(1)}, {}),
+        Message("split", "site-1", {"grad": g(2)}, {}),
+        Message("split", "site-1", {"rows": np.array([1, 0])}, {}),
+        Message("split", "site-1", {"grad": g(3)}, {}),
+    ]
     rounds = received_gradients(log, "site-1")
     assert [r.positions.tolist() for r in rounds] == [[0, 1, 2, 3], [1, 0]]
     assert rounds[0].grads[:, 0].tolist() == [1, 1, 2, 2] and rounds[0].message.tolist() == [1, 1, 2, 2]
@@ -181,9 +201,18 @@ def test_oneshot_undefended_gives_the_sites_the_labels(oneshot_undefended):
     assert leak["gradient_clusters"] == 1.0  # linear head, two classes: the clusters are the labels
     assert leak["gradient_direction"] == 1.0
     assert leak["gradient_norm"] > 0.8
-    assert set(leak) == {"gradient_norm", "gradient_direction", "gradient_clusters", "known_init_projection",
-                         "model_completion_40", "model_completion_200", "model_completion_40_own_columns",
-                         "model_completion_200_own_columns", "feature_reconstruction", "strongest"}
+    assert set(leak) == {
+        "gradient_norm",
+        "gradient_direction",
+        "gradient_clusters",
+        "known_init_projection",
+        "model_completion_40",
+        "model_completion_200",
+        "model_completion_40_own_columns",
+        "model_completion_200_own_columns",
+        "feature_reconstruction",
+        "strongest",
+    }
     # no probabilities in one-shot, no multi-pass attack on its single gradient message, no seed replay without a
     # defense, no coalition of two sites
     assert oneshot_undefended["defenses"] == {}
@@ -216,16 +245,33 @@ def test_clipped_split_nn_gradients_reach_the_sites_within_the_bound():
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("vflflare.privacy.attack_run.received_gradients", spy)
-        result = attack_run(make_config({"algorithm": "vanilla", "split_epochs": 3, "split_patience": 3,
-                                         "gradient_clip": 0.002}), SITES, None)
+        result = attack_run(
+            make_config({"algorithm": "vanilla", "split_epochs": 3, "split_patience": 3, "gradient_clip": 0.002}),
+            SITES,
+            None,
+        )
     norms = np.concatenate([np.linalg.norm(r.grads, axis=1) for r in kept])
     assert len(norms) == 2 * 3 * result["rows"]["aligned_train"]  # every row of every epoch, both sites
     assert norms.max() <= 0.002 + 1e-6
 
 
 def test_attack_command_prints_the_json_the_issue_names(capsys):
-    code = cli.main(["attack", "--algorithm", "fewshot", "--set", "ssl_epochs=1", "--set", "finetune_epochs=0",
-                     "--set", "classifier_epochs=10", "--set", "gradient_clip=0.01", "--json"])
+    code = cli.main(
+        [
+            "attack",
+            "--algorithm",
+            "fewshot",
+            "--set",
+            "ssl_epochs=1",
+            "--set",
+            "finetune_epochs=0",
+            "--set",
+            "classifier_epochs=10",
+            "--set",
+            "gradient_clip=0.01",
+            "--json",
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert {"metrics", "leak", "defense"} <= set(out)
@@ -239,9 +285,21 @@ def test_each_algorithm_gets_the_attacks_its_channels_declare():
     completion = ["model_completion_40", "model_completion_200"]
     multi_pass = ["multi_pass_norm", "multi_pass_direction", "multi_pass_clusters"]  # left out of a single pass
     assert label_attacks(make_config(algorithm="oneshot"), 2) == [
-        "gradient_norm", "gradient_direction", "gradient_clusters", "known_init_projection", *multi_pass, *completion]
+        "gradient_norm",
+        "gradient_direction",
+        "gradient_clusters",
+        "known_init_projection",
+        *multi_pass,
+        *completion,
+    ]
     assert label_attacks(make_config(algorithm="fewshot"), 10) == [
-        "gradient_clusters", "probability_clusters", "known_init_projection", "multi_pass_clusters", *completion]
-    assert label_attacks(make_config(algorithm="vanilla", gradient_clip=1.0, gradient_noise=1.0, label_dp_epsilon=1.0),
-                         2)[-4:] == ["seed_replay_gradients", "seed_replay_label_dp", *completion]  # replays: defense on
+        "gradient_clusters",
+        "probability_clusters",
+        "known_init_projection",
+        "multi_pass_clusters",
+        *completion,
+    ]
+    assert label_attacks(
+        make_config(algorithm="vanilla", gradient_clip=1.0, gradient_noise=1.0, label_dp_epsilon=1.0), 2
+    )[-4:] == ["seed_replay_gradients", "seed_replay_label_dp", *completion]  # replays: defense on
     assert label_attacks(make_config(algorithm="ssvfl_i"), 2) == completion  # sends the sites nothing from the labels

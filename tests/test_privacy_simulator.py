@@ -3,11 +3,12 @@ exactly the in-process numbers with the defense on, and other numbers than witho
 at the sites and the label party behind NVFlare's messages, not only in process). Defense noise is private
 (issue 36): each party reads VFLFLARE_PRIVATE_SEED from its own environment, which the simulator's
 processes inherit, so both runs draw the same private noise."""
+
 from __future__ import annotations
 
 import pytest
-
 from simulator_helpers import run_job
+
 from vflflare.algorithms.registry import make_config
 from vflflare.privacy.attack_run import attack_run, attack_simulated
 from vflflare.privacy.private_randomness import LOCAL_SEED, PRIVATE_SEED_ENV
@@ -16,8 +17,12 @@ from vflflare.protocol.inprocess import run_inprocess
 SITES = ["site-1", "site-2"]
 CASES = [  # channel: algorithm, short settings, the defense
     ("labels", "oneshot", {"ssl_epochs": 2}, {"label_dp_epsilon": 1.0}),
-    ("gradients", "vanilla", {"split_epochs": 2, "split_patience": 2},
-     {"gradient_clip": 0.01, "gradient_noise": 0.5, "gradient_marvell": 1.0, "gradient_keep": 0.5}),
+    (
+        "gradients",
+        "vanilla",
+        {"split_epochs": 2, "split_patience": 2},
+        {"gradient_clip": 0.01, "gradient_noise": 0.5, "gradient_marvell": 1.0, "gradient_keep": 0.5},
+    ),
     ("representations", "oneshot", {"ssl_epochs": 2}, {"representation_noise": 1.0}),
     # few-shot's pseudo-label probabilities come from the noised labels
     ("probabilities", "fewshot", {"ssl_epochs": 2}, {"label_dp_epsilon": 0.5}),
@@ -43,11 +48,20 @@ def test_the_adaptive_attacks_on_what_a_simulator_runs_parties_received(tmp_path
     bottom models its sites saved; with the same private seed they are the in-process run's, so every leak
     is the same."""
     monkeypatch.setenv(PRIVATE_SEED_ENV, "attack-parity")
-    cfg = make_config({"algorithm": "vanilla", "split_epochs": 3, "split_patience": 3, "gradient_clip": 1.0,
-                       "gradient_normalize": True, "gradient_noise": 1.0})
+    cfg = make_config(
+        {
+            "algorithm": "vanilla",
+            "split_epochs": 3,
+            "split_patience": 3,
+            "gradient_clip": 1.0,
+            "gradient_normalize": True,
+            "gradient_noise": 1.0,
+        }
+    )
     simulated = attack_simulated(cfg, SITES, None, str(tmp_path))
     in_process = attack_run(cfg, SITES, None)
-    assert {"multi_pass_clusters", "known_init_projection", "seed_replay_gradients", "model_completion_200"} \
-        <= set(simulated["leak"])
+    assert {"multi_pass_clusters", "known_init_projection", "seed_replay_gradients", "model_completion_200"} <= set(
+        simulated["leak"]
+    )
     assert simulated["leak"] == pytest.approx(in_process["leak"])
     assert simulated["optimal_leak_bound"] == in_process["optimal_leak_bound"]

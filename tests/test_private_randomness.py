@@ -1,15 +1,15 @@
 """Issue 36: every draw that protects data comes from randomness only the defending party holds. A party that
 holds the job's configuration (seed included) replays what the code would draw from it, and its "cleaned"
 gradients, labels and representations come out no closer to the truth than what it received."""
+
 from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 import torch
-
 from flare_fakes import FakeContext
+
 from vflflare.algorithms.registry import make_config
 from vflflare.flare.site_config import local_private_seed, read_site_config
 from vflflare.models.heads import MLPHead
@@ -27,8 +27,13 @@ def public_generators(name: str, purpose: str) -> list[torch.Generator]:
     """What a party can derive for a stream from public information: the job seed, the party's seed from it
     (as every other draw of the job is derived), with and without the purpose."""
     party_seed = derive_seed(SEED, name)
-    seeds = [SEED, party_seed, derive_seed(party_seed, purpose), derive_seed(party_seed, f"{purpose}:batches"),
-             derive_seed(SEED, purpose)]
+    seeds = [
+        SEED,
+        party_seed,
+        derive_seed(party_seed, purpose),
+        derive_seed(party_seed, f"{purpose}:batches"),
+        derive_seed(SEED, purpose),
+    ]
     return [torch.Generator().manual_seed(s) for s in seeds]
 
 
@@ -49,8 +54,11 @@ def test_replaying_the_public_seed_does_not_remove_gradient_noise(monkeypatch):
     monkeypatch.delenv(PRIVATE_SEED_ENV, raising=False)
     clip, noise = 0.01, 1.0
     calls = recorded(monkeypatch, label_party, "defend_gradients")
-    run_inprocess(make_config({"algorithm": "oneshot", "ssl_epochs": 1, "gradient_clip": clip,
-                               "gradient_noise": noise}), SITES, None)
+    run_inprocess(
+        make_config({"algorithm": "oneshot", "ssl_epochs": 1, "gradient_clip": clip, "gradient_noise": noise}),
+        SITES,
+        None,
+    )
     assert len(calls) == 2  # one-shot: one gradient message per site
     for generator in public_generators("label", "gradient-defense"):
         for (grads, *_), received in calls:  # the order the label party defends them in
@@ -99,7 +107,7 @@ def test_a_defended_heads_initialisation_is_private(monkeypatch):
         public = MLPHead(cfg.rep_dim * len(SITES), 2, 0)
     weight = next(public.parameters()).detach()
     for position, ((grads, *_), _) in enumerate(calls):
-        direction = (weight[1] - weight[0])[position * cfg.rep_dim:(position + 1) * cfg.rep_dim]
+        direction = (weight[1] - weight[0])[position * cfg.rep_dim : (position + 1) * cfg.rep_dim]
         rows = grads.reshape(len(grads), -1)
         own = rows[rows.norm(dim=1).argmax()]  # the true direction, up to sign
         assert (rows @ own).abs().div(rows.norm(dim=1) * own.norm()).min() > 0.999
@@ -154,6 +162,8 @@ def test_a_sites_private_seed_comes_from_its_local_config(tmp_path):
 def test_marvell_is_deterministic_given_its_private_seed():
     grads = torch.randn(64, 8, generator=torch.Generator().manual_seed(3))
     labels = (torch.arange(64) % 4 == 0).long()
-    draws = [defenses.defend_gradients(grads, 0.0, 0.0, 1.0, PrivateRandomness("label", "k").generator("g"), 2.0, labels)
-             for _ in range(2)]
+    draws = [
+        defenses.defend_gradients(grads, 0.0, 0.0, 1.0, PrivateRandomness("label", "k").generator("g"), 2.0, labels)
+        for _ in range(2)
+    ]
     assert torch.equal(draws[0], draws[1]) and not torch.equal(draws[0], grads)

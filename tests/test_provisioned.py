@@ -4,6 +4,7 @@ organisation's site reads its own data location and runs the vflflare it install
 submitter (role lead) submits a job without code with the admin API, waits for it and downloads the
 results; then the same job as a recipe through NVFlare's ProdEnv. What each role may and may not do is
 tests/test_provisioned_security.py."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,6 @@ import subprocess
 import sys
 
 import pytest
-from nvflare.fuel.flare_api.api_spec import AuthorizationError
-from nvflare.recipe import ProdEnv
-
 from deployment_helpers import (
     PROVISIONING,
     REPO,
@@ -27,18 +25,24 @@ from deployment_helpers import (
     running_kits,
     wait_for_clients,
 )
+from nvflare.fuel.flare_api.api_spec import AuthorizationError
+from nvflare.recipe import ProdEnv
 from submit_job import submit_and_collect, submit_copy
+
+from vflflare.algorithms.registry import make_config
 from vflflare.cli import find_results
+from vflflare.flare.provisioning import enable_adhoc_connections
+from vflflare.flare.site_config import write_site_config
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.model_store import LABEL_DIR, models_dir, read_predictions
 from vflflare.recipes import VFLRecipe
-from vflflare.algorithms.registry import make_config
-from vflflare.flare.provisioning import enable_adhoc_connections
-from vflflare.flare.site_config import write_site_config
 
 JOB = REPO / "jobs" / "oneshot_vfl"
-CONFIG = next(w for w in json.loads((JOB / "app" / "config" / "config_fed_server.json").read_text())["workflows"]
-              if w["path"].endswith("VFLController"))["args"]["config"]
+CONFIG = next(
+    w
+    for w in json.loads((JOB / "app" / "config" / "config_fed_server.json").read_text())["workflows"]
+    if w["path"].endswith("VFLController")
+)["args"]["config"]
 
 
 def _participants(project: dict, kind: str) -> list[dict]:
@@ -49,7 +53,7 @@ def test_project_yml_is_a_realistic_multi_org_project():
     import yaml
 
     project = yaml.safe_load((PROVISIONING / "project.yml").read_text())
-    server, = _participants(project, "server")
+    (server,) = _participants(project, "server")
     sites = _participants(project, "client")
     admins = _participants(project, "admin")
     assert len(sites) >= 2 and len({s["org"] for s in sites}) == len(sites)
@@ -57,7 +61,8 @@ def test_project_yml_is_a_realistic_multi_org_project():
     assert {a["role"] for a in admins} >= {"project_admin", "lead", "org_admin"}
     builders = [b["path"] for b in project["builders"]]
     assert builders.index("nvflare.lighter.impl.he.HEBuilder") < builders.index(
-        "nvflare.lighter.impl.signature.SignatureBuilder")
+        "nvflare.lighter.impl.signature.SignatureBuilder"
+    )
     authz = next(b for b in project["builders"] if b["path"].endswith("AuthorizationPolicyBuilder"))
     permissions = authz["args"]["permissions"]
     assert permissions["lead"]["submit_job"] == "any"
@@ -70,8 +75,10 @@ def test_adhoc_settings_keep_what_the_servers_comm_config_already_holds(tmp_path
     (tmp_path / "comm_config.json").write_text(json.dumps({"allow_adhoc_conns": False, "internal": internal}))
     enable_adhoc_connections(tmp_path, "fl.example.org", "8102-8120")
     assert json.loads((tmp_path / "comm_config.json").read_text()) == {
-        "allow_adhoc_conns": True, "internal": internal,
-        "adhoc": {"scheme": "stcp", "resources": {"host": "fl.example.org", "ports": "8102-8120"}}}
+        "allow_adhoc_conns": True,
+        "internal": internal,
+        "adhoc": {"scheme": "stcp", "resources": {"host": "fl.example.org", "ports": "8102-8120"}},
+    }
 
 
 @pytest.mark.simulator
@@ -84,19 +91,23 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
     prov = tmp_path / "prov"
     prod = provision(tmp_path / "project.yml", prov, tmp_path / "provision.log")
 
-    server, = _participants(project, "server")
+    (server,) = _participants(project, "server")
     sites = sorted(p["name"] for p in _participants(project, "client"))
     submitter = next(p["name"] for p in _participants(project, "admin") if p["role"] == "lead")
     server_kit, site_kits, admin_kit = prod / server["name"], [prod / s for s in sites], prod / submitter
 
     # what each organisation receives: TLS on, HE contexts, a policy in which nobody brings code, and
     # vflflare's components on NVFlare's allow list
-    assert json.loads((server_kit / "startup" / "fed_server.json").read_text())["servers"][0][
-        "connection_security"] == "mtls"
+    assert (
+        json.loads((server_kit / "startup" / "fed_server.json").read_text())["servers"][0]["connection_security"]
+        == "mtls"
+    )
     assert (server_kit / "startup" / "server_context.tenseal").is_file()
     adhoc = json.loads((server_kit / "local" / "comm_config.json").read_text())
     assert adhoc["allow_adhoc_conns"] and adhoc["adhoc"] == {
-        "scheme": "stcp", "resources": {"host": "localhost", "ports": "8102-8120"}}
+        "scheme": "stcp",
+        "resources": {"host": "localhost", "ports": "8102-8120"},
+    }
     for kit in [server_kit, *site_kits]:
         policy = json.loads((kit / "local" / "authorization.json.default").read_text())["permissions"]
         assert policy["lead"]["byoc"] == "none" and policy["org_admin"]["byoc"] == "none"
@@ -112,15 +123,38 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
     (fake / "python3").write_text("#!/bin/sh\nexit 1\n")
     (fake / "python3").chmod(0o755)
     for kit in (server_kit, site_kits[0]):
-        start = subprocess.run(["bash", str(kit / "startup" / "start.sh")], capture_output=True, text=True,
-                               timeout=30, env={**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"})
+        start = subprocess.run(
+            ["bash", str(kit / "startup" / "start.sh")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"},
+        )
         assert start.returncode == 1 and "cannot import nvflare and vflflare" in start.stderr, start
 
     # each organisation keeps its own table in its own place, named in its kit's local/vflflare.json
     data = tmp_path / "split"
-    split = run_bounded([sys.executable, "-m", "vflflare.cli", "split", "--dataset", "breast_cancer",
-                         "--sites", ",".join(sites), "--overlap", "100", "--seed", "2", "--out", str(data)],
-                        120, tmp_path / "none", tmp_path / "split.log")
+    split = run_bounded(
+        [
+            sys.executable,
+            "-m",
+            "vflflare.cli",
+            "split",
+            "--dataset",
+            "breast_cancer",
+            "--sites",
+            ",".join(sites),
+            "--overlap",
+            "100",
+            "--seed",
+            "2",
+            "--out",
+            str(data),
+        ],
+        120,
+        tmp_path / "none",
+        tmp_path / "split.log",
+    )
     assert split.returncode == 0, split.output
     for kit, party in [(server_kit, "server")] + list(zip(site_kits, sites)):
         own_root = tmp_path / "orgs" / kit.name / "data"
@@ -135,10 +169,12 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
         # the policy is enforced: an org admin may not submit (nor bring code)
         org_admin = next(p["name"] for p in _participants(project, "admin") if p["role"] == "org_admin")
         with pytest.raises(AuthorizationError, match="not authorized for 'submit_job'"):
-            submit_and_collect(prod / org_admin, JOB, tmp_path / "refused", org_admin, timeout=60, connect_timeout=30,
-                               sites=sites)
-        outcome = submit_and_collect(admin_kit, JOB, tmp_path / "results", submitter, timeout=300, sites=sites,
-                                     connect_timeout=30, log=print)
+            submit_and_collect(
+                prod / org_admin, JOB, tmp_path / "refused", org_admin, timeout=60, connect_timeout=30, sites=sites
+            )
+        outcome = submit_and_collect(
+            admin_kit, JOB, tmp_path / "results", submitter, timeout=300, sites=sites, connect_timeout=30, log=print
+        )
         job_id = outcome["job_id"]
         site_logs = {s: (kit / job_id / "log.txt").read_text() for s, kit in zip(sites, site_kits)}
         # the recipe form of the same job, submitted through NVFlare's ProdEnv with the lead's kit
@@ -147,9 +183,16 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
         downloaded = run.get_result(timeout=300, clean_up=False)
         recipe_results = json.loads(find_results(downloaded).read_text()) if downloaded else None
         # scoring with the latest model; nothing set anywhere: each party kept its model beside its data
-        scoring = submit_and_collect(admin_kit, REPO / "jobs" / "vertical_inference", tmp_path / "scored", submitter,
-                                     sites=sites,
-                                     timeout=300, connect_timeout=30, log=print)
+        scoring = submit_and_collect(
+            admin_kit,
+            REPO / "jobs" / "vertical_inference",
+            tmp_path / "scored",
+            submitter,
+            sites=sites,
+            timeout=300,
+            connect_timeout=30,
+            log=print,
+        )
 
     assert outcome["status"] == "FINISHED:COMPLETED", outcome
     # the predictions reach the analyst through download_job: the label party ran at the server
@@ -179,8 +222,11 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
     assert results["metrics"][metric] > 0.9
     for site in sites:
         got, want = results["communication"]["per_site"][site], reference["communication"]["per_site"][site]
-        assert (got["uploads"], got["downloads"], got["payload_bytes"]) == (want["uploads"], want["downloads"],
-                                                                            want["payload_bytes"])
+        assert (got["uploads"], got["downloads"], got["payload_bytes"]) == (
+            want["uploads"],
+            want["downloads"],
+            want["payload_bytes"],
+        )
         assert (got["uploads"], got["downloads"]) == (2, 1)
 
 

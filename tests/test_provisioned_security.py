@@ -10,6 +10,7 @@ refused; then the review's attack, a code-bearing job deployed only to the telco
 the sites do not accept; a site's admin aborting a running job; a defense a site enforces; the job store;
 a foreign CA.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from nvflare.fuel.flare_api.api_spec import AuthorizationError
-
 from deployment_helpers import (
     PROVISIONING,
     REPO,
@@ -32,7 +31,9 @@ from deployment_helpers import (
     running_kits,
     wait_for_clients,
 )
+from nvflare.fuel.flare_api.api_spec import AuthorizationError
 from submit_job import submit_and_collect, submit_copy
+
 from vflflare.flare.site_config import write_site_config
 
 pytestmark = pytest.mark.simulator
@@ -69,7 +70,9 @@ def deployment(tmp_path_factory):
         admin_port = free_port()
     project = localhost_project(PROVISIONING / "project.yml", tmp / "project.yml", fl_port, admin_port)
     project["participants"].append({"name": INSURER_ANALYST, "type": "admin", "org": "insurer", "role": "lead"})
-    project["participants"].append({"name": INTRUDER, "type": "client", "org": "intruder", "accept_jobs_from": ["bank"]})
+    project["participants"].append(
+        {"name": INTRUDER, "type": "client", "org": "intruder", "accept_jobs_from": ["bank"]}
+    )
     (tmp / "project.yml").write_text(yaml.safe_dump(project, sort_keys=False))
     prov = tmp / "prov"
     prod = provision(tmp / "project.yml", prov, tmp / "provision.log")
@@ -82,9 +85,27 @@ def deployment(tmp_path_factory):
     (prod / server / "local" / "authorization.json").write_text(json.dumps(policy, indent=2))
 
     data = tmp / "split"
-    split = run_bounded([__import__("sys").executable, "-m", "vflflare.cli", "split", "--dataset", "breast_cancer",
-                         "--sites", ",".join(sites), "--overlap", "120", "--seed", "3", "--out", str(data)],
-                        120, tmp / "none", tmp / "split.log")
+    split = run_bounded(
+        [
+            __import__("sys").executable,
+            "-m",
+            "vflflare.cli",
+            "split",
+            "--dataset",
+            "breast_cancer",
+            "--sites",
+            ",".join(sites),
+            "--overlap",
+            "120",
+            "--seed",
+            "3",
+            "--out",
+            str(data),
+        ],
+        120,
+        tmp / "none",
+        tmp / "split.log",
+    )
     assert split.returncode == 0, split.output
     for kit in [prod / server, *(prod / s for s in [*sites, INTRUDER])]:
         write_site_config(kit, data)
@@ -93,8 +114,9 @@ def deployment(tmp_path_factory):
         shutil.copy(data / site / "test.csv", data / site / "score.csv")
     # the telco requires representation noise whatever a job asks (its local vflflare config)
     telco_config = prod / "site-telco" / "local" / "vflflare.json"
-    telco_config.write_text(json.dumps({**json.loads(telco_config.read_text()),
-                                        "enforce": {"representation_noise": ENFORCED_NOISE}}))
+    telco_config.write_text(
+        json.dumps({**json.loads(telco_config.read_text()), "enforce": {"representation_noise": ENFORCED_NOISE}})
+    )
 
     with running_kits([prod / server, *(prod / s for s in [*sites, INTRUDER])], prov, tmp) as procs:
         found = Deployment(prod, server, sites, tmp, procs)
@@ -122,9 +144,12 @@ def _outcome(action) -> str:
 def _finished_job(d: Deployment) -> str:
     """A completed vflflare job of the analyst's (submitted once per module)."""
     if d.finished_job is None:
-        outcome = submit_and_collect(d.prod / ANALYST, JOB, d.tmp / "results", ANALYST, timeout=300, connect_timeout=30,
-                                     sites=d.sites)
-        assert outcome["status"] == "FINISHED:COMPLETED" and "error" not in (outcome["results"] or {"error": 1}), outcome
+        outcome = submit_and_collect(
+            d.prod / ANALYST, JOB, d.tmp / "results", ANALYST, timeout=300, connect_timeout=30, sites=d.sites
+        )
+        assert outcome["status"] == "FINISHED:COMPLETED" and "error" not in (outcome["results"] or {"error": 1}), (
+            outcome
+        )
         d.finished_job = outcome["job_id"]
         d.finished_results = outcome["results"]
     return d.finished_job
@@ -141,8 +166,9 @@ ACTIONS = {
     "ls on site-telco": lambda d, s: s.ls_target("site-telco"),
     "cat site-telco's local/vflflare.json": lambda d, s: s.cat_target("site-telco", file="local/vflflare.json"),
     "sys_info of site-telco": lambda d, s: s.do_command("sys_info client site-telco"),
-    "cat the analyst's job's log on site-telco": lambda d, s: s.cat_target("site-telco",
-                                                                          file=f"{_finished_job(d)}/log.txt"),
+    "cat the analyst's job's log on site-telco": lambda d, s: s.cat_target(
+        "site-telco", file=f"{_finished_job(d)}/log.txt"
+    ),
 }
 
 # (user, action, outcome): the shipped policy, row by row (provisioning/README.md, "Who may do what")
@@ -194,11 +220,14 @@ def test_every_row_of_the_role_table(deployment):
     # a connected site of the project that the job does not name never received it (issue 38)
     assert (deployment.prod / "site-telco" / deployment.finished_job).is_dir()
     assert not (deployment.prod / INTRUDER / deployment.finished_job).exists()
-    got = [(user, action, _outcome(lambda: ACTIONS[action](deployment, deployment.session(user))))
-           for user, action, _ in ROLE_TABLE]
+    got = [
+        (user, action, _outcome(lambda: ACTIONS[action](deployment, deployment.session(user))))  # noqa: B023
+        for user, action, _ in ROLE_TABLE
+    ]
     wrong = [(row, outcome) for row, (_, _, outcome) in zip(ROLE_TABLE, got) if row[2] != outcome]
-    assert not wrong, "\n".join(f"{user}: {action}: expected {want}, got {outcome}" for (user, action, want), outcome
-                                in wrong)
+    assert not wrong, "\n".join(
+        f"{user}: {action}: expected {want}, got {outcome}" for (user, action, want), outcome in wrong
+    )
     # the job ran on the installed vflflare, without code, and the telco's own rule was applied and recorded
     results = deployment.finished_results
     assert results["metrics"]["test_auc"] > 0.9
@@ -213,12 +242,13 @@ def test_the_printed_scoring_command_runs_as_is_on_the_deployment(deployment, tm
     (job.py --env prod with the analyst's kit and the job's sites)."""
     import shlex
     import subprocess
-    import sys
 
     from vflflare.results import format_table
 
     _finished_job(deployment)
-    hint = [line for line in format_table(deployment.finished_results).splitlines() if line.startswith("score new rows")]
+    hint = [
+        line for line in format_table(deployment.finished_results).splitlines() if line.startswith("score new rows")
+    ]
     assert len(hint) == 1, format_table(deployment.finished_results)
     command = shlex.split(hint[0].split(": ", 1)[1])
     assert command[command.index("--env") + 1] == "prod" and "--startup-kit" in command, command
@@ -231,7 +261,7 @@ def test_the_printed_scoring_command_runs_as_is_on_the_deployment(deployment, tm
 
 def _code_job(folder: Path, sites: list[str]) -> Path:
     """The review's attack: custom code that reads a site's data and key and returns them to the submitter."""
-    code = '''
+    code = """
 import os, subprocess
 from nvflare.apis.executor import Executor
 from nvflare.apis.impl.controller import Controller, Task
@@ -253,19 +283,37 @@ class Collect(Controller):
         self.broadcast_and_wait(task, fl_ctx, min_responses=1, abort_signal=abort_signal)
         with open("loot.txt", "w") as f:
             f.write(repr([t.result.get("loot") for t in task.client_tasks if t.result]))
-'''
+"""
     job = folder / "exfil"
     for app, config, body in [
-        ("app_server", "config_fed_server.json", {"format_version": 2, "workflows": [
-            {"id": "collect", "path": "exfil.Collect", "args": {}}], "components": []}),
-        ("app_sites", "config_fed_client.json", {"format_version": 2, "executors": [
-            {"tasks": ["steal"], "executor": {"path": "exfil.Steal", "args": {}}}], "components": []})]:
+        (
+            "app_server",
+            "config_fed_server.json",
+            {
+                "format_version": 2,
+                "workflows": [{"id": "collect", "path": "exfil.Collect", "args": {}}],
+                "components": [],
+            },
+        ),
+        (
+            "app_sites",
+            "config_fed_client.json",
+            {
+                "format_version": 2,
+                "executors": [{"tasks": ["steal"], "executor": {"path": "exfil.Steal", "args": {}}}],
+                "components": [],
+            },
+        ),
+    ]:
         (job / app / "config").mkdir(parents=True)
         (job / app / "custom").mkdir()
         (job / app / "config" / config).write_text(json.dumps(body))
         (job / app / "custom" / "exfil.py").write_text(code)
-    (job / "meta.json").write_text(json.dumps({"name": "exfil", "min_clients": len(sites),
-                                               "deploy_map": {"app_server": ["server"], "app_sites": sites}}))
+    (job / "meta.json").write_text(
+        json.dumps(
+            {"name": "exfil", "min_clients": len(sites), "deploy_map": {"app_server": ["server"], "app_sites": sites}}
+        )
+    )
     return job
 
 
@@ -311,8 +359,9 @@ def test_sites_accept_jobs_only_from_the_organisations_they_name(deployment):
 def test_a_sites_admin_aborts_a_running_job(deployment, tmp_path):
     from vflflare.recipes import VFLRecipe
 
-    VFLRecipe(algorithm="oneshot", config={"ssl_epochs": 5000}, name="long_oneshot",
-              sites=deployment.sites).export(str(tmp_path))
+    VFLRecipe(algorithm="oneshot", config={"ssl_epochs": 5000}, name="long_oneshot", sites=deployment.sites).export(
+        str(tmp_path)
+    )
     analyst, telco = deployment.session(ANALYST), deployment.session(TELCO_IT)
     job_id = submit_copy(analyst, tmp_path / "long_oneshot")
     _wait_for_status(analyst, job_id, ("RUNNING",))
@@ -330,7 +379,8 @@ def test_the_job_store_is_private_to_the_server(deployment):
     manager = next(c for c in resources["components"] if c["id"] == "job_manager")
     assert manager["args"]["uri_root"] == str(store.resolve())
     assert resources["snapshot_persistor"]["args"]["storage"]["args"]["root_dir"] == str(
-        (workspace / "snapshot-storage").resolve())
+        (workspace / "snapshot-storage").resolve()
+    )
     assert sorted(p.name for p in store.iterdir())  # the module's jobs are here
     for path in [store, workspace / "snapshot-storage", *store.rglob("*")]:
         mode = stat.S_IMODE(path.stat().st_mode)

@@ -2,6 +2,7 @@
 locally, the label party's one-round match against the intersection, label restriction, and the
 errors for stale, differing, missing and empty PSI outputs. The PSI outputs here are written by
 hand from the split's true overlap; tests/test_psi_simulator.py makes them with NVFlare's DH-PSI."""
+
 from __future__ import annotations
 
 import csv
@@ -11,10 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vflflare.algorithms.registry import get_algorithm, make_config
+from vflflare.data.loading import load_label_tables
+from vflflare.data.sources import load_source
+from vflflare.data.split import split_table, write_split
+from vflflare.jobs import PSI_JOB, job_files, write_psi_job
 from vflflare.protocol.alignment import (
+    PSI_FILE,
     AlignmentError,
     LabelMatchClient,
-    PSI_FILE,
     answer_label_match,
     canonical_order,
     read_psi_file,
@@ -25,11 +31,6 @@ from vflflare.protocol.alignment import (
 from vflflare.protocol.inprocess import InProcessTransport, run_inprocess
 from vflflare.protocol.setup import setup_parties
 from vflflare.protocol.site_runtime import SiteRuntime
-from vflflare.algorithms.registry import get_algorithm, make_config
-from vflflare.data.loading import load_label_tables
-from vflflare.data.sources import load_source
-from vflflare.data.split import split_table, write_split
-from vflflare.jobs import PSI_JOB, job_files, write_psi_job
 from vflflare.tracking import LogTracker
 
 SITES = ["site-1", "site-2"]
@@ -65,8 +66,13 @@ def setup_only(root: Path | None, cfg):
     data_root = str(root) if root else None
     runtimes = {s: SiteRuntime(s, data_root) for s in SITES}
     net = InProcessTransport(runtimes)
-    label, counts, _ = setup_parties(net, cfg, get_algorithm(cfg.algorithm), lambda: load_label_tables("server", SITES, data_root, cfg.seed),
-                                  LogTracker("test"))
+    label, counts, _ = setup_parties(
+        net,
+        cfg,
+        get_algorithm(cfg.algorithm),
+        lambda: load_label_tables("server", SITES, data_root, cfg.seed),
+        LogTracker("test"),
+    )
     return runtimes, label, counts, net
 
 
@@ -141,12 +147,16 @@ def hashed_and_psi_runs(tmp_path, **cfg):
 
 @pytest.mark.parametrize("label_owner", ["server", "site-1"])
 def test_psi_alignment_gives_the_hash_alignment_rows(tmp_path, label_owner):
-    hashed, psi = hashed_and_psi_runs(tmp_path, algorithm="oneshot", label_owner=label_owner, ssl_epochs=1,
-                                      classifier_epochs=5)
+    hashed, psi = hashed_and_psi_runs(
+        tmp_path, algorithm="oneshot", label_owner=label_owner, ssl_epochs=1, classifier_epochs=5
+    )
     assert psi["rows"] == hashed["rows"] == {"aligned_train": 120, "val": 30, "test": 114}
     # the setup phase sends no payload either way; PSI sends no IDs or digests, so far fewer bytes
     assert psi["communication"]["per_phase"]["setup"]["uploads"] == 0
-    assert psi["communication"]["per_phase"]["setup"]["wire_bytes"] < hashed["communication"]["per_phase"]["setup"]["wire_bytes"]
+    assert (
+        psi["communication"]["per_phase"]["setup"]["wire_bytes"]
+        < hashed["communication"]["per_phase"]["setup"]["wire_bytes"]
+    )
     assert psi["metrics"]["test_auc"] > 0.9
 
 
@@ -159,8 +169,9 @@ def test_every_party_uses_the_same_canonical_rows(tmp_path):
     overlap = set(read_ids(root / "overlap_ids.csv"))
     assert set(aligned_ids(runtimes["site-1"], "aligned")) | set(aligned_ids(runtimes["site-1"], "val")) == overlap
     # the label party's labels follow the same order
-    truth = dict(zip(read_ids(root / "server" / "train_labels.csv"),
-                     read_ids(root / "server" / "train_labels.csv", "label")))
+    truth = dict(
+        zip(read_ids(root / "server" / "train_labels.csv"), read_ids(root / "server" / "train_labels.csv", "label"))
+    )
     assert label.part_labels("aligned").tolist() == [int(truth[i]) for i in aligned_ids(runtimes["site-1"], "aligned")]
 
 
@@ -238,7 +249,9 @@ def test_empty_and_one_element_psi_outputs(tmp_path):
 
 def test_unknown_alignment_is_an_error(tmp_path):
     root = make_root(tmp_path)
-    with pytest.raises(ValueError, match="algorithm 'oneshot': alignment must be one of \\['hash', 'psi'\\], got 'psy'"):
+    with pytest.raises(
+        ValueError, match="algorithm 'oneshot': alignment must be one of \\['hash', 'psi'\\], got 'psy'"
+    ):
         setup_only(root, make_config(alignment="psy"))
 
 
@@ -258,8 +271,9 @@ def test_sites_learn_the_same_aligned_rows_without_a_label(tmp_path, alignment):
     order, and none of them is labeled or validation."""
     root = make_root(tmp_path)
     write_true_psi(root)
-    runtimes, label, counts, _ = setup_only(root, make_config(algorithm="fedhssl", alignment=alignment,
-                                                              labeled_fraction=0.5))
+    runtimes, label, counts, _ = setup_only(
+        root, make_config(algorithm="fedhssl", alignment=alignment, labeled_fraction=0.5)
+    )
     first, second = (aligned_ids(runtimes[s], "aligned_unlabeled") for s in SITES)
     assert first == second and counts["aligned_unlabeled"] == len(first) == 150 - 75
     labeled = set(aligned_ids(runtimes["site-1"], "aligned")) | set(aligned_ids(runtimes["site-1"], "val"))

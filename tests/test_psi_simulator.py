@@ -4,18 +4,19 @@ with alignment "psi" runs on its output (the separate-job route) and as the firs
 job (`--psi`), with the row counts of the hash alignment; an empty intersection ends the PSI job with
 an error naming the sites and their set sizes; a one-element intersection works, and a single shared
 training row then fails alignment with the usual too-few-rows error."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import pytest
-
 from test_psi import SITES, _edit_labels, make_root, read_ids, setup_only, tag_items, true_intersection
-from vflflare.protocol.alignment import PSI_FILE, read_psi_file
-from vflflare.cli import simulate
+
 from vflflare.algorithms.registry import make_config
+from vflflare.cli import simulate
 from vflflare.jobs import write_job
+from vflflare.protocol.alignment import PSI_FILE, read_psi_file
 
 pytestmark = pytest.mark.simulator
 JOBS = Path(__file__).resolve().parents[1] / "jobs"
@@ -76,8 +77,9 @@ def test_vfl_job_aligned_by_the_psi_job_output(psi_job_root, tmp_path):
 def test_psi_as_first_phase_of_a_vfl_job(tmp_path):
     """`vflflare jobs --psi` on the embedded default, labels on site-1: no files at all; the PSI
     result goes to each site's job folder and straight into the VFL phase."""
-    job = write_job(tmp_path / "jobs", "oneshot_with_psi", {"algorithm": "oneshot", "label_owner": "site-1", **FAST},
-                    psi=True)
+    job = write_job(
+        tmp_path / "jobs", "oneshot_with_psi", {"algorithm": "oneshot", "label_owner": "site-1", **FAST}, psi=True
+    )
     results = simulate(str(job), str(tmp_path / "ws"), 2, 2, None, timeout=300)
     assert "error" not in results, results.get("error")
     hashed = setup_only(None, make_config(alignment="hash", label_owner="site-1"))[2]
@@ -97,8 +99,10 @@ def test_psi_job_with_an_empty_or_one_element_intersection(tmp_path, shared):
     rename_ids(root / "site-2" / "test.csv", set())
     results = simulate(str(JOBS / "psi"), str(tmp_path / "ws"), 2, 2, str(root), timeout=300)
     if shared == 0:
-        assert results["error"] == ("the PSI intersection is empty: the sites share no IDs "
-                                    "(train + test IDs per site: site-1: 417, site-2: 416)")
+        assert results["error"] == (
+            "the PSI intersection is empty: the sites share no IDs "
+            "(train + test IDs per site: site-1: 417, site-2: 416)"
+        )
     else:
         assert "error" not in results, results.get("error")
         assert results["psi"]["intersection"] == 1
@@ -112,7 +116,9 @@ def test_one_shared_training_row_fails_alignment_clearly(tmp_path):
     job = write_job(tmp_path / "jobs", "oneshot_with_psi", {"algorithm": "oneshot", **FAST}, psi=True)
     results = simulate(str(job), str(tmp_path / "ws"), 2, 2, str(root), timeout=300)
     # PSI worked: one shared training ID (and the shared test rows) on every site
-    for site, items in psi_outputs(root).items():
-        assert [i for i in items if i.startswith("train:")] == [f"train:{next(iter(keep & set(read_ids(root / 'overlap_ids.csv'))))}"]
+    for items in psi_outputs(root).values():
+        assert [i for i in items if i.startswith("train:")] == [
+            f"train:{next(iter(keep & set(read_ids(root / 'overlap_ids.csv'))))}"
+        ]
     assert "only 0 aligned labeled rows for training (1 shared, 1 held out for validation)" in results["error"]
     assert "the task has 2 classes" in results["error"]

@@ -1,4 +1,5 @@
 """The results table shows each site's counted uploads/downloads next to what its algorithm expects."""
+
 from __future__ import annotations
 
 import copy

@@ -1,5 +1,6 @@
 """Resume from the last completed phase (issue 10, item 3): a run with `checkpoint: true` stopped by a
 site failure goes on with `resume: <run id>` and ends with the numbers of a run never stopped."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,6 +22,7 @@ class Killed(RuntimeError):
 @pytest.fixture
 def kill_site_2(monkeypatch):
     """Make site-2 fail the first time it gets `task` (`count`: after that many calls of it)."""
+
     def arm(task: str, count: int = 0) -> None:
         original = SiteRuntime._handle
         seen = {"n": 0}
@@ -43,15 +45,28 @@ def run_id_of(runs: Path) -> str:
     return run
 
 
-@pytest.mark.parametrize("settings, task, count, replayed", [
-    # one-shot, killed in local_ssl: representations replayed, the rest runs again
-    ({"algorithm": "oneshot", "ssl_epochs": 2}, "oneshot_update", 0, 1),
-    # few-shot, labels at site-2 (so label calls are exchanges too), killed in a split-NN fine-tuning step
-    ({"algorithm": "fewshot", "ssl_epochs": 2, "finetune_epochs": 3, "label_owner": "site-2"}, "split", 5, 6),
-    # VFLHLP, killed in split NN after both local pretrainings: they are replayed from the sites' states
-    ({"algorithm": "vflhlp", "label_owner": "site-1", "pretrain_epochs": 2, "active_epochs": 10, "split_epochs": 5},
-     "split", 5, 1),
-])
+@pytest.mark.parametrize(
+    "settings, task, count, replayed",
+    [
+        # one-shot, killed in local_ssl: representations replayed, the rest runs again
+        ({"algorithm": "oneshot", "ssl_epochs": 2}, "oneshot_update", 0, 1),
+        # few-shot, labels at site-2 (so label calls are exchanges too), killed in a split-NN fine-tuning step
+        ({"algorithm": "fewshot", "ssl_epochs": 2, "finetune_epochs": 3, "label_owner": "site-2"}, "split", 5, 6),
+        # VFLHLP, killed in split NN after both local pretrainings: they are replayed from the sites' states
+        (
+            {
+                "algorithm": "vflhlp",
+                "label_owner": "site-1",
+                "pretrain_epochs": 2,
+                "active_epochs": 10,
+                "split_epochs": 5,
+            },
+            "split",
+            5,
+            1,
+        ),
+    ],
+)
 def test_resumed_run_ends_like_an_uninterrupted_one(tmp_path, kill_site_2, settings, task, count, replayed):
     reference = run_inprocess(make_config(settings), SITES, None)
     runs = tmp_path / "runs"
@@ -86,8 +101,14 @@ def test_split_nn_resumes_from_its_last_save_point(tmp_path, kill_site_2, monkey
     saved its progress after epochs 3 and 6; resumed, it trains epochs 7 and 8 only. The test AUC of
     every epoch (test_curve) is that of the run never stopped: the weights, optimisers and batch order
     all went on from the save point."""
-    settings = {"algorithm": "vanilla", "split_epochs": 8, "split_patience": 8, "split_checkpoint_every": 3,
-                "label_owner": label_owner, "test_curve": True}
+    settings = {
+        "algorithm": "vanilla",
+        "split_epochs": 8,
+        "split_patience": 8,
+        "split_checkpoint_every": 3,
+        "label_owner": label_owner,
+        "test_curve": True,
+    }
     reference = run_inprocess(make_config(settings), SITES, None)
     runs = tmp_path / "runs"
     kill_site_2("split", 31)
@@ -96,8 +117,13 @@ def test_split_nn_resumes_from_its_last_save_point(tmp_path, kill_site_2, monkey
     run_id = run_id_of(runs)
     steps = []
     original = SiteRuntime._handle
-    monkeypatch.setattr(SiteRuntime, "_handle", lambda self, name, payload: (
-        steps.append(name) if self.site == "site-1" and name == "split" else None) or original(self, name, payload))
+    monkeypatch.setattr(
+        SiteRuntime,
+        "_handle",
+        lambda self, name, payload: (
+            (steps.append(name) if self.site == "site-1" and name == "split" else None) or original(self, name, payload)
+        ),
+    )
     resumed = run_inprocess(make_config({**settings, "resume": run_id}), SITES, None, runs_root=str(runs))
     assert resumed["replayed_exchanges"] == 2  # the save points of epochs 3 and 6
     assert len(steps) == 2 * 5
@@ -118,8 +144,11 @@ def test_resume_refuses_an_altered_checkpoint_or_other_settings(tmp_path, kill_s
         run_inprocess(make_config({**settings, "ssl_epochs": 3, "resume": run_id}), SITES, None, runs_root=str(runs))
     checkpoint = next((runs / "site-1" / RUNS_DIR / run_id / "site-1").glob("*.party.pt"))
     checkpoint.write_bytes(checkpoint.read_bytes() + b"x")
-    with pytest.raises(ResumeError, match=rf"site 'site-1': checkpoint {checkpoint} does not match the coordinator's "
-                                          rf"journal of run '{run_id}'"):
+    with pytest.raises(
+        ResumeError,
+        match=rf"site 'site-1': checkpoint {checkpoint} does not match the coordinator's "
+        rf"journal of run '{run_id}'",
+    ):
         run_inprocess(make_config({**settings, "resume": run_id}), SITES, None, runs_root=str(runs))
     with pytest.raises(ResumeError, match="resume 'nope': no journal at"):
         run_inprocess(make_config({**settings, "resume": "nope"}), SITES, None, runs_root=str(runs))

@@ -1,6 +1,7 @@
 """Every numeric setting has a range, declared once (Settings.bounds, checked by Settings.validate): counts
 cannot go negative or to zero where they must run, floats must be finite, and the defenses' strengths stay
 below where they overflow or stop doing anything (issue 38, "Bad input still let through")."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,10 +53,20 @@ def test_a_count_below_its_range_names_the_algorithm_and_key(algorithm):
             config(algorithm, **{name: low - 1})
 
 
-@pytest.mark.parametrize("values", [{"ssl_epochs": -1}, {"ssl_epochs": 0}, {"unlabeled_ratio": 0},
-                                    {"classifier_epochs": 0}, {"rep_dim": 0}, {"num_threads": 0}, {"seed": -1}])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"ssl_epochs": -1},
+        {"ssl_epochs": 0},
+        {"unlabeled_ratio": 0},
+        {"classifier_epochs": 0},
+        {"rep_dim": 0},
+        {"num_threads": 0},
+        {"seed": -1},
+    ],
+)
 def test_counts_that_ran_silently_are_refused(values):
-    (key, value), = values.items()
+    ((key, value),) = values.items()
     with pytest.raises(ConfigError, match=rf"algorithm 'oneshot': {key} must be >= \d+, got {value}"):
         config("oneshot", **values)
 
@@ -81,16 +92,31 @@ def test_float_lists_must_be_finite():
         config("fedhssl", finetune_lrs=[0.01, math.inf])
 
 
-@pytest.mark.parametrize("algorithm, key", [("oneshot", "representation_noise"), ("vanilla", "gradient_marvell"),
-                                            ("oneshot", "label_dp_epsilon"), ("vanilla", "gradient_clip")])
+@pytest.mark.parametrize(
+    "algorithm, key",
+    [
+        ("oneshot", "representation_noise"),
+        ("vanilla", "gradient_marvell"),
+        ("oneshot", "label_dp_epsilon"),
+        ("vanilla", "gradient_clip"),
+    ],
+)
 def test_infinite_defenses_are_refused_by_name(algorithm, key):
     with pytest.raises(ConfigError, match=rf"algorithm '{algorithm}': {key} must be a finite number, got inf"):
         config(algorithm, **{key: math.inf})
 
 
-@pytest.mark.parametrize("key, high", [("gradient_marvell", 100), ("representation_noise", 100),
-                                       ("label_dp_epsilon", 100), ("gradient_dp_epsilon", 100),
-                                       ("gradient_clip", 1e6), ("gradient_noise", 1000)])
+@pytest.mark.parametrize(
+    "key, high",
+    [
+        ("gradient_marvell", 100),
+        ("representation_noise", 100),
+        ("label_dp_epsilon", 100),
+        ("gradient_dp_epsilon", 100),
+        ("gradient_clip", 1e6),
+        ("gradient_noise", 1000),
+    ],
+)
 def test_defense_strengths_have_an_upper_bound(key, high):
     extra = {"gradient_clip": 1.0} if key in ("gradient_noise", "gradient_dp_epsilon") else {}
     assert getattr(config("vanilla", **extra, **{key: high}), key) == high  # the bound itself is allowed

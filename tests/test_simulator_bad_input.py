@@ -1,10 +1,11 @@
 """Bad input on a site or at the label party ends the simulator run quickly with an error that names
 the site, the file and the row or column -- no hang."""
+
 import time
 
 import pytest
-
 from simulator_helpers import run_job
+
 from vflflare.cli import main as vflflare_main
 
 pytestmark = pytest.mark.simulator
@@ -13,8 +14,24 @@ pytestmark = pytest.mark.simulator
 @pytest.fixture
 def data_root(tmp_path):
     root = tmp_path / "data"
-    assert vflflare_main(["split", "--dataset", "breast_cancer", "--sites", "2", "--overlap", "120",
-                          "--seed", "0", "--out", str(root)]) == 0
+    assert (
+        vflflare_main(
+            [
+                "split",
+                "--dataset",
+                "breast_cancer",
+                "--sites",
+                "2",
+                "--overlap",
+                "120",
+                "--seed",
+                "0",
+                "--out",
+                str(root),
+            ]
+        )
+        == 0
+    )
     return root
 
 

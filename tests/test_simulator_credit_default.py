@@ -1,8 +1,9 @@
 """The jobs on a real table prepared by `vflflare split`: UCI credit default, 2 parties (10 vs 13
 attributes), 1000 aligned rows. Floors sit below the reference reproduction (~0.74 AUC)."""
-import pytest
 
+import pytest
 from simulator_helpers import SHARED_DATA, per_site, run_job
+
 from vflflare.cli import main as vflflare_main
 
 pytestmark = [pytest.mark.simulator, pytest.mark.needs_data("credit_default")]
@@ -11,8 +12,26 @@ pytestmark = [pytest.mark.simulator, pytest.mark.needs_data("credit_default")]
 @pytest.fixture(scope="module")
 def credit_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("credit") / "data"
-    assert vflflare_main(["split", "--dataset", "credit_default", "--data-dir", str(SHARED_DATA), "--sites", "2",
-                          "--overlap", "1000", "--seed", "0", "--out", str(root)]) == 0
+    assert (
+        vflflare_main(
+            [
+                "split",
+                "--dataset",
+                "credit_default",
+                "--data-dir",
+                str(SHARED_DATA),
+                "--sites",
+                "2",
+                "--overlap",
+                "1000",
+                "--seed",
+                "0",
+                "--out",
+                str(root),
+            ]
+        )
+        == 0
+    )
     return root
 
 

@@ -1,14 +1,15 @@
 """Every job, run by the NVFlare simulator on the embedded default (breast cancer over 2 sites):
 metric floors and exact communication counts (paper Table 1: one-shot 3, few-shot 5 per site)."""
+
 import math
 from pathlib import Path
 
 import pytest
+from simulator_helpers import FLOAT32, REP_DIM, assert_ok, per_site, run_job
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from simulator_helpers import FLOAT32, REP_DIM, assert_ok, per_site, run_job
-from vflflare.protocol.inprocess import run_inprocess
 from vflflare.algorithms.registry import make_config
+from vflflare.protocol.inprocess import run_inprocess
 
 pytestmark = pytest.mark.simulator
 
@@ -65,8 +66,11 @@ def test_fewshot_finetune_with_site_label_owner(tmp_path):
     # at the 5th at the earliest: it runs all 5
     assert results["training"]["split_epochs"] == 5
     # determinism with a label site and split-NN fine-tuning: the in-process run gives the same numbers
-    reference = run_inprocess(make_config(algorithm="fewshot", label_owner="site-2", finetune_epochs=5,
-                                          split_patience=5), ["site-1", "site-2"], None)
+    reference = run_inprocess(
+        make_config(algorithm="fewshot", label_owner="site-2", finetune_epochs=5, split_patience=5),
+        ["site-1", "site-2"],
+        None,
+    )
     assert reference["metrics"] == pytest.approx(results["metrics"], abs=1e-6)
     assert reference["communication"]["per_site"] == results["communication"]["per_site"]
 

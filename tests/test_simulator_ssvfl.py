@@ -1,13 +1,14 @@
 """SS-VFL-I and SS-VFL-C run by the NVFlare simulator on the embedded default (breast cancer): metric
 floors and exact communication counts (SS-VFL-I: one upload per site, nothing down; SS-VFL-C:
 supervised VFL's per-batch counts after a pretraining phase without communication)."""
+
 import math
 
 import pytest
-
 from simulator_helpers import FLOAT32, REP_DIM, assert_ok, per_site, run_job
-from vflflare.protocol.inprocess import run_inprocess
+
 from vflflare.algorithms.registry import make_config
+from vflflare.protocol.inprocess import run_inprocess
 
 pytestmark = pytest.mark.simulator
 
@@ -62,10 +63,14 @@ def test_ssvfl_c_four_sites_scarce_labels_with_test_curve(tmp_path):
     epochs = results["training"]["split_epochs"]
     batches = math.ceil(results["rows"]["aligned_train"] / 32)
     phases = results["communication"]["per_phase_site"]
-    assert {s: (phases["split_training"][s]["uploads"], phases["split_training"][s]["downloads"]) for s in sites} == \
-        dict.fromkeys(sites, (epochs * batches + epochs, epochs * batches))
+    assert {
+        s: (phases["split_training"][s]["uploads"], phases["split_training"][s]["downloads"]) for s in sites
+    } == dict.fromkeys(sites, (epochs * batches + epochs, epochs * batches))
     # one test upload per epoch and site, outside the training traffic
     assert {s: phases["test_curve"][s]["uploads"] for s in sites} == dict.fromkeys(sites, epochs)
     curve = results["training"]["test_curve"]
-    assert len(curve) == epochs and curve[-1]["training_payload_bytes"] == \
-        results["communication"]["per_phase"]["split_training"]["payload_bytes"]
+    assert (
+        len(curve) == epochs
+        and curve[-1]["training_payload_bytes"]
+        == results["communication"]["per_phase"]["split_training"]["payload_bytes"]
+    )

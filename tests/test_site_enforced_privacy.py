@@ -1,6 +1,7 @@
 """Issue 37: a party requires its defenses whatever the job asks, through the `enforce` object of its own
 local/vflflare.json (privacy/enforcement.py): a noise floor, an epsilon ceiling, the stricter of the job's and
 its own used; the results record what was enforced and by whom; a party enforces only what it applies itself."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from flare_fakes import FakeContext
+
 from vflflare import cli
 from vflflare.algorithms.registry import make_config
 from vflflare.flare.site_config import enforcement_from_file, local_enforcement
@@ -55,8 +56,9 @@ def test_a_site_enforces_representation_noise_the_job_does_not_ask_for(tmp_path,
 
     # (1) recorded, with who enforced it; the job's own settings are unchanged
     assert "privacy" not in plain  # at defaults nothing is recorded
-    assert enforced["privacy"]["enforced"] == {"site-telco": {"representation_noise": {
-        "job": 0.0, "enforced": 0.5, "by": "site-telco local/vflflare.json"}}}
+    assert enforced["privacy"]["enforced"] == {
+        "site-telco": {"representation_noise": {"job": 0.0, "enforced": 0.5, "by": "site-telco local/vflflare.json"}}
+    }
     assert enforced["defenses"] == {} and enforced["config"]["representation_noise"] == 0.0
     assert "site-telco" in enforced["privacy"]["private_randomness"]
     assert "site-bank" not in enforced["privacy"]["private_randomness"]  # it drew no defense noise
@@ -64,7 +66,7 @@ def test_a_site_enforces_representation_noise_the_job_does_not_ask_for(tmp_path,
     np.testing.assert_array_equal(enforced_sent["site-bank"], plain_sent["site-bank"])
     noise = enforced_sent["site-telco"] - plain_sent["site-telco"]
     rms = float(np.sqrt(np.mean(plain_sent["site-telco"] ** 2)))
-    assert float(np.sqrt(np.mean(noise ** 2))) == pytest.approx(0.5 * rms, rel=0.1)
+    assert float(np.sqrt(np.mean(noise**2))) == pytest.approx(0.5 * rms, rel=0.1)
     assert enforced["metrics"] != plain["metrics"]
 
     # a job that already asks for more noise than the floor: nothing enforced, nothing recorded
@@ -83,8 +85,9 @@ def test_a_sites_noise_floor_covers_its_scoring_uploads(tmp_path):
     enforce = {"site-2": Enforcement("site-2", {"representation_noise": 2.0}, str(tmp_path / "vflflare.json"))}
     noised = run_inprocess(scoring, sites, str(data), runs_root=str(runs), enforce=enforce)
     assert "privacy" not in clean
-    assert noised["privacy"]["enforced"] == {"site-2": {"representation_noise": {
-        "job": 0.0, "enforced": 2.0, "by": "site-2 local/vflflare.json"}}}
+    assert noised["privacy"]["enforced"] == {
+        "site-2": {"representation_noise": {"job": 0.0, "enforced": 2.0, "by": "site-2 local/vflflare.json"}}
+    }
     got, expected = (read_predictions(Path(r["training"]["predictions"])) for r in (noised, clean))
     assert got.keys() == expected.keys() and sum(got[row] != expected[row] for row in got) > 0.9 * len(got)
 
@@ -128,9 +131,12 @@ def test_the_label_party_enforces_an_epsilon_ceiling_and_the_accounting_uses_it(
     job = {**FAST, "gradient_clip": 1.0, "gradient_normalize": True}
     results = run_inprocess(make_config(job), SITES, None, enforce=enforce)
     by = "server local/vflflare.json"
-    assert results["privacy"]["enforced"] == {"server": {
-        "label_dp_epsilon": {"job": 0.0, "enforced": 2.0, "by": by},
-        "gradient_dp_epsilon": {"job": 0.0, "enforced": 4.0, "by": by}}}
+    assert results["privacy"]["enforced"] == {
+        "server": {
+            "label_dp_epsilon": {"job": 0.0, "enforced": 2.0, "by": by},
+            "gradient_dp_epsilon": {"job": 0.0, "enforced": 4.0, "by": by},
+        }
+    }
     streams = results["privacy"]["dp"]["streams"]
     assert streams["labels"]["epsilon"] == pytest.approx(2.0)
     assert streams["gradients"]["epsilon"] <= 4.0 and streams["gradients"]["noise_multiplier"] > 0
@@ -141,8 +147,12 @@ def test_the_label_party_enforces_an_epsilon_ceiling_and_the_accounting_uses_it(
     assert apply_enforcement(stricter, enforce["server"], hosts_label=True, hosts_site=False) == (stricter, {})
     # a gradient noise floor needs the job's clipping
     with pytest.raises(ValueError, match=r"'enforce.gradient_dp_epsilon' needs the job's gradient_clip > 0"):
-        apply_enforcement(make_config(FAST), Enforcement("server", {"gradient_dp_epsilon": 4.0}, str(path)),
-                          hosts_label=True, hosts_site=False)
+        apply_enforcement(
+            make_config(FAST),
+            Enforcement("server", {"gradient_dp_epsilon": 4.0}, str(path)),
+            hosts_label=True,
+            hosts_site=False,
+        )
 
 
 def test_enforce_comes_from_the_partys_workspace(tmp_path):

@@ -1,6 +1,7 @@
 """Issue 28 item 4: the same data and seed give the same numbers whatever the sites are called. A site's
 seeds come from its position in the job's site list (the k-th site seeds as "site-k"), never from its name;
 before, renaming site-1/site-2 moved one-shot's test AUC on the embedded default from 0.9976 to 0.9952."""
+
 from __future__ import annotations
 
 import pytest

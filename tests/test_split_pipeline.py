@@ -1,4 +1,5 @@
 """batches_per_step: split NN with several batches per round trip (issue 29 item 3)."""
+
 from __future__ import annotations
 
 import math
@@ -6,8 +7,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from test_parties import build
+
 from vflflare.algorithms.registry import make_config
 from vflflare.protocol.inprocess import run_inprocess
 
@@ -24,8 +25,9 @@ def test_fewer_round_trips_with_the_counts_the_protocol_implies(label_owner):
     assert three["step_latency"]["steps"] == 6 * math.ceil(batches / 3)
     # what split_nn_communications says, message for message: a label site gets one relay per round trip
     for result in (one, three):
-        assert {s: {k: row[k] for k in ("uploads", "downloads")} for s, row in
-                result["communication"]["per_site"].items()} == result["expected_communication"]
+        assert {
+            s: {k: row[k] for k in ("uploads", "downloads")} for s, row in result["communication"]["per_site"].items()
+        } == result["expected_communication"]
         assert result["metrics"]["test_auc"] >= 0.95, result["metrics"]
 
 

@@ -259,7 +259,9 @@ def test_cross_party_loss_rejects_no_partner_and_mismatched_widths():
         cross_party_loss(negative_cosine, p, [torch.randn(3, 8)])
 
 
-@pytest.mark.parametrize("pair, symmetric, scale", [(negative_cosine, SimSiamLoss(), 1.0), (_byol_pair, BYOLLoss(), 0.5)])
+@pytest.mark.parametrize(
+    "pair, symmetric, scale", [(negative_cosine, SimSiamLoss(), 1.0), (_byol_pair, BYOLLoss(), 0.5)]
+)
 def test_guided_local_loss_without_guidance_is_the_methods_symmetric_loss(pair, symmetric, scale):
     g = torch.Generator().manual_seed(1)
     p1, p2, t1, t2, c1, c2 = (torch.randn(5, 3, generator=g) for _ in range(6))

@@ -1,5 +1,6 @@
 """SS-VFL (Castiglia et al.): local contrastive pretraining at a site, and the SS-VFL-I / SS-VFL-C flows
 in-process (same phases and accounting as in NVFlare)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -7,13 +8,13 @@ import math
 
 import pytest
 import torch
-
 from test_parties import build as build_parties
+
+from vflflare.algorithms.registry import make_config
 from vflflare.algorithms.ssvfl import PretrainingSite
 from vflflare.data.views import TabularView
 from vflflare.protocol.alignment import AlignmentError, holdout
 from vflflare.protocol.inprocess import run_inprocess
-from vflflare.algorithms.registry import make_config
 
 torch.set_num_threads(1)
 SITES = ["site-1", "site-2"]
@@ -136,8 +137,9 @@ def test_ssvfl_c_split_nn_counts_from_pretrained_bottoms():
     assert 5 < results["training"]["split_epochs"] <= 10
     _assert_split_counts(results, 2)
     # the split-NN rounds start from the pretrained f_k: without pretraining the numbers differ
-    cold = run_inprocess(make_config(algorithm="ssvfl_c", split_epochs=10, split_patience=5, pretrain_epochs=0),
-                         SITES, None)
+    cold = run_inprocess(
+        make_config(algorithm="ssvfl_c", split_epochs=10, split_patience=5, pretrain_epochs=0), SITES, None
+    )
     assert cold["metrics"] != results["metrics"]
 
 
@@ -153,7 +155,10 @@ def test_labeled_fraction_shrinks_the_labeled_rows_not_the_pretraining_rows(labe
     full = run_inprocess(make_config(algorithm="ssvfl_i", label_owner=label_owner), SITES, None)
     part = run_inprocess(make_config(algorithm="ssvfl_i", label_owner=label_owner, labeled_fraction=0.25), SITES, None)
     labeled = math.ceil(0.25 * (full["rows"]["aligned_train"] + full["rows"]["val"]))
-    assert part["rows"]["val"] == math.ceil(0.2 * labeled) and part["rows"]["aligned_train"] == labeled - part["rows"]["val"]
+    assert (
+        part["rows"]["val"] == math.ceil(0.2 * labeled)
+        and part["rows"]["aligned_train"] == labeled - part["rows"]["val"]
+    )
     assert part["rows"]["test"] == full["rows"]["test"]
     # every local row but the validation rows is pretrained on, labeled or not
     fewer_val = full["rows"]["val"] - part["rows"]["val"]
@@ -165,7 +170,8 @@ def test_labeled_fraction_shrinks_the_labeled_rows_not_the_pretraining_rows(labe
 def test_labeled_fraction_with_psi_alignment(tmp_path, label_owner):
     from test_psi import hashed_and_psi_runs
 
-    hashed, psi = hashed_and_psi_runs(tmp_path, algorithm="ssvfl_i", label_owner=label_owner, labeled_fraction=0.25,
-                                      pretrain_epochs=2)
+    hashed, psi = hashed_and_psi_runs(
+        tmp_path, algorithm="ssvfl_i", label_owner=label_owner, labeled_fraction=0.25, pretrain_epochs=2
+    )
     # the sites and the label party cut the same rows (setup fails on a count mismatch)
     assert psi["rows"] == hashed["rows"] == {"aligned_train": 30, "val": 8, "test": 114}

@@ -3,6 +3,7 @@ progress. The coordinator ends the job naming the site once it has been quiet fo
 `stall_timeout` (or 5 x its longest gap between progress reports), while a task that keeps reporting
 progress runs on past `stall_timeout`. Run for real in the NVFlare simulator, with a plug-in in this
 file whose site step reports an epoch every `tick_s` and then, at `hang_site`, stops reporting."""
+
 from __future__ import annotations
 
 import json
@@ -68,13 +69,18 @@ def test_a_hung_site_is_named_and_a_progressing_one_is_not(tmp_path):
     # both sites report an epoch every 0.5 s for 4 s, past stall_timeout 3 s; then site-2 goes quiet and is
     # stopped after 3 s, long before its 20 s hang ends. stall_timeout stays above the setup task's silent
     # data loading and imports (1.2 s on a loaded 2-core CI machine), which 1 s was not.
-    recipe = VFLRecipe(algorithm="stall_probe", min_clients=2, plugin_files=[__file__],
-                       config={"plugins": [PLUGIN_MODULE], "stall_timeout": 3.0, "hang_site": "site-2"})
+    recipe = VFLRecipe(
+        algorithm="stall_probe",
+        min_clients=2,
+        plugin_files=[__file__],
+        config={"plugins": [PLUGIN_MODULE], "stall_timeout": 3.0, "hang_site": "site-2"},
+    )
     with pytest.raises(RuntimeError, match="Simulation failed"):
         recipe.execute(SimEnv(num_clients=2, workspace_root=str(tmp_path)))
     results = json.loads(next(tmp_path.rglob("vflflare_results.json")).read_text())
     assert results["status"] == "failed" and results["site"] == "site-2" and results["phase"] == "local_work"
-    assert ("site 'site-2' stopped during phase 'local_work' (task 'work'): it has made no progress in task 'work' "
-            "for ") in results["error"]
+    assert (
+        "site 'site-2' stopped during phase 'local_work' (task 'work'): it has made no progress in task 'work' for "
+    ) in results["error"]
     (work,) = [phase for phase in results["phases"] if phase["name"] == "local_work"]
     assert 4 + 3 <= work["wall_s"] < 4 + 20, work

@@ -2,6 +2,7 @@
 column by column (Preprocessor.transform(release=True)); issue 10 item 10. Small chunks here put chunk
 boundaries inside small tables: the values, the IDs and every bad-cell message must be those of the
 plain all-text read."""
+
 from __future__ import annotations
 
 import io
@@ -24,8 +25,12 @@ def csv_text(rows: int, bad: dict[tuple[int, str], str] | None = None) -> str:
     rng = np.random.default_rng(0)
     lines = ["id,a,city,b"]
     for row in range(rows):
-        cells = {"id": f"r{row}", "a": repr(float(rng.normal())), "city": ["x", "y", "z"][row % 3],
-                 "b": repr(float(rng.normal() * 1e3))}
+        cells = {
+            "id": f"r{row}",
+            "a": repr(float(rng.normal())),
+            "city": ["x", "y", "z"][row % 3],
+            "b": repr(float(rng.normal() * 1e3)),
+        }
         cells.update({column: value for (at, column), value in (bad or {}).items() if at == row})
         lines.append(",".join(cells[name] for name in ("id", "a", "city", "b")))
     return "\n".join(lines) + "\n"
@@ -50,12 +55,15 @@ def test_chunked_columns_equal_the_text_read(small_chunks):
     assert list(chunked.column("city")) == list(plain.column("city"))
 
 
-@pytest.mark.parametrize("value, problem", [
-    ("", "empty value in a numeric column; schema.json 'missing' can fill"),
-    ("abc", "non-numeric value 'abc'"),
-    ("nan", "missing value 'nan'; schema.json 'missing' can fill"),
-    ("-inf", "infinite value '-inf'"),
-])
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        ("", "empty value in a numeric column; schema.json 'missing' can fill"),
+        ("abc", "non-numeric value 'abc'"),
+        ("nan", "missing value 'nan'; schema.json 'missing' can fill"),
+        ("-inf", "infinite value '-inf'"),
+    ],
+)
 @pytest.mark.parametrize("row", [0, 3, 4, 9])  # first row, last of a chunk, first of the next, the last chunk
 def test_bad_cell_in_any_chunk_names_its_line_id_and_column(small_chunks, value, problem, row):
     text = csv_text(10, {(row, "b"): value, (row + 1, "b"): "also bad"})  # the first bad cell is reported

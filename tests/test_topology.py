@@ -1,6 +1,7 @@
 """The sites of the data, the job and the simulator must agree (issue 10, item 6): a split written for
 three sites and run with two used to drop the third silently; now it is an error naming the missing or
 extra sites. `vflflare simulate --sites` runs sites with their own names."""
+
 from __future__ import annotations
 
 import json
@@ -8,14 +9,14 @@ import re
 import time
 
 import pytest
-
 from simulator_helpers import run_job
+
 from vflflare.algorithms.registry import make_config
 from vflflare.cli import main as vflflare_main
 from vflflare.cli import simulate
+from vflflare.config import ConfigError
 from vflflare.data.errors import DataError
 from vflflare.jobs import write_job
-from vflflare.config import ConfigError
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.topology import TopologyError, check_joined
 from vflflare.recipes import VFLRecipe
@@ -24,21 +25,43 @@ BANKS = ["bank-a", "bank-b", "bank-c"]
 
 
 def split(root, sites: str) -> None:
-    assert vflflare_main(["split", "--dataset", "breast_cancer", "--sites", sites, "--overlap", "150",
-                          "--seed", "0", "--out", str(root)]) == 0
+    assert (
+        vflflare_main(
+            [
+                "split",
+                "--dataset",
+                "breast_cancer",
+                "--sites",
+                sites,
+                "--overlap",
+                "150",
+                "--seed",
+                "0",
+                "--out",
+                str(root),
+            ]
+        )
+        == 0
+    )
 
 
 def test_fewer_sites_than_the_split_is_an_error(tmp_path):
     split(tmp_path / "data", "3")
-    with pytest.raises(DataError, match=r"split for sites \['site-1', 'site-2', 'site-3'\] but the job runs with "
-                                        r"\['site-1', 'site-2'\]; sites of the split missing from the job: \['site-3'\]"):
+    with pytest.raises(
+        DataError,
+        match=r"split for sites \['site-1', 'site-2', 'site-3'\] but the job runs with "
+        r"\['site-1', 'site-2'\]; sites of the split missing from the job: \['site-3'\]",
+    ):
         run_inprocess(make_config(algorithm="oneshot"), ["site-1", "site-2"], str(tmp_path / "data"))
 
 
 def test_a_site_the_split_does_not_know_is_an_error(tmp_path):
     split(tmp_path / "data", ",".join(BANKS))
-    with pytest.raises(DataError, match=r"sites of the split missing from the job: \['bank-c'\]; "
-                                        r"sites of the job not in the split: \['bank-d'\]"):
+    with pytest.raises(
+        DataError,
+        match=r"sites of the split missing from the job: \['bank-c'\]; "
+        r"sites of the job not in the split: \['bank-d'\]",
+    ):
         run_inprocess(make_config(algorithm="oneshot"), ["bank-a", "bank-b", "bank-d"], str(tmp_path / "data"))
 
 
@@ -64,14 +87,19 @@ def test_simulate_with_named_sites(tmp_path):
 def test_a_site_folder_the_job_leaves_out_is_an_error_without_a_manifest(tmp_path, capsys):
     split(tmp_path / "data", "3")
     (tmp_path / "data" / "manifest.json").unlink()  # a user's own data has none
-    with pytest.raises(DataError, match=r"site folders \['site-3'\] are not used by the job, which runs with "
-                                        r"\['site-1', 'site-2'\]: their columns would be left out"):
+    with pytest.raises(
+        DataError,
+        match=r"site folders \['site-3'\] are not used by the job, which runs with "
+        r"\['site-1', 'site-2'\]: their columns would be left out",
+    ):
         run_inprocess(make_config(algorithm="oneshot"), ["site-1", "site-2"], str(tmp_path / "data"))
     out = tmp_path / "results.json"
     assert vflflare_main(["inprocess", "--sites", "2", "--data-root", str(tmp_path / "data"), "--json", str(out)]) == 1
     assert "site folders ['site-3'] are not used" in capsys.readouterr().err
     failed = json.loads(out.read_text())  # --json records the failure too
-    assert failed["algorithm"] == "oneshot" and failed["error"].startswith("DataError: ") and "'site-3'" in failed["error"]
+    assert (
+        failed["algorithm"] == "oneshot" and failed["error"].startswith("DataError: ") and "'site-3'" in failed["error"]
+    )
 
 
 def test_the_job_s_named_sites_must_be_the_ones_that_run():
@@ -88,9 +116,11 @@ def test_duplicate_site_names_are_called_duplicates(tmp_path, capsys):
     import job as job_py
 
     duplicate = r"duplicate site names in .*\['site-1'\] given more than once"
-    for command in (["simulate", "jobs/oneshot_vfl", "-w", str(tmp_path / "ws"), "--sites", "site-1,site-1"],
-                    ["inprocess", "--sites-names", "site-1,site-1"],
-                    ["jobs", "--out", str(tmp_path), "--name", "dup", "--sites", "site-1,site-1"]):
+    for command in (
+        ["simulate", "jobs/oneshot_vfl", "-w", str(tmp_path / "ws"), "--sites", "site-1,site-1"],
+        ["inprocess", "--sites-names", "site-1,site-1"],
+        ["jobs", "--out", str(tmp_path), "--name", "dup", "--sites", "site-1,site-1"],
+    ):
         assert vflflare_main(command) == 1
         err = capsys.readouterr().err
         assert re.search(duplicate, err) and "--debug" not in err, (command, err)  # bad input, not a bug
@@ -114,8 +144,9 @@ def test_named_sites_go_into_the_job_config_and_meta_asks_nvflare_for_two(tmp_pa
 
 @pytest.mark.simulator
 def test_simulator_job_naming_a_site_that_does_not_run_fails_at_once_naming_it(tmp_path):
-    job = write_job(tmp_path / "jobs", "three", {"algorithm": "oneshot", "ssl_epochs": 1},
-                    sites=["site-1", "site-2", "site-3"])
+    job = write_job(
+        tmp_path / "jobs", "three", {"algorithm": "oneshot", "ssl_epochs": 1}, sites=["site-1", "site-2", "site-3"]
+    )
     t0 = time.monotonic()
     results = simulate(str(job), str(tmp_path / "ws"), 2, 2, timeout=300)
     print(f"simulator with 2 of the job's 3 sites ended after {time.monotonic() - t0:.1f} s")

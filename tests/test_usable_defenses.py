@@ -1,6 +1,7 @@
 """Issue 36, item 5: a defense a user can set without an undefended run first. With gradient_normalize every
 gradient row is scaled to exactly gradient_clip, so C is a scale (the sites train with Adam) and
 gradient_clip: 1 works on any table."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,11 +28,23 @@ def test_normalized_rows_all_have_the_clipping_norm_and_keep_their_direction():
 def test_gradient_normalize_at_c_1_trains_on_a_table_whose_gradients_are_far_smaller(monkeypatch):
     sent = []
     original = label_party.defend_gradients
-    monkeypatch.setattr(label_party, "defend_gradients",
-                        lambda g, *a, **k: sent.append((g, original(g, *a, **k))) or sent[-1][1])
+    monkeypatch.setattr(
+        label_party, "defend_gradients", lambda g, *a, **k: sent.append((g, original(g, *a, **k))) or sent[-1][1]
+    )
     plain = run_inprocess(make_config({"algorithm": "vanilla", "split_epochs": 5, "split_patience": 5}), SITES, None)
-    result = run_inprocess(make_config({"algorithm": "vanilla", "split_epochs": 5, "split_patience": 5,
-                                        "gradient_clip": 1.0, "gradient_normalize": True}), SITES, None)
+    result = run_inprocess(
+        make_config(
+            {
+                "algorithm": "vanilla",
+                "split_epochs": 5,
+                "split_patience": 5,
+                "gradient_clip": 1.0,
+                "gradient_normalize": True,
+            }
+        ),
+        SITES,
+        None,
+    )
     raw, received = sent[0]
     assert raw.norm(dim=1).max() < 0.1  # a mean loss over a batch: every row far inside C = 1
     assert torch.allclose(received.norm(dim=1), torch.ones(len(received)))

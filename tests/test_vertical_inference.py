@@ -1,6 +1,7 @@
 """Issue 14 items 1-2: a training job leaves each site's f_k and preprocessing and the label party's head
 with manifests; the vertical_inference job scores new rows with them and writes predictions.csv at the
 label owner. Scoring a split's test rows gives exactly the training job's test predictions."""
+
 from __future__ import annotations
 
 import csv
@@ -9,8 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from simulator_helpers import run_job
+
 from vflflare import cli
 from vflflare.algorithms.registry import make_config
 from vflflare.data.errors import DataError
@@ -44,8 +45,9 @@ def _rewrite(path: Path, edit) -> None:
 def _train_and_score(tmp_path: Path, algorithm: str, data: Path, **settings) -> tuple[dict, dict]:
     runs = tmp_path / "runs"
     trained = run_inprocess(make_config(algorithm=algorithm, **settings), SITES, str(data), runs_root=str(runs))
-    scored = run_inprocess(make_config(algorithm="vertical_inference", model_job=trained["job_id"]), SITES,
-                           str(data), runs_root=str(runs))
+    scored = run_inprocess(
+        make_config(algorithm="vertical_inference", model_job=trained["job_id"]), SITES, str(data), runs_root=str(runs)
+    )
     return trained, scored
 
 
@@ -69,7 +71,9 @@ def test_training_saves_models_with_manifests_and_no_raw_rows(oneshot_scored):
         assert sorted(manifest["files"]) == ["encoder.pt", "preprocessing.json"] and manifest["created_at"]
         # the preprocessing keeps column statistics, not rows: no ID of the site's table is in it
         text = (folder / "preprocessing.json").read_text()
-        assert not any(row.split(",")[0] in text for row in (tmp / "data" / site / "train.csv").read_text().splitlines()[1:])
+        assert not any(
+            row.split(",")[0] in text for row in (tmp / "data" / site / "train.csv").read_text().splitlines()[1:]
+        )
     label = json.loads((models_dir(runs / "server", job) / LABEL_DIR / "manifest.json").read_text())
     assert label["sites"] == SITES and label["config_hash"] == expected_hash and label["label_owner"] == "server"
     assert label["metrics"]["test_auc"] == pytest.approx(trained["metrics"]["test_auc"], abs=1e-12)
@@ -78,13 +82,18 @@ def test_training_saves_models_with_manifests_and_no_raw_rows(oneshot_scored):
 
 def test_scoring_the_test_rows_gives_the_training_jobs_test_predictions(oneshot_scored):
     tmp, trained, scored = oneshot_scored
-    expected = read_predictions(models_dir(tmp / "runs" / "server", trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
+    expected = read_predictions(
+        models_dir(tmp / "runs" / "server", trained["job_id"]) / LABEL_DIR / "test_predictions.csv"
+    )
     got = read_predictions(Path(scored["training"]["predictions"]))
     assert len(got) == len(expected) == trained["rows"]["test"] and got == expected
     assert scored["metrics"]["scored_rows"] == len(expected)
     assert all(report["unmatched"] == 0 for report in scored["training"]["per_site"].values())
     # each site uploads its representations once; ID digests and positions are control messages
-    counts = {s: {"uploads": c["uploads"], "downloads": c["downloads"]} for s, c in scored["communication"]["per_site"].items()}
+    counts = {
+        s: {"uploads": c["uploads"], "downloads": c["downloads"]}
+        for s, c in scored["communication"]["per_site"].items()
+    }
     assert counts == scored["expected_communication"] == {s: {"uploads": 1, "downloads": 0} for s in SITES}
 
 
@@ -92,14 +101,25 @@ def test_representation_noise_covers_the_scoring_uploads(oneshot_scored):
     """A defense set on the scoring job noises what each site uploads there too, instead of being accepted
     and ignored: every row is still scored, with other probabilities, and the same uploads."""
     tmp, trained, clean = oneshot_scored
-    expected = read_predictions(models_dir(tmp / "runs" / "server", trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
-    scored = run_inprocess(make_config(algorithm="vertical_inference", model_job=trained["job_id"],
-                                       representation_noise=2.0), SITES, str(tmp / "data"), runs_root=str(tmp / "runs"))
+    expected = read_predictions(
+        models_dir(tmp / "runs" / "server", trained["job_id"]) / LABEL_DIR / "test_predictions.csv"
+    )
+    scored = run_inprocess(
+        make_config(algorithm="vertical_inference", model_job=trained["job_id"], representation_noise=2.0),
+        SITES,
+        str(tmp / "data"),
+        runs_root=str(tmp / "runs"),
+    )
     got = read_predictions(Path(scored["training"]["predictions"]))
     assert got.keys() == expected.keys()
     assert sum(got[row] != expected[row] for row in got) > 0.9 * len(got)
-    messages = lambda result: {s: (c["uploads"], c["downloads"], c["payload_bytes"])  # noqa: E731
-                               for s, c in result["communication"]["per_site"].items()}
+
+    def messages(result: dict) -> dict:
+        return {
+            s: (c["uploads"], c["downloads"], c["payload_bytes"])
+            for s, c in result["communication"]["per_site"].items()
+        }
+
     assert messages(scored) == messages(clean)
 
 
@@ -107,15 +127,19 @@ def test_a_label_owning_site_scores_split_nn_and_unmatched_rows_are_counted(tmp_
     data = _split(tmp_path / "data", label_owner="site-1")
     _rewrite(data / "site-2" / "score.csv", lambda rows: rows[:-5])  # 5 rows site-2 does not have
     trained, scored = _train_and_score(tmp_path, "vanilla", data, label_owner="site-1", split_epochs=5)
-    expected = read_predictions(models_dir(tmp_path / "runs" / "site-1", trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
+    expected = read_predictions(
+        models_dir(tmp_path / "runs" / "site-1", trained["job_id"]) / LABEL_DIR / "test_predictions.csv"
+    )
     got = read_predictions(Path(scored["training"]["predictions"]))
     assert str(tmp_path / "runs" / "site-1") in scored["training"]["predictions"]  # written at the label owner
     assert len(got) == len(expected) - 5 and all(got[i] == expected[i] for i in got)
     assert scored["training"]["per_site"]["site-1"]["unmatched"] == 5
     assert scored["training"]["per_site"]["site-2"]["unmatched"] == 0
     assert scored["expected_communication"]["site-1"] == {"uploads": 1, "downloads": 1}
-    assert {s: {"uploads": c["uploads"], "downloads": c["downloads"]}
-            for s, c in scored["communication"]["per_site"].items()} == scored["expected_communication"]
+    assert {
+        s: {"uploads": c["uploads"], "downloads": c["downloads"]}
+        for s, c in scored["communication"]["per_site"].items()
+    } == scored["expected_communication"]
 
 
 def _score_error(tmp_path: Path, oneshot_scored, edit_site2) -> str:
@@ -125,8 +149,12 @@ def _score_error(tmp_path: Path, oneshot_scored, edit_site2) -> str:
     shutil.copytree(tmp / "data", data)
     edit_site2(data / "site-2" / "score.csv")
     with pytest.raises((DataError, ModelStoreError)) as caught:
-        run_inprocess(make_config(algorithm="vertical_inference", model_job=trained["job_id"]), SITES, str(data),
-                      runs_root=str(tmp / "runs"))
+        run_inprocess(
+            make_config(algorithm="vertical_inference", model_job=trained["job_id"]),
+            SITES,
+            str(data),
+            runs_root=str(tmp / "runs"),
+        )
     return str(caught.value)
 
 
@@ -136,8 +164,11 @@ def test_a_missing_column_is_an_error_naming_site_file_and_column(tmp_path, ones
 
 
 def test_an_extra_column_is_an_error_naming_it(tmp_path, oneshot_scored):
-    message = _score_error(tmp_path, oneshot_scored, lambda p: _rewrite(
-        p, lambda rows: [rows[0] + ["postcode"]] + [r + ["1"] for r in rows[1:]]))
+    message = _score_error(
+        tmp_path,
+        oneshot_scored,
+        lambda p: _rewrite(p, lambda rows: [rows[0] + ["postcode"]] + [r + ["1"] for r in rows[1:]]),
+    )
     assert "site 'site-2'" in message and "column 'postcode' was not a training column" in message
 
 
@@ -154,8 +185,9 @@ def test_a_changed_model_file_is_refused(tmp_path, oneshot_scored):
 def test_unseen_categories_are_scored_as_unknown_and_counted(tmp_path):
     path = tmp_path / "score.csv"
     path.write_text("id,colour,size\na,red,1.0\nb,mauve,2.0\nc,teal,3.0\nd,blue,4.0\n")
-    site_input = SiteInput("id", ["colour"], [], Preprocessor(("colour", "size"), {"size": (2.0, 1.0)},
-                                                             {"colour": ["blue", "red"]}, {}))
+    site_input = SiteInput(
+        "id", ["colour"], [], Preprocessor(("colour", "size"), {"size": (2.0, 1.0)}, {"colour": ["blue", "red"]}, {})
+    )
     ids, block, checks = read_new_rows("site-1", path, site_input)
     assert ids == ["a", "b", "c", "d"]
     assert checks["unseen_categories"] == {"colour": {"rows": 2, "first_line": 3, "first_value": "mauve"}}
@@ -170,8 +202,13 @@ def test_the_simulator_trains_then_scores_with_the_shipped_job(tmp_path, monkeyp
     monkeypatch.delenv("VFLFLARE_RUNS_ROOT", raising=False)
     trained = run_job(tmp_path / "train", "oneshot", data_root=data)
     assert "error" not in trained, trained.get("error")
-    scored = cli.simulate(str(Path(__file__).resolve().parents[1] / "jobs" / "vertical_inference"),
-                          str(tmp_path / "score_ws"), 2, 2, str(data))
+    scored = cli.simulate(
+        str(Path(__file__).resolve().parents[1] / "jobs" / "vertical_inference"),
+        str(tmp_path / "score_ws"),
+        2,
+        2,
+        str(data),
+    )
     assert "error" not in scored, scored.get("error")
     assert trained["job_id"] == "simulate_job" and trained["model_id"].startswith("oneshot_job-oneshot-")
     expected = read_predictions(models_dir(data, trained["model_id"]) / LABEL_DIR / "test_predictions.csv")
@@ -192,8 +229,12 @@ def test_the_simulator_trains_then_scores_with_the_shipped_job(tmp_path, monkeyp
 def test_psi_scoring_without_a_psi_phase_says_how_to_run_it(tmp_path, oneshot_scored):
     tmp, trained, _ = oneshot_scored
     with pytest.raises(AlignmentError, match="site 'site-1'.*DH-PSI over the score files.*psi=True"):
-        run_inprocess(make_config(algorithm="vertical_inference", alignment="psi", model_job=trained["job_id"]),
-                      SITES, str(tmp / "data"), runs_root=str(tmp / "runs"))
+        run_inprocess(
+            make_config(algorithm="vertical_inference", alignment="psi", model_job=trained["job_id"]),
+            SITES,
+            str(tmp / "data"),
+            runs_root=str(tmp / "runs"),
+        )
 
 
 @pytest.mark.simulator
@@ -207,9 +248,27 @@ def test_a_poc_trains_then_scores(tmp_path):
     results = {}
     for job in ("oneshot_vfl", "vertical_inference"):
         ws = tmp_path / f"poc_{job}"
-        run = run_bounded(["bash", str(POC_RUN), str(REPO / "jobs" / job), "--data-root", str(data), "--workspace",
-                           str(ws), "--port", str(free_port()), "--timeout", "240", "--start-timeout", "90"],
-                          420, ws / "poc", tmp_path / f"{job}.log", env)
+        run = run_bounded(
+            [
+                "bash",
+                str(POC_RUN),
+                str(REPO / "jobs" / job),
+                "--data-root",
+                str(data),
+                "--workspace",
+                str(ws),
+                "--port",
+                str(free_port()),
+                "--timeout",
+                "240",
+                "--start-timeout",
+                "90",
+            ],
+            420,
+            ws / "poc",
+            tmp_path / f"{job}.log",
+            env,
+        )
         assert run.returncode == 0, run.output[-4000:]
         results[job] = json.loads(results_path_from(run.output).read_text())
     trained, scored = results["oneshot_vfl"], results["vertical_inference"]
@@ -235,5 +294,7 @@ def test_predictions_keep_the_users_row_order_and_id_column_and_never_overwrite(
     assert written[0] == ["customer", "score"]
     assert [row[0] for row in written[1:]] == given  # site-1's score.csv order, not the alignment's
     # a second scoring run with the same model gets a new file
-    assert predictions_path(str(tmp_path / "runs" / "server"), trained["model_id"]).name == \
-        f"predictions_{trained['model_id']}-2.csv"
+    assert (
+        predictions_path(str(tmp_path / "runs" / "server"), trained["model_id"]).name
+        == f"predictions_{trained['model_id']}-2.csv"
+    )

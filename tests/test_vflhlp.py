@@ -1,6 +1,7 @@
 """VFLHLP (Li et al., paper 002): the Eq. 6 loss and the Eq. 8 constraint against hand-computed values,
 the active party's labels on its own unaligned rows (`split --active-site-labels`), clear errors for bad
 settings and missing local labels, every variant as a config of one plug-in, exact communication counts."""
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,10 @@ def test_scarf_loss_matches_eq_6_by_hand():
     z_tilde = torch.tensor([[3.0, 0.0], [1.0, 1.0]])
     # cosine similarities s_ij = cos(z_i, z~_j): s_11 = 1, s_12 = 1/sqrt2, s_21 = 0, s_22 = 1/sqrt2; tau = 0.5
     r = 1 / math.sqrt(2)
-    by_hand = -0.5 * (math.log(math.exp(1 / 0.5) / (0.5 * (math.exp(1 / 0.5) + math.exp(r / 0.5))))
-                      + math.log(math.exp(r / 0.5) / (0.5 * (math.exp(0.0) + math.exp(r / 0.5)))))
+    by_hand = -0.5 * (
+        math.log(math.exp(1 / 0.5) / (0.5 * (math.exp(1 / 0.5) + math.exp(r / 0.5))))
+        + math.log(math.exp(r / 0.5) / (0.5 * (math.exp(0.0) + math.exp(r / 0.5))))
+    )
     assert ScarfInfoNCELoss(0.5)(z, z_tilde).item() == pytest.approx(by_hand, rel=1e-6)
     with pytest.raises(ValueError, match="temperature"):
         ScarfInfoNCELoss(0.0)
@@ -60,7 +63,9 @@ def split(tmp_path, *args: str) -> str:
 
 @pytest.mark.parametrize("in_table", [False, True])
 def test_split_gives_the_active_site_the_labels_of_its_unaligned_rows(tmp_path, in_table):
-    root = split(tmp_path, "--label-owner", "site-2", "--active-site-labels", *(["--label-in-table"] if in_table else []))
+    root = split(
+        tmp_path, "--label-owner", "site-2", "--active-site-labels", *(["--label-in-table"] if in_table else [])
+    )
     own = pd.read_csv(f"{root}/site-2/train.csv", dtype=str)
     tables = load_label_tables("site-2", SITES, root, 0)
     assert sorted(tables.train_ids) == sorted(own["id"])  # aligned and unaligned rows alike
@@ -69,16 +74,32 @@ def test_split_gives_the_active_site_the_labels_of_its_unaligned_rows(tmp_path, 
 
 
 def test_active_site_labels_need_a_site_owner(tmp_path, capsys):
-    assert cli.main(["split", "--dataset", "breast_cancer", "--overlap", "150", "--out", str(tmp_path / "s"),
-                     "--active-site-labels"]) == 2
+    assert (
+        cli.main(
+            [
+                "split",
+                "--dataset",
+                "breast_cancer",
+                "--overlap",
+                "150",
+                "--out",
+                str(tmp_path / "s"),
+                "--active-site-labels",
+            ]
+        )
+        == 2
+    )
     assert "active-site labels need a site label owner" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("setting, message", [
-    ({"beta": -1.0}, "algorithm .vflhlp.: beta must be >= 0"),
-    ({"label_owner": "server"}, "label_owner must be a site"),
-    ({"variant": "vflhlp_x"}, "variant must be one of"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"beta": -1.0}, "algorithm .vflhlp.: beta must be >= 0"),
+        ({"label_owner": "server"}, "label_owner must be a site"),
+        ({"variant": "vflhlp_x"}, "variant must be one of"),
+    ],
+)
 def test_bad_settings_fail_naming_the_key(setting, message):
     with pytest.raises(ConfigError, match=message):
         make_config(algorithm="vflhlp", **{**FAST, **setting})
@@ -86,9 +107,12 @@ def test_bad_settings_fail_naming_the_key(setting, message):
 
 def test_without_labels_on_its_unaligned_rows_the_active_site_fails_naming_itself_and_the_column(tmp_path):
     root = split(tmp_path, "--label-owner", "site-2", "--label-in-table")  # labels of aligned rows only
-    with pytest.raises(ValueError, match="site 'site-2': VFLHLP's active party needs the labels of its unaligned "
-                                         r"rows too, but its labels \(column 'label' of .*site-2/train.csv\) cover "
-                                         "none of its 152 unaligned training rows"):
+    with pytest.raises(
+        ValueError,
+        match="site 'site-2': VFLHLP's active party needs the labels of its unaligned "
+        r"rows too, but its labels \(column 'label' of .*site-2/train.csv\) cover "
+        "none of its 152 unaligned training rows",
+    ):
         run_inprocess(make_config(algorithm="vflhlp", **{**FAST, "label_owner": "site-2"}), SITES, root)
 
 
@@ -97,8 +121,10 @@ def test_every_variant_runs_with_exact_communication_counts(variant):
     result = run_inprocess(make_config(algorithm="vflhlp", variant=variant, **FAST), SITES, None)
     assert "error" not in result, result.get("error")
     assert result["metrics"]["test_auc"] >= 0.9, result["metrics"]
-    counts = {s: {"uploads": c["uploads"], "downloads": c["downloads"]}
-              for s, c in result["communication"]["per_site"].items()}
+    counts = {
+        s: {"uploads": c["uploads"], "downloads": c["downloads"]}
+        for s, c in result["communication"]["per_site"].items()
+    }
     assert result["expected_communication"] == counts
     assert result["communication"]["per_phase"]["local_pretraining"]["uploads"] == 0  # (1), (2): nothing leaves
     federated = VARIANTS[variant][2]
@@ -131,7 +157,6 @@ def test_beta_pulls_the_active_bottom_and_head_towards_the_pretrained_local_mode
     assert distance_to_anchor(tight["site-1"]) < 0.2 * distance_to_anchor(loose["site-1"])
     assert head_distance(tight["site-1"]) < 0.5 * head_distance(loose["site-1"])
     assert "anchor_encoder" not in tight["site-2"].party.state  # the passive party only pretrains
-
 
 
 def test_under_label_dp_the_active_party_pretrains_on_randomized_labels():

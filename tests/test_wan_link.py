@@ -1,4 +1,5 @@
 """poc/wan_link.py adds the round-trip time and the bandwidth it is set to, measured through it."""
+
 from __future__ import annotations
 
 import socket
@@ -7,7 +8,6 @@ import threading
 import time
 
 import pytest
-
 from deployment_helpers import REPO  # noqa: F401 - puts poc/ on sys.path
 from wan_link import WanLink
 

@@ -1,5 +1,6 @@
 """`weight_decay` (issue 14 item 4): Adam's L2 penalty on every optimizer, bottoms and heads alike; 0 (the
 papers' setting and the default) leaves training as it was."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,12 +16,18 @@ SITES = ["site-1", "site-2"]
 
 def _weight_norms(tmp_path, data, weight_decay: float) -> tuple[float, float]:
     runs = tmp_path / f"runs_{weight_decay}"
-    result = run_inprocess(make_config(algorithm="vanilla", split_epochs=20, weight_decay=weight_decay), SITES,
-                           str(data), runs_root=str(runs))
+    result = run_inprocess(
+        make_config(algorithm="vanilla", split_epochs=20, weight_decay=weight_decay),
+        SITES,
+        str(data),
+        runs_root=str(runs),
+    )
     encoder, _, _ = load_site_model(models_dir(runs / "site-1", result["job_id"]) / "site-1", "site-1")
     head, _ = load_label_model(models_dir(runs / "server", result["job_id"]) / LABEL_DIR)
-    bottom, top = (float(sum(p.detach().norm() ** 2 for n, p in m.named_parameters() if n.endswith("weight")) ** 0.5)
-                   for m in (encoder, head))
+    bottom, top = (
+        float(sum(p.detach().norm() ** 2 for n, p in m.named_parameters() if n.endswith("weight")) ** 0.5)
+        for m in (encoder, head)
+    )
     return bottom, top
 
 

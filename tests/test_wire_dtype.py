@@ -1,13 +1,14 @@
 """wire_dtype: every plaintext float tensor crosses in the chosen precision, on every algorithm's channels,
 and the ledger counts exactly the bytes that crossed."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-
-from test_message_audit import VFLHLP_SPLIT, fast, split
 from simulator_helpers import per_site, run_job
+from test_message_audit import VFLHLP_SPLIT, fast, split
+
 from vflflare import wire
 from vflflare.algorithms.registry import ALGORITHMS, make_config
 from vflflare.config import ConfigError
@@ -36,7 +37,7 @@ def test_payload_bytes_and_round_trip_per_dtype(dtype):
     elif dtype == "int8":  # half a quantisation step at most
         assert error.max() <= np.abs(h).max() / 127 / 2 + 1e-7
     else:  # a relative rounding error of half a unit in the last place
-        assert (error / np.abs(h)).max() <= {"float16": 2 ** -11, "bfloat16": 2 ** -8}[dtype]
+        assert (error / np.abs(h)).max() <= {"float16": 2**-11, "bfloat16": 2**-8}[dtype]
 
 
 def test_bfloat16_rounds_as_torch_does():
@@ -96,5 +97,6 @@ def test_simulator_sends_bfloat16_as_in_process(tmp_path):
     assert reference["communication"]["per_site"] == results["communication"]["per_site"]
     full = run_inprocess(make_config(algorithm="vanilla", **{**settings, "wire_dtype": "float32"}), SITES, None)
     assert {s: 2 * b for s, b in per_site(results, "payload_bytes").items()} == {
-        s: row["payload_bytes"] for s, row in full["communication"]["per_site"].items()}
+        s: row["payload_bytes"] for s, row in full["communication"]["per_site"].items()
+    }
     assert results["metrics"]["test_auc"] >= 0.9

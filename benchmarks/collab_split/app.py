@@ -9,6 +9,7 @@ CellNet requests on the Collab channel; arguments and results are fobs-serialise
 every site, so per-site gradients go through one thread per site (ThreadPoolExecutor below), the
 way vflflare's FlareTransport.step sends one aux request per site.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,12 +20,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from nvflare.collab import collab
 from nvflare.fuel.utils.log_utils import get_obj_logger
 
 from collab_split.split_step import (
-    SEED, FeatureSite, LabelHead, aligned_training_ids, latency, train_split,
+    SEED,
+    FeatureSite,
+    LabelHead,
+    aligned_training_ids,
+    latency,
+    train_split,
 )  # fmt: skip
 from vflflare.flare.site_config import resolve_party_data_root
 
@@ -84,8 +89,15 @@ class SplitSite:
 class SplitServer:
     """The label party on the server; @collab.main is the training loop."""
 
-    def __init__(self, epochs: int = 21, warmup_steps: int = 25, call_timeout: float = 60.0, seed: int = SEED,
-                 num_threads: int = 1, payload: str = ARRAYS) -> None:
+    def __init__(
+        self,
+        epochs: int = 21,
+        warmup_steps: int = 25,
+        call_timeout: float = 60.0,
+        seed: int = SEED,
+        num_threads: int = 1,
+        payload: str = ARRAYS,
+    ) -> None:
         """payload: 'arrays' passes numpy arrays as they are (the natural call; NVFlare's fobs then moves
         every ndarray through a download transaction); 'bytes' passes them as pack()ed bytes, as
         vflflare's aux path does with its own msgpack codec."""
@@ -133,8 +145,9 @@ class SplitServer:
 
         t0 = time.monotonic()
         try:
-            trained = train_split(call_sites, label, len(ids), self.epochs, seed=self.seed,
-                                  should_stop=lambda: collab.is_aborted)
+            trained = train_split(
+                call_sites, label, len(ids), self.epochs, seed=self.seed, should_stop=lambda: collab.is_aborted
+            )
         finally:
             pool.shutdown(wait=False)
         result = {
@@ -155,6 +168,8 @@ class SplitServer:
         run_dir = Path(collab.workspace.get_run_dir(fl_ctx.get_job_id()))
         os.makedirs(run_dir, exist_ok=True)
         (run_dir / RESULTS_FILE).write_text(json.dumps(result))
-        self.logger.info(f"collab split-NN: {result['step_latency']} (after warm-up {result['step_latency_after_warmup']}),"
-                         f" epoch loss {result['epoch_loss'][0]:.4f} -> {result['epoch_loss'][-1]:.4f}; {run_dir / RESULTS_FILE}")
+        self.logger.info(
+            f"collab split-NN: {result['step_latency']} (after warm-up {result['step_latency_after_warmup']}),"
+            f" epoch loss {result['epoch_loss'][0]:.4f} -> {result['epoch_loss'][-1]:.4f}; {run_dir / RESULTS_FILE}"
+        )
         return {k: result[k] for k in ("step_latency", "step_latency_after_warmup", "wall_s")}

@@ -2,8 +2,10 @@
 (this package and vflflare in every app's custom/), runnable by `nvflare simulator` and by a POC.
 
     PYTHONPATH=custom:benchmarks python -m collab_split.job --sites 2 --epochs 21 --out /tmp/collab_jobs
-    VFLFLARE_DATA_ROOT=/tmp/credit2 python -m nvflare.cli simulator /tmp/collab_jobs/collab_split_k2 -w /tmp/ws -n 2 -t 2
+    VFLFLARE_DATA_ROOT=/tmp/credit2 python -m nvflare.cli simulator /tmp/collab_jobs/collab_split_k2 -w /tmp/ws -n 2
+    -t 2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +21,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "results*.jsonl")
 
 
-def make_recipe(name: str, sites: int, epochs: int, warmup_steps: int = 25, call_timeout: float = 60.0,
-                payload: str = ARRAYS) -> CollabRecipe:
+def make_recipe(
+    name: str, sites: int, epochs: int, warmup_steps: int = 25, call_timeout: float = 60.0, payload: str = ARRAYS
+) -> CollabRecipe:
     return CollabRecipe(
         job_name=name,
         server=SplitServer(epochs=epochs, warmup_steps=warmup_steps, call_timeout=call_timeout, payload=payload),
@@ -29,8 +32,9 @@ def make_recipe(name: str, sites: int, epochs: int, warmup_steps: int = 25, call
     )
 
 
-def export_job(out_dir: str | Path, sites: int, epochs: int, warmup_steps: int = 25, name: str | None = None,
-               payload: str = ARRAYS) -> Path:
+def export_job(
+    out_dir: str | Path, sites: int, epochs: int, warmup_steps: int = 25, name: str | None = None, payload: str = ARRAYS
+) -> Path:
     """Export the recipe, then copy collab_split/ and vflflare/ into each app's custom/ folder (the
     recipe ships only the file defining each class, at custom/'s top level)."""
     import vflflare

@@ -12,11 +12,12 @@ round trip per batch carries (previous gradient, next rows) down and representat
 trailing gradient-only round trip per epoch (not timed, as in vflflare). `call_sites` is what differs
 between an in-process loop and the Collab job; everything else is shared.
 """
+
 from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -118,8 +119,15 @@ def epoch_orders(n_rows: int, epochs: int, seed: int = SEED) -> list[np.ndarray]
     return [rng.permutation(n_rows) for _ in range(epochs)]
 
 
-def train_split(call_sites: CallSites, label: LabelHead, n_rows: int, epochs: int,
-                batch_size: int = BATCH_SIZE, seed: int = SEED, should_stop: Callable[[], bool] = lambda: False) -> dict:
+def train_split(
+    call_sites: CallSites,
+    label: LabelHead,
+    n_rows: int,
+    epochs: int,
+    batch_size: int = BATCH_SIZE,
+    seed: int = SEED,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> dict:
     """vflflare's pipelined split-NN schedule. Each per-batch round trip (all sites) is timed on the
     calling side, like vflflare's ledger.timed_step(). Returns per-step seconds and losses."""
     step_s: list[float] = []
@@ -147,7 +155,11 @@ def latency(step_s: list[float], skip: int = 0) -> dict:
     ms = sorted(1000 * s for s in step_s[skip:])
     if not ms:
         return {}
-    return {"steps": len(ms), "median_ms": round(statistics.median(ms), 3), "p90_ms": round(ms[int(0.9 * (len(ms) - 1))], 3)}
+    return {
+        "steps": len(ms),
+        "median_ms": round(statistics.median(ms), 3),
+        "p90_ms": round(ms[int(0.9 * (len(ms) - 1))], 3),
+    }
 
 
 def run_reference(data_root: str, sites: list[str], epochs: int, seed: int = SEED) -> dict:

@@ -1,5 +1,6 @@
 """`vflflare` command line: split a table into site files, generate job folders, run a job in the
 NVFlare simulator (printing its results table), or run the same phases in-process."""
+
 from __future__ import annotations
 
 import argparse
@@ -55,17 +56,30 @@ def quiet_log_config() -> str:
     config["handlers"]["consoleHandler"].setdefault("filters", []).append("notVflflare")
     config["formatters"]["vflflareConsole"] = {"format": "%(asctime)s %(message)s", "datefmt": "%H:%M:%S"}
     config["filters"]["vflflareOnly"] = {"()": "vflflare.tracking.ConsoleLines"}
-    config["handlers"]["vflflareConsole"] = {"class": "logging.StreamHandler", "level": "INFO", "stream": "ext://sys.stdout",
-                                             "formatter": "vflflareConsole", "filters": ["vflflareOnly"]}
+    config["handlers"]["vflflareConsole"] = {
+        "class": "logging.StreamHandler",
+        "level": "INFO",
+        "stream": "ext://sys.stdout",
+        "formatter": "vflflareConsole",
+        "filters": ["vflflareOnly"],
+    }
     config["loggers"]["root"]["handlers"].append("vflflareConsole")
     path = Path(tempfile.mkdtemp(prefix="vflflare_log_")) / "log_config.json"
     path.write_text(json.dumps(config, indent=2))
     return str(path)
 
 
-def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: str | None = None,
-             timeout: float | None = None, sites: list[str] | None = None, verbose: bool = True,
-             console: Any = None) -> dict:
+def simulate(
+    job: str,
+    workspace: str,
+    n_clients: int,
+    threads: int,
+    data_root: str | None = None,
+    timeout: float | None = None,
+    sites: list[str] | None = None,
+    verbose: bool = True,
+    console: Any = None,
+) -> dict:
     """Run `nvflare simulator` on a job folder and return its vflflare_results.json. `sites` names the
     simulated sites (default site-1 .. site-n); without `verbose` the console shows NVFlare's warnings and
     vflflare's own lines only; `console`: where the simulator's output goes (default: stdout)."""
@@ -78,8 +92,17 @@ def simulate(job: str, workspace: str, n_clients: int, threads: int, data_root: 
     # the nvflare CLI of this interpreter's environment, whatever PATH says
     clients = ["-c", ",".join(check_unique(sites, "the simulated sites"))] if sites else ["-n", str(n_clients)]
     # NVFlare's simulator itself: `nvflare simulator` runs the same, after a deprecation banner
-    cmd = [sys.executable, "-m", "nvflare.private.fed.app.simulator.simulator", str(job), "-w", str(workspace), *clients,
-           "-t", str(threads)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nvflare.private.fed.app.simulator.simulator",
+        str(job),
+        "-w",
+        str(workspace),
+        *clients,
+        "-t",
+        str(threads),
+    ]
     if not verbose:
         cmd += ["-l", quiet_log_config()]
     proc = subprocess.run(cmd, env=env, timeout=timeout, stdout=console)
@@ -95,10 +118,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     sites = parse_site_names(args.sites, "--sites")
     n_sites = len(sites) if sites else args.n_clients
     if args.threads < n_sites:  # the simulator would only say that a site it never started is unreachable
-        raise SystemExit(f"-t {args.threads} is fewer threads than the {n_sites} simulated sites: the simulator runs "
-                         f"each site in a thread of its own, and a site without one never starts; pass -t {n_sites}")
-    results = simulate(args.job, args.workspace, args.n_clients, args.threads, args.data_root, sites=sites,
-                       verbose=args.verbose)
+        raise SystemExit(
+            f"-t {args.threads} is fewer threads than the {n_sites} simulated sites: the simulator runs "
+            f"each site in a thread of its own, and a site without one never starts; pass -t {n_sites}"
+        )
+    results = simulate(
+        args.job, args.workspace, args.n_clients, args.threads, args.data_root, sites=sites, verbose=args.verbose
+    )
     print(f"results: {results['results_path']}")  # the table: printed by the job's coordinator, above
     return 1 if "error" in results else 0
 
@@ -132,8 +158,12 @@ def _cmd_inprocess(args: argparse.Namespace) -> int:
         results = run_inprocess(cfg, sites, args.data_root)
     except Exception as error:
         if args.json:  # a script reading the file learns that the run failed, and why, as from a job's results
-            Path(args.json).write_text(json.dumps({"algorithm": cfg.algorithm, "config": cfg.to_dict(),
-                                                   "error": f"{type(error).__name__}: {error}"}, indent=2))
+            Path(args.json).write_text(
+                json.dumps(
+                    {"algorithm": cfg.algorithm, "config": cfg.to_dict(), "error": f"{type(error).__name__}: {error}"},
+                    indent=2,
+                )
+            )
         raise
     print(format_table(results))
     if args.json:
@@ -153,19 +183,41 @@ def _cmd_attack(args: argparse.Namespace) -> int:
     else:
         result = attack_run(cfg, sites, args.data_root)
     if args.json:  # every figure the table prints, and what it summarises
-        keys = ("metrics", "leak", "majority", "leak_by_site", "attack_notes", "gradient_norm_median",
-                "optimal_leak_bound", "optimal_leak_bound_colluding", "privacy")
-        print(json.dumps({"algorithm": result["algorithm"], **{k: result[k] for k in keys if k in result},
-                          "defense": result["defenses"], "communication": result["communication"]["per_site"]}, indent=2))
+        keys = (
+            "metrics",
+            "leak",
+            "majority",
+            "leak_by_site",
+            "attack_notes",
+            "gradient_norm_median",
+            "optimal_leak_bound",
+            "optimal_leak_bound_colluding",
+            "privacy",
+        )
+        print(
+            json.dumps(
+                {
+                    "algorithm": result["algorithm"],
+                    **{k: result[k] for k in keys if k in result},
+                    "defense": result["defenses"],
+                    "communication": result["communication"]["per_site"],
+                },
+                indent=2,
+            )
+        )
     else:
         print(leak_table([result]))
-        print(f"leak: max(AUC, 1 - AUC) of each label attack's score (0.5 = chance) or, for more classes, the share "
-              f"of labels recovered; strongest: the maximum over the label attacks; majority-class rate "
-              f"{result['majority']}; feature_reconstruction: median R² over a site's input columns (0 = the column "
-              f"mean)")
+        print(
+            f"leak: max(AUC, 1 - AUC) of each label attack's score (0.5 = chance) or, for more classes, the share "
+            f"of labels recovered; strongest: the maximum over the label attacks; majority-class rate "
+            f"{result['majority']}; feature_reconstruction: median R² over a site's input columns (0 = the column "
+            f"mean)"
+        )
         if "optimal_leak_bound" in result:
-            print(f"optimal_leak_bound: {result['optimal_leak_bound']:.3f}, the AUC of the best possible test on one "
-                  f"site's noised gradients over every pass it received")
+            print(
+                f"optimal_leak_bound: {result['optimal_leak_bound']:.3f}, the AUC of the best possible test on one "
+                f"site's noised gradients over every pass it received"
+            )
         print(f"gradient_norm_median: {result['gradient_norm_median']}")
         if "dp" in result.get("privacy", {}):
             from vflflare.privacy.accounting import describe
@@ -190,13 +242,18 @@ def _cmd_check_data(args: argparse.Namespace) -> int:
     from vflflare.data.errors import DataError
 
     if args.path and args.data_root and Path(args.path) != Path(args.data_root):
-        print(f"vflflare check-data: error: give the folder once, as --data-root {args.data_root} or as {args.path}, "
-              f"not both", file=sys.stderr)
+        print(
+            f"vflflare check-data: error: give the folder once, as --data-root {args.data_root} or as {args.path}, "
+            f"not both",
+            file=sys.stderr,
+        )
         return 2
     path = args.data_root or args.path or os.environ.get("VFLFLARE_DATA_ROOT")
     if not path:
-        print("vflflare check-data: error: which data? --data-root ROOT (a data root, or one site's folder)",
-              file=sys.stderr)
+        print(
+            "vflflare check-data: error: which data? --data-root ROOT (a data root, or one site's folder)",
+            file=sys.stderr,
+        )
         return 2
     try:
         checks, report = check_data(Path(path), args.id_normalize)
@@ -211,8 +268,9 @@ def _cmd_models(args: argparse.Namespace) -> int:
     from vflflare.protocol.model_ids import format_models, list_models, runs_roots_of
 
     if args.root and args.data_root and Path(args.root) != Path(args.data_root):
-        raise SystemExit(f"vflflare models: give the data root once (ROOT or --data-root), got {args.root} and "
-                         f"{args.data_root}")
+        raise SystemExit(
+            f"vflflare models: give the data root once (ROOT or --data-root), got {args.root} and {args.data_root}"
+        )
     root = args.data_root or args.root
     if root is not None and not Path(root).is_dir():
         raise SystemExit(f"vflflare models: no folder {root}")
@@ -230,8 +288,10 @@ def _cmd_he_keys(args: argparse.Namespace) -> int:
     verb = "kept" if existed and not args.force else "wrote"
     for role, path in paths.items():
         print(f"{verb} {role} context {path}")
-    print("the simulator copies WORKSPACE/startup/ into every participant's startup kit: run the job with -w "
-          f"{args.workspace}")
+    print(
+        "the simulator copies WORKSPACE/startup/ into every participant's startup kit: run the job with -w "
+        f"{args.workspace}"
+    )
     return 0
 
 
@@ -262,15 +322,25 @@ def main(argv: list[str] | None = None) -> int:
     jobs = sub.add_parser("jobs", help="write NVFlare job folders")
     jobs.add_argument("--out", default="jobs")
     jobs.add_argument("--name", help="write one job with this name instead of the defaults")
-    jobs.add_argument("--algorithm", default=JobConfig.algorithm,
-                      help=f"a registered algorithm ({', '.join(algorithms)}), or psi: the PSI job alone (as jobs/psi)")
+    jobs.add_argument(
+        "--algorithm",
+        default=JobConfig.algorithm,
+        help=f"a registered algorithm ({', '.join(algorithms)}), or psi: the PSI job alone (as jobs/psi)",
+    )
     jobs.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="JobConfig field")
-    jobs.add_argument("--min-sites", type=int, help="at least this many sites must take part (default 2, or "
-                      "the number of --sites)")
-    jobs.add_argument("--sites", help="comma-separated site names: exactly these must take part, or the job fails "
-                      "naming the missing or extra ones (sets --min-sites)")
-    jobs.add_argument("--psi", action="store_true",
-                      help="run NVFlare's DH-PSI first in the same job and align on its result (sets alignment=psi)")
+    jobs.add_argument(
+        "--min-sites", type=int, help="at least this many sites must take part (default 2, or the number of --sites)"
+    )
+    jobs.add_argument(
+        "--sites",
+        help="comma-separated site names: exactly these must take part, or the job fails "
+        "naming the missing or extra ones (sets --min-sites)",
+    )
+    jobs.add_argument(
+        "--psi",
+        action="store_true",
+        help="run NVFlare's DH-PSI first in the same job and align on its result (sets alignment=psi)",
+    )
     jobs.set_defaults(func=_cmd_jobs)
 
     sim = sub.add_parser("simulate", help="run a job folder in the NVFlare simulator and print its results")
@@ -280,8 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     sim.add_argument("--sites", help="comma-separated site names (instead of -n: site-1 .. site-n)")
     sim.add_argument("-t", "--threads", type=int, default=2)
     sim.add_argument("--data-root", help="sets VFLFLARE_DATA_ROOT (default: the embedded breast-cancer split)")
-    sim.add_argument("--verbose", action="store_true", help="NVFlare's full console log (default: its warnings "
-                     "and vflflare's own lines; the workspace's log files hold everything either way)")
+    sim.add_argument(
+        "--verbose",
+        action="store_true",
+        help="NVFlare's full console log (default: its warnings "
+        "and vflflare's own lines; the workspace's log files hold everything either way)",
+    )
     sim.set_defaults(func=_cmd_simulate)
 
     inproc = sub.add_parser("inprocess", help="run the same phases without NVFlare (reference, benchmarks)")
@@ -298,35 +372,57 @@ def main(argv: list[str] | None = None) -> int:
     settings.set_defaults(func=_cmd_settings)
 
     check = sub.add_parser("check-data", help="every problem in a site folder or a data root at once, before a job")
-    check.add_argument("--data-root", help="a data root (one folder per site, server/), or one site's folder "
-                       "(train.csv, test.csv, schema.json, score.csv); default: VFLFLARE_DATA_ROOT")
+    check.add_argument(
+        "--data-root",
+        help="a data root (one folder per site, server/), or one site's folder "
+        "(train.csv, test.csv, schema.json, score.csv); default: VFLFLARE_DATA_ROOT",
+    )
     check.add_argument("path", nargs="?", help="the same as --data-root (the earlier form, still accepted)")
     check.add_argument("--id-normalize", nargs="*", default=[], help="the job's id_normalize steps")
     check.set_defaults(func=_cmd_check_data)
 
-    models = sub.add_parser("models", help="the models training runs saved under a data root (model ID, algorithm, "
-                                           "when, sites, label owner, metric): what `--set model_job=` can name")
+    models = sub.add_parser(
+        "models",
+        help="the models training runs saved under a data root (model ID, algorithm, "
+        "when, sites, label owner, metric): what `--set model_job=` can name",
+    )
     models.add_argument("root", nargs="?", help="the data root (as --data-root)")
-    models.add_argument("--data-root", help="the data root the models were trained on (default: VFLFLARE_RUNS_ROOT, "
-                                            "else ~/.vflflare/runs, the embedded default's)")
+    models.add_argument(
+        "--data-root",
+        help="the data root the models were trained on (default: VFLFLARE_RUNS_ROOT, "
+        "else ~/.vflflare/runs, the embedded default's)",
+    )
     models.set_defaults(func=_cmd_models)
 
-    attack = sub.add_parser("attack", help="run one algorithm in process and every attack on what each party received "
-                                           "(those of a party that knows the code, the job's configuration and every "
-                                           "message it got; with 3 or more sites also the sites colluding)")
+    attack = sub.add_parser(
+        "attack",
+        help="run one algorithm in process and every attack on what each party received "
+        "(those of a party that knows the code, the job's configuration and every "
+        "message it got; with 3 or more sites also the sites colluding)",
+    )
     attack.add_argument("--algorithm", default=JobConfig.algorithm, help=", ".join(algorithms))
     attack.add_argument("--sites", type=int, default=2)
     attack.add_argument("--sites-names", help="comma-separated site names (overrides --sites)")
     attack.add_argument("--data-root", default=os.environ.get("VFLFLARE_DATA_ROOT"))
-    attack.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="job settings, defenses among them (label_dp_epsilon, gradient_clip, gradient_noise, "
-                             "gradient_keep, gradient_marvell, representation_noise)")
+    attack.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="job settings, defenses among them (label_dp_epsilon, gradient_clip, gradient_noise, "
+        "gradient_keep, gradient_marvell, representation_noise)",
+    )
     attack.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    attack.add_argument("--env", choices=("inprocess", "sim"), default="inprocess",
-                        help="sim: run the job in the NVFlare simulator, its coordinator recording what each party "
-                             "received, and attack that")
-    attack.add_argument("--workspace", help="with --env sim: the job and simulator workspace (default: a new "
-                                            "temporary folder)")
+    attack.add_argument(
+        "--env",
+        choices=("inprocess", "sim"),
+        default="inprocess",
+        help="sim: run the job in the NVFlare simulator, its coordinator recording what each party "
+        "received, and attack that",
+    )
+    attack.add_argument(
+        "--workspace", help="with --env sim: the job and simulator workspace (default: a new temporary folder)"
+    )
     attack.set_defaults(func=_cmd_attack)
 
     bench = sub.add_parser("bench", help="every algorithm and baseline on a grid of splits; the leaderboard")

@@ -6,6 +6,7 @@ the same one. The coordinator sends its identity with every task (a header, outs
 flare/transport.py); a site whose own differs refuses the task with `mismatch`'s message, which ends the job
 (flare/executor.py). The coordinator's identity is in the results under "vflflare".
 """
+
 from __future__ import annotations
 
 import functools
@@ -57,5 +58,7 @@ def mismatch(site: str, own: dict[str, str], server: dict[str, str]) -> str | No
     """None when `site` runs the coordinator's vflflare; else the error that ends the job."""
     if own.get("version") == server.get("version") and own.get("code") == server.get("code"):
         return None
-    return (f"{site} runs vflflare {describe(own)}, the server {describe(server)}: install the same vflflare "
-            f"release on every site")
+    return (
+        f"{site} runs vflflare {describe(own)}, the server {describe(server)}: install the same vflflare "
+        f"release on every site"
+    )

@@ -6,6 +6,7 @@ against the chosen algorithm's class, so a key of another algorithm is an error 
 Shared defaults follow the one-shot VFL paper (Sun et al., CVPR-W 2023, Sec. 5.1) where it gives
 them: B = 32, eta_s = eta_c = 0.01. Everything else is our choice and is marked as such.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +14,7 @@ import math
 import re
 import typing
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Any, ClassVar
 
 from vflflare.data.ids import ID_NORMALIZATIONS
@@ -52,7 +53,9 @@ class Settings:
                 self.check(False, key, "must be a finite number" if kind == "float" else "must hold finite numbers")
         for key, (low, high) in setting_bounds(type(self)).items():
             value = getattr(self, key)
-            self.check((low is None or value >= low) and (high is None or value <= high), key, describe_bound(low, high))
+            self.check(
+                (low is None or value >= low) and (high is None or value <= high), key, describe_bound(low, high)
+            )
 
     def check(self, ok: bool, key: str, message: str) -> None:
         if not ok:
@@ -60,7 +63,7 @@ class Settings:
             raise ConfigError(f"algorithm '{algorithm}': {key} {message}, got {getattr(self, key)!r}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def numeric_settings(cls: type) -> dict[str, str]:
     """The numeric settings of a config class: name -> "int", "float" or "floats" (a list[float])."""
     hints = typing.get_type_hints(cls)
@@ -68,7 +71,7 @@ def numeric_settings(cls: type) -> dict[str, str]:
     return {f.name: kinds[hints[f.name]] for f in dataclasses.fields(cls) if hints[f.name] in kinds}
 
 
-@lru_cache(maxsize=None)
+@cache
 def setting_bounds(cls: type) -> dict[str, Bound]:
     """Every setting's range: the `bounds` of `cls` and its bases (the most derived wins); an int setting
     none of them bounds gets (0, None)."""
@@ -129,31 +132,61 @@ class DefenseSettings(Settings):
     # for no noise, so it would change nothing while a result lists it as a defense; a norm of 1e6 clips no
     # gradient; noise 1000 x the clipping norm, Marvell's power 100 x |Delta|^2 (the paper's scale: 0.1-4) or a
     # representation noise 100 x its RMS buries the signal, and far larger values overflow (inf, then NaN)
-    bounds = {"label_dp_epsilon": (0, 100), "gradient_dp_epsilon": (0, 100), "gradient_clip": (0, 1e6),
-              "gradient_noise": (0, 1000), "gradient_marvell": (0, 100), "representation_noise": (0, 100)}
+    bounds = {
+        "label_dp_epsilon": (0, 100),
+        "gradient_dp_epsilon": (0, 100),
+        "gradient_clip": (0, 1e6),
+        "gradient_noise": (0, 1000),
+        "gradient_marvell": (0, 100),
+        "representation_noise": (0, 100),
+    }
 
     def validate(self) -> None:
         super().validate()
         self.check(0 < self.gradient_keep <= 1, "gradient_keep", "must be in (0, 1] (1 = off)")
-        self.check(self.gradient_noise == 0 or self.gradient_clip > 0, "gradient_noise",
-                   "needs gradient_clip > 0: the noise std is gradient_noise x gradient_clip")
+        self.check(
+            self.gradient_noise == 0 or self.gradient_clip > 0,
+            "gradient_noise",
+            "needs gradient_clip > 0: the noise std is gradient_noise x gradient_clip",
+        )
         self.check(0 < self.gradient_dp_delta < 1, "gradient_dp_delta", "must be in (0, 1)")
-        self.check(not self.gradient_normalize or self.gradient_clip > 0, "gradient_normalize",
-                   "needs gradient_clip > 0: the norm every row is scaled to (1 works on any data)")
-        self.check(not self.gradient_dp_epsilon or self.gradient_clip > 0, "gradient_dp_epsilon",
-                   "needs gradient_clip > 0: the noise is set relative to the clipping norm")
-        self.check(not self.gradient_dp_epsilon or not self.gradient_noise, "gradient_dp_epsilon",
-                   "sets the noise itself: leave gradient_noise at 0")
+        self.check(
+            not self.gradient_normalize or self.gradient_clip > 0,
+            "gradient_normalize",
+            "needs gradient_clip > 0: the norm every row is scaled to (1 works on any data)",
+        )
+        self.check(
+            not self.gradient_dp_epsilon or self.gradient_clip > 0,
+            "gradient_dp_epsilon",
+            "needs gradient_clip > 0: the noise is set relative to the clipping norm",
+        )
+        self.check(
+            not self.gradient_dp_epsilon or not self.gradient_noise,
+            "gradient_dp_epsilon",
+            "sets the noise itself: leave gradient_noise at 0",
+        )
         channels = self.privacy_channels
-        self.check(not self.label_dp_epsilon or channels & LABEL_CHANNELS, "label_dp_epsilon",
-                   "has nothing to protect: this algorithm sends the sites nothing computed from the labels")
+        self.check(
+            not self.label_dp_epsilon or channels & LABEL_CHANNELS,
+            "label_dp_epsilon",
+            "has nothing to protect: this algorithm sends the sites nothing computed from the labels",
+        )
         for key in ("gradient_clip", "gradient_noise", "gradient_marvell", "gradient_dp_epsilon"):
-            self.check(not getattr(self, key) or "gradients" in channels, key,
-                       "has nothing to protect: this algorithm sends the sites no gradients")
-        self.check(self.gradient_keep == 1 or "gradients" in channels, "gradient_keep",
-                   "has nothing to protect: this algorithm sends the sites no gradients")
-        self.check(not self.representation_noise or "representations" in channels, "representation_noise",
-                   "has nothing to protect: this algorithm's sites upload no representations")
+            self.check(
+                not getattr(self, key) or "gradients" in channels,
+                key,
+                "has nothing to protect: this algorithm sends the sites no gradients",
+            )
+        self.check(
+            self.gradient_keep == 1 or "gradients" in channels,
+            "gradient_keep",
+            "has nothing to protect: this algorithm sends the sites no gradients",
+        )
+        self.check(
+            not self.representation_noise or "representations" in channels,
+            "representation_noise",
+            "has nothing to protect: this algorithm's sites upload no representations",
+        )
 
     @property
     def gradient_passes(self) -> int:
@@ -163,8 +196,9 @@ class DefenseSettings(Settings):
     @property
     def defends_gradients(self) -> bool:
         """A defense is on for the per-row gradients the sites receive (ISO: the split-NN block's setting)."""
-        return bool(self.gradient_clip or self.gradient_marvell or self.gradient_keep < 1
-                    or getattr(self, "iso_gradients", 0.0))
+        return bool(
+            self.gradient_clip or self.gradient_marvell or self.gradient_keep < 1 or getattr(self, "iso_gradients", 0.0)
+        )
 
     @property
     def defended(self) -> bool:
@@ -173,8 +207,16 @@ class DefenseSettings(Settings):
 
     def defenses(self) -> dict[str, float | bool]:
         """The defenses switched on, by setting: what a result records (the epsilon spent among them)."""
-        off = {"label_dp_epsilon": 0.0, "gradient_clip": 0.0, "gradient_normalize": False, "gradient_noise": 0.0,
-               "gradient_dp_epsilon": 0.0, "gradient_keep": 1.0, "gradient_marvell": 0.0, "representation_noise": 0.0}
+        off = {
+            "label_dp_epsilon": 0.0,
+            "gradient_clip": 0.0,
+            "gradient_normalize": False,
+            "gradient_noise": 0.0,
+            "gradient_dp_epsilon": 0.0,
+            "gradient_keep": 1.0,
+            "gradient_marvell": 0.0,
+            "representation_noise": 0.0,
+        }
         return {key: getattr(self, key) for key, value in off.items() if getattr(self, key) != value}
 
 
@@ -250,9 +292,17 @@ class JobConfig(DefenseSettings):
     # set by the plug-in's config class: True when the coordinator never needs a plaintext tensor
     he_with_server_labels: ClassVar[bool] = False
 
-    bounds = {"seed": (0, None), "rep_dim": (1, None), "classifier_hidden": (0, None), "batch_size": (1, None),
-              "classifier_epochs": (1, None), "classifier_patience": (1, None), "num_threads": (1, None),
-              "weight_decay": (0, None), "min_aligned": (0, None)}
+    bounds = {
+        "seed": (0, None),
+        "rep_dim": (1, None),
+        "classifier_hidden": (0, None),
+        "batch_size": (1, None),
+        "classifier_epochs": (1, None),
+        "classifier_patience": (1, None),
+        "num_threads": (1, None),
+        "weight_decay": (0, None),
+        "min_aligned": (0, None),
+    }
 
     def __post_init__(self) -> None:
         self.validate()
@@ -263,30 +313,47 @@ class JobConfig(DefenseSettings):
         self.check(0.0 <= self.val_fraction < 1.0, "val_fraction", "must be in [0, 1)")
         self.check(self.stall_timeout > 0, "stall_timeout", "must be > 0 seconds")
         self.check(self.join_timeout > 0, "join_timeout", "must be > 0 seconds")
-        self.check(not duplicates(self.sites), "sites", f"must name each site once: duplicate names {duplicates(self.sites)}")
+        self.check(
+            not duplicates(self.sites), "sites", f"must name each site once: duplicate names {duplicates(self.sites)}"
+        )
         self.check(not self.sites or len(self.sites) >= 2, "sites", "must name at least 2 sites (or none)")
-        self.check(not self.sites or self.label_owner in (SERVER, *self.sites), "label_owner",
-                   f"must be 'server' or one of the job's sites {self.sites}")
-        self.check(self.numeric_transform in NUMERIC_TRANSFORMS, "numeric_transform",
-                   f"must be one of {list(NUMERIC_TRANSFORMS)}")
-        self.check(set(self.id_normalize) <= set(ID_NORMALIZATIONS), "id_normalize",
-                   f"may hold only {list(ID_NORMALIZATIONS)}")
+        self.check(
+            not self.sites or self.label_owner in (SERVER, *self.sites),
+            "label_owner",
+            f"must be 'server' or one of the job's sites {self.sites}",
+        )
+        self.check(
+            self.numeric_transform in NUMERIC_TRANSFORMS,
+            "numeric_transform",
+            f"must be one of {list(NUMERIC_TRANSFORMS)}",
+        )
+        self.check(
+            set(self.id_normalize) <= set(ID_NORMALIZATIONS), "id_normalize", f"may hold only {list(ID_NORMALIZATIONS)}"
+        )
         self.check(self.alignment in ALIGNMENTS, "alignment", f"must be one of {list(ALIGNMENTS)}")
         self.check(self.wire_dtype in WIRE_DTYPES, "wire_dtype", f"must be one of {list(WIRE_DTYPES)}")
-        self.check(not (self.he and self.wire_dtype != "float32"), "wire_dtype",
-                   "must stay float32 with he: true (the tensors cross as CKKS ciphertexts)")
+        self.check(
+            not (self.he and self.wire_dtype != "float32"),
+            "wire_dtype",
+            "must stay float32 with he: true (the tensors cross as CKKS ciphertexts)",
+        )
         self.check(re.fullmatch(DEVICES, self.device) is not None, "device", "must be cpu, auto, cuda or cuda:N")
         self.check(self.lr > 0, "lr", "must be > 0")
         self.check(isinstance(self.model.get("name"), str), "model", 'needs a "name", e.g. {"name": "mlp"}')
-        self.check(isinstance(self.image_model.get("name"), str), "image_model",
-                   'needs a "name", e.g. {"name": "cnn"}')
-        self.check(not (self.he and self.label_owner == SERVER and not self.he_with_server_labels), "he",
-                   "needs the labels on a site (label_owner: site-1, ...): with label_owner 'server' the "
-                   "coordinator's label party would need plaintext representations")
-        self.check(not (self.he and self.resume and self.label_owner != SERVER), "resume",
-                   "cannot go on with a run under he: true with the labels on a site: each site's HE key pair "
-                   "lives only in the memory of the job that made it (privacy/he_keys.py), so the earlier job's "
-                   "journaled ciphertexts cannot be decrypted any more; start a new run")
+        self.check(isinstance(self.image_model.get("name"), str), "image_model", 'needs a "name", e.g. {"name": "cnn"}')
+        self.check(
+            not (self.he and self.label_owner == SERVER and not self.he_with_server_labels),
+            "he",
+            "needs the labels on a site (label_owner: site-1, ...): with label_owner 'server' the "
+            "coordinator's label party would need plaintext representations",
+        )
+        self.check(
+            not (self.he and self.resume and self.label_owner != SERVER),
+            "resume",
+            "cannot go on with a run under he: true with the labels on a site: each site's HE key pair "
+            "lives only in the memory of the job that made it (privacy/he_keys.py), so the earlier job's "
+            "journaled ciphertexts cannot be decrypted any more; start a new run",
+        )
 
     @property
     def representation_width(self) -> int:
@@ -294,7 +361,7 @@ class JobConfig(DefenseSettings):
         return self.rep_dim
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "JobConfig":
+    def from_dict(cls, values: dict[str, Any]) -> JobConfig:
         """The config of `values`, checked: every key known to this class, every value of its type."""
         algorithm = values.get("algorithm", "?")
         hints = typing.get_type_hints(cls)

@@ -1,5 +1,6 @@
 """The job folders in jobs/ are exported recipes, never hand-edited: `vflflare jobs` writes them
 (one per plug-in that names a `job_name`, plus jobs/psi), and a test checks the committed ones match."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,8 +17,14 @@ def export(recipe: Any, out_dir: str | Path) -> Path:
     return Path(out_dir) / recipe.name
 
 
-def write_job(out_dir: str | Path, name: str, overrides: dict[str, Any], min_sites: int | None = None,
-              psi: bool = False, **recipe_args: Any) -> Path:
+def write_job(
+    out_dir: str | Path,
+    name: str,
+    overrides: dict[str, Any],
+    min_sites: int | None = None,
+    psi: bool = False,
+    **recipe_args: Any,
+) -> Path:
     """Export a VFLRecipe with these settings (overrides: the job's config, with "algorithm"; recipe_args:
     more VFLRecipe arguments, such as sites=[...])."""
     from vflflare.recipes import VFLRecipe
@@ -31,8 +38,9 @@ def write_job(out_dir: str | Path, name: str, overrides: dict[str, Any], min_sit
     return export(recipe, out_dir)
 
 
-def write_psi_job(out_dir: str | Path, name: str = PSI_JOB, min_sites: int | None = None,
-                  sites: list[str] | None = None) -> Path:
+def write_psi_job(
+    out_dir: str | Path, name: str = PSI_JOB, min_sites: int | None = None, sites: list[str] | None = None
+) -> Path:
     from vflflare.recipes import PSIRecipe
 
     return export(PSIRecipe(name=name, min_clients=min_sites, sites=sites), out_dir)
@@ -75,8 +83,9 @@ def name_sites(job_folder: str | Path, sites: list[str]) -> Path:
         path.write_text(json.dumps(config, indent=4))
     meta_file = Path(job_folder) / "meta.json"
     meta = json.loads(meta_file.read_text())
-    meta["deploy_map"] = {app: ["server", *sites] if "@ALL" in targets else targets
-                          for app, targets in meta.get("deploy_map", {}).items()}
+    meta["deploy_map"] = {
+        app: ["server", *sites] if "@ALL" in targets else targets for app, targets in meta.get("deploy_map", {}).items()
+    }
     meta_file.write_text(json.dumps(meta, indent=4))
     return Path(job_folder)
 

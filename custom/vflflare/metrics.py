@@ -1,4 +1,5 @@
 """The utility metric of the papers: AUC for binary tasks (credit default), accuracy otherwise."""
+
 from __future__ import annotations
 
 import numpy as np

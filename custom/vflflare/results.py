@@ -3,10 +3,10 @@
 Every record a job writes has "status": "completed", or "failed" with "error" (the reason), "phase"
 (where it happened), "site" (the site to blame, or null) and "progress" (what was done before).
 """
+
 from __future__ import annotations
 
 import re
-
 import shlex
 import sys
 from pathlib import Path
@@ -49,8 +49,10 @@ def _mb(nbytes: int) -> str:
 
 
 def format_table(results: dict) -> str:
-    lines = [f"vflflare {results['algorithm']}  seed {results.get('seed')}  sites {', '.join(results['sites'])}  "
-             f"label owner {results.get('label_owner')}  wall {results.get('wall_s', 0):.1f} s"]
+    lines = [
+        f"vflflare {results['algorithm']}  seed {results.get('seed')}  sites {', '.join(results['sites'])}  "
+        f"label owner {results.get('label_owner')}  wall {results.get('wall_s', 0):.1f} s"
+    ]
     if "error" in results:
         where = f" in phase {results['phase']}" if results.get("phase") else ""
         where += f" (site {results['site']})" if results.get("site") else ""
@@ -59,8 +61,10 @@ def format_table(results: dict) -> str:
     if classes:  # labels.json named the classes: class id = position
         lines.append(f"  {'classes':<28} " + ", ".join(f"{name} ({c})" for c, name in enumerate(classes)))
     if results.get("run_id"):
-        lines.append(f"  run id {results['run_id']} (resume: {results['run_id']}), "
-                     f"{results.get('replayed_exchanges', 0)} exchange(s) replayed")
+        lines.append(
+            f"  run id {results['run_id']} (resume: {results['run_id']}), "
+            f"{results.get('replayed_exchanges', 0)} exchange(s) replayed"
+        )
     for name, value in sorted(results.get("metrics", {}).items()):
         shown = f"{int(value)}" if name.endswith("rows") and float(value).is_integer() else f"{value:.4f}"
         lines.append(f"  {name:<28} {shown}")  # a count as an integer, a score to 4 places
@@ -70,8 +74,10 @@ def format_table(results: dict) -> str:
         lines += describe(results["privacy"]["dp"])
     alignment = results.get("alignment")
     if alignment and "union" in alignment:  # a silo space (protocol/silo_setup.py)
-        lines.append(f"  silo space: {alignment['union']} training rows in the union, {alignment['in_every_silo']} in "
-                     f"every silo; " + ", ".join(f"{s} {n}" for s, n in alignment["per_site"].items()))
+        lines.append(
+            f"  silo space: {alignment['union']} training rows in the union, {alignment['in_every_silo']} in "
+            f"every silo; " + ", ".join(f"{s} {n}" for s, n in alignment["per_site"].items())
+        )
     elif alignment:
         from vflflare.protocol.alignment_report import format_report  # noqa: PLC0415 - keeps this module light
 
@@ -87,8 +93,10 @@ def format_table(results: dict) -> str:
     lines.append(header)
     for name, row, want in rows:
         if row:
-            line = (f"  {name:<26} {row['uploads']:>8} {row['downloads']:>9} "
-                    f"{_mb(row['payload_bytes']):>11} {_mb(row['wire_bytes']):>9}")
+            line = (
+                f"  {name:<26} {row['uploads']:>8} {row['downloads']:>9} "
+                f"{_mb(row['payload_bytes']):>11} {_mb(row['wire_bytes']):>9}"
+            )
             if want:
                 same = (want["uploads"], want["downloads"]) == (row["uploads"], row["downloads"])
                 line += f"  {want['uploads']}/{want['downloads']}{'' if same else '  MISMATCH'}"
@@ -109,19 +117,29 @@ def format_table(results: dict) -> str:
 
 
 FIXES = (  # (an error type named in the failure, what to do): the first that appears wins
-    ("DataError", "fix the file named above; `vflflare check-data --data-root <data root>` lists every such "
-                  "problem at once"),
-    ("AlignmentError", "`vflflare check-data --data-root <data root>` shows the rows each party shares and the id_normalize hint"),
+    (
+        "DataError",
+        "fix the file named above; `vflflare check-data --data-root <data root>` lists every such problem at once",
+    ),
+    (
+        "AlignmentError",
+        "`vflflare check-data --data-root <data root>` shows the rows each party shares and the id_normalize hint",
+    ),
     ("ConfigError", "fix the setting named above; `vflflare settings --algorithm <name>` lists every setting"),
-    ("ModelStoreError", "score with one saved model at every party (`--set model_job=<model id>`; `vflflare models "
-                        "--data-root <data root>` lists them), unchanged since it was saved"),
+    (
+        "ModelStoreError",
+        "score with one saved model at every party (`--set model_job=<model id>`; `vflflare models "
+        "--data-root <data root>` lists them), unchanged since it was saved",
+    ),
     ("ResumeError", "resume with the run id and settings of the stopped run, on the same data"),
     ("TransportError", "check that the site named above is running and connected, then submit the job again"),
 )
 
 
-NO_FILE_FIX = ("check the data root and the site names above (each site reads <data root>/<site name>/); "
-               "`vflflare check-data --data-root <data root>` lists the folders it finds")
+NO_FILE_FIX = (
+    "check the data root and the site names above (each site reads <data root>/<site name>/); "
+    "`vflflare check-data --data-root <data root>` lists the folders it finds"
+)
 
 
 def next_steps(results: dict) -> list[str]:
@@ -146,11 +164,12 @@ def next_steps(results: dict) -> list[str]:
         environment = results.get("environment") or {}
         root = environment.get("data_root")
         here = f"; the label model here: {results['label_model']}" if results.get("label_model") else ""
-        lines = [f"model {model} kept by each party under its runs root (its data root, or VFLFLARE_RUNS_ROOT)"
-                 f"{here}"]
+        lines = [f"model {model} kept by each party under its runs root (its data root, or VFLFLARE_RUNS_ROOT){here}"]
         if environment.get("kind") in ("simulator", "poc") and not root:
-            return lines + ["to score new rows, train on a data root of your own (--data-root ROOT) and put score.csv "
-                            "beside each site's train.csv: the embedded default has no folder to read it from"]
+            return lines + [
+                "to score new rows, train on a data root of your own (--data-root ROOT) and put score.csv "
+                "beside each site's train.csv: the embedded default has no folder to read it from"
+            ]
         if root:
             lines.append(f"list the models there: {shlex.join([_vflflare(), 'models', '--data-root', str(root)])}")
         return lines + [f"score new rows (score.csv beside each site's train.csv): {scoring_command(results)}"]

@@ -1,4 +1,5 @@
 """One job seed; every party derives its own from (seed, name) so runs repeat exactly."""
+
 from __future__ import annotations
 
 import contextlib

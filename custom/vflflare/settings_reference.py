@@ -2,17 +2,18 @@
 default, the block that defines it (the shared JobConfig, a building block such as SplitNNSettings, or the
 algorithm's own), and the comment written above it in the source. One source of truth: a setting added
 with a comment appears here without anything else to update."""
+
 from __future__ import annotations
 
 import ast
 import dataclasses
 import inspect
 import textwrap
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 
-@lru_cache(maxsize=None)
+@cache
 def field_comments(cls: type) -> dict[str, str]:
     """Field name -> the comment lines right above it (or at the end of its line) in `cls`'s own source."""
     source = textwrap.dedent(inspect.getsource(cls))
@@ -42,11 +43,20 @@ def settings(config: type) -> list[dict[str, Any]]:
     for f in dataclasses.fields(config):
         if not f.init:
             continue
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        default = (
+            f.default
+            if f.default is not dataclasses.MISSING
+            else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        )
         owner = defined_by(config, f.name)
-        rows.append({"name": f.name, "default": default, "block": owner.__name__,
-                     "meaning": field_comments(owner).get(f.name, "")})
+        rows.append(
+            {
+                "name": f.name,
+                "default": default,
+                "block": owner.__name__,
+                "meaning": field_comments(owner).get(f.name, ""),
+            }
+        )
     return rows
 
 

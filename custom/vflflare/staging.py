@@ -4,6 +4,7 @@ the job (NVFlare puts app/custom on the job's import path). The committed jobs/ 
 
 Kept free of heavy imports (torch, nvflare) so deployment scripts can call it cheaply.
 """
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Per-process torch setup shared by the coordinator, the sites and the in-process driver."""
+
 from __future__ import annotations
 
 import torch
@@ -12,11 +13,14 @@ def site_device(spec: str, who: str) -> torch.device:
     device = torch.device(spec)
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise RuntimeError(f"{who}: device '{spec}' was asked for, but torch sees no CUDA GPU here "
-                               f"(torch {torch.__version__}); use device 'auto' to fall back to the CPU")
+            raise RuntimeError(
+                f"{who}: device '{spec}' was asked for, but torch sees no CUDA GPU here "
+                f"(torch {torch.__version__}); use device 'auto' to fall back to the CPU"
+            )
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise RuntimeError(f"{who}: device '{spec}' was asked for, but only {torch.cuda.device_count()} "
-                               f"CUDA GPU(s) are visible")
+            raise RuntimeError(
+                f"{who}: device '{spec}' was asked for, but only {torch.cuda.device_count()} CUDA GPU(s) are visible"
+            )
     return device
 
 

@@ -3,12 +3,12 @@
 The NVFlare executor plugs in a tracker that streams scalars through NVFlare's tracking;
 the in-process driver and unit tests use the logging one.
 """
+
 from __future__ import annotations
 
 import logging
 import time
 from typing import Protocol
-
 
 # Lines for a party's log files that a person running a job need not read on the console (where its data
 # and code came from, where a model went): cli.quiet_log_config leaves this logger out of the console.
@@ -52,8 +52,9 @@ class Progress:
     is reported, and the others at most every `every_s` seconds: a person reads how a long loop goes, not
     forty lines of a loop that took a second."""
 
-    def __init__(self, tracker: Tracker, what: str, total: int, first: int = 0, early_stop: bool = False,
-                 every_s: float = 10.0) -> None:
+    def __init__(
+        self, tracker: Tracker, what: str, total: int, first: int = 0, early_stop: bool = False, every_s: float = 10.0
+    ) -> None:
         self.tracker, self.what, self.total, self.first = tracker, what, total, first
         self.bound = " at most" if early_stop else ""
         self.start = self.reported = time.monotonic()
@@ -68,5 +69,8 @@ class Progress:
         elapsed = now - self.start
         pace = elapsed / max(done - self.first, 1)
         left = pace * (self.total - done)
-        self.tracker.info(f"{self.what} {done}/{self.total}" + (f", {detail}" if detail else "")
-                          + f"; {elapsed:.0f} s, about {left:.0f} s left{self.bound if done < self.total else ''}")
+        self.tracker.info(
+            f"{self.what} {done}/{self.total}"
+            + (f", {detail}" if detail else "")
+            + f"; {elapsed:.0f} s, about {left:.0f} s left{self.bound if done < self.total else ''}"
+        )

@@ -1,4 +1,5 @@
 """Default folders per user: two people running jobs on one machine never share a workspace."""
+
 from __future__ import annotations
 
 import getpass

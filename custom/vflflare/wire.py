@@ -1,5 +1,6 @@
 """Payload <-> bytes. msgpack with numpy arrays as (dtype, shape, raw bytes): safe to load (no pickle),
 and len() of the bytes is what a message costs on top of the transport's envelope."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -5,6 +5,7 @@ columns); only representations and gradients cross.
     python prepare_data.py --out /tmp/vflflare_examples/image_and_table
     python job.py --data-root /tmp/vflflare_examples/image_and_table
 """
+
 from __future__ import annotations
 
 import argparse

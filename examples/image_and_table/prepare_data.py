@@ -7,6 +7,7 @@ per pixel), the coordinator holds the labels (ten classes).
 The digits are scikit-learn's 8x8 handwritten digits (no download). The scanner's schema.json says
 `"modality": "image"`; its train.csv / test.csv index the image files (id, path).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,8 @@ def main() -> None:
         for row in rows:
             Image.fromarray(images[row, :, :4]).save(scanner / "images" / f"{ids[row]}.png")
         pd.DataFrame({"id": ids[rows], "path": [f"images/{i}.png" for i in ids[rows]]}).to_csv(
-            scanner / f"{table}.csv", index=False)
+            scanner / f"{table}.csv", index=False
+        )
     (scanner / "schema.json").write_text(json.dumps({"modality": "image"}, indent=2))
 
     registry = out / "registry"
@@ -47,12 +49,15 @@ def main() -> None:
     columns = [f"px_{r}_{c}" for r in range(8) for c in range(4, 8)]
     for table, rows in (("train", parts["registry"]), ("test", test)):
         pd.DataFrame(right[rows], columns=columns).assign(id=ids[rows])[["id", *columns]].to_csv(
-            registry / f"{table}.csv", index=False)
+            registry / f"{table}.csv", index=False
+        )
 
     server = out / "server"
     server.mkdir(parents=True, exist_ok=True)
     for table, rows in (("train", shared), ("test", test)):
-        pd.DataFrame({"id": ids[rows], "label": digits.target[rows]}).to_csv(server / f"{table}_labels.csv", index=False)
+        pd.DataFrame({"id": ids[rows], "label": digits.target[rows]}).to_csv(
+            server / f"{table}_labels.csv", index=False
+        )
     (server / "labels.json").write_text(json.dumps({"num_classes": 10}, indent=2))
     print(f"wrote {out}: scanner/ (images), registry/ (a table), server/ (labels)")
 

@@ -7,6 +7,7 @@ sites send, in the NVFlare simulator:
 The coordinator only relays ciphertexts (the result's communication.tensor_kinds counts what crossed it);
 the clinic decrypts what it needs with the secret key every site holds and the coordinator does not.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,9 @@ def main() -> None:
     parser.add_argument("--ssl-epochs", type=int, default=10)
     args = parser.parse_args()
     os.environ["VFLFLARE_DATA_ROOT"] = str(args.data_root.resolve())
-    recipe = VFLRecipe(algorithm="oneshot", sites=SITES, label_owner="clinic", he=True,
-                       config={"ssl_epochs": args.ssl_epochs})
+    recipe = VFLRecipe(
+        algorithm="oneshot", sites=SITES, label_owner="clinic", he=True, config={"ssl_epochs": args.ssl_epochs}
+    )
     # the simulator copies its workspace's startup/ into every party's kit: the CKKS contexts go there
     # (a provisioned project gets them from HEBuilder instead)
     write_contexts(args.workspace / recipe.name / "startup")

@@ -6,6 +6,7 @@ patients: no coordinator-side labels at all (label_owner: the clinic).
 The clinic's schema.json names its label column: an empty cell in train.csv is a row without a label, every
 test row has one. The label column never leaves the clinic as a feature.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,10 @@ def main() -> None:
     test, shared, clinic_only, registry_only = order[:110], order[110:360], order[360:470], order[470:]
     clinic["diagnosis"] = clinic["diagnosis"].astype("Int64")  # integer labels, empty where unknown
     clinic.loc[clinic.index[clinic_only], "diagnosis"] = pd.NA  # rows the clinic has not labelled yet
-    tables = {"clinic": (clinic, np.concatenate([shared, clinic_only])),
-              "registry": (registry, np.concatenate([shared, registry_only]))}
+    tables = {
+        "clinic": (clinic, np.concatenate([shared, clinic_only])),
+        "registry": (registry, np.concatenate([shared, registry_only])),
+    }
     for site, (table, train) in tables.items():
         folder = out / site
         folder.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ The model stays beside the data (<data root>/vflflare_models/<model id>/, the tr
 predictions land in <data root>/vflflare_predictions/predictions_<model id>.csv, in the hospital's score.csv
 row order, with predictions_<model id>.json beside it (which model, which rows, when).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,10 +40,13 @@ def main() -> None:
     parser.add_argument("--ssl-epochs", type=int, default=10)
     args = parser.parse_args()
     os.environ["VFLFLARE_DATA_ROOT"] = str(args.data_root.resolve())  # every simulated party reads its folder
-    trained = run(VFLRecipe(algorithm="oneshot", sites=SITES, config={"ssl_epochs": args.ssl_epochs}),
-                  args.workspace / "train")
-    scored = run(VFLRecipe(algorithm="vertical_inference", sites=SITES, config={"model_job": trained["model_id"]}),
-                 args.workspace / "score")
+    trained = run(
+        VFLRecipe(algorithm="oneshot", sites=SITES, config={"ssl_epochs": args.ssl_epochs}), args.workspace / "train"
+    )
+    scored = run(
+        VFLRecipe(algorithm="vertical_inference", sites=SITES, config={"model_job": trained["model_id"]}),
+        args.workspace / "score",
+    )
     print(f"test AUC {trained['metrics']['test_auc']:.4f}; predictions: {scored['training']['predictions']}")
 
 

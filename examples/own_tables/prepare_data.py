@@ -7,6 +7,7 @@ labels of the patients both have, and each site has new rows to score later.
 The data is scikit-learn's breast-cancer table (no download). A few lab values are left empty, as real
 tables have them: the lab's schema.json says how to fill them.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -20,6 +20,7 @@ Gaussian noise 0.1; 10 rounds of one local epoch; Pearson reordering on (Table 6
 datasets, hurts others); the logistic regression standardises its inputs and is scored on the silo's
 test rows.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,14 +38,14 @@ from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
 from vflflare.seeding import derive_seed, seeded_init
-from vflflare.tracking import Progress
 from vflflare.ssl.losses.cfl import CFLLoss
 from vflflare.ssl.tuple_views import tuple_views
+from vflflare.tracking import Progress
 
 
 @dataclass
 class CFLSettings(Settings):
-    cfl_rounds: int = 10  # the paper gives none; its Fig. 7 loss settles after ~200 steps, 10 rounds are ~2 800 on Adult
+    cfl_rounds: int = 10  # none in the paper; Fig. 7's loss settles after ~200 steps; 10 rounds: ~2 800 on Adult
     cfl_local_epochs: int = 1  # passes over a silo's rows per round
     cfl_hidden: int = 256  # Table 1's encoder size
     cfl_batch_size: int = 128  # rows per step of a silo's local training
@@ -58,8 +59,13 @@ class CFLSettings(Settings):
     cfl_fedavg: bool = True
 
     # ranges (Settings.validate checks them); a batch needs 2 rows for in-batch negatives
-    bounds = {"cfl_rounds": (1, None), "cfl_local_epochs": (1, None), "cfl_hidden": (1, None),
-              "cfl_batch_size": (2, None), "cfl_gaussian_std": (0, None)}
+    bounds = {
+        "cfl_rounds": (1, None),
+        "cfl_local_epochs": (1, None),
+        "cfl_hidden": (1, None),
+        "cfl_batch_size": (2, None),
+        "cfl_gaussian_std": (0, None),
+    }
 
     def validate(self) -> None:
         super().validate()
@@ -74,8 +80,11 @@ class CFLConfig(CFLSettings, JobConfig):
 
     def validate(self) -> None:
         super().validate()
-        self.check(self.label_owner == SERVER, "label_owner",
-                   "does not apply to CFL: every silo holds the labels of its own rows")
+        self.check(
+            self.label_owner == SERVER,
+            "label_owner",
+            "does not apply to CFL: every silo holds the labels of its own rows",
+        )
         self.check(self.alignment == "hash", "alignment", "must be 'hash': CFL matches the union of the silos' rows")
 
 
@@ -111,8 +120,9 @@ class CFLSite(PartialAggregationSite, FeatureParty):
         width = int(self.table("train").shape[1])
         with seeded_init(derive_seed(self.cfg.seed, "cfl_autoencoder")):
             self.state["autoencoder"] = self.on_device(AutoEncoder(width, self.cfg.cfl_hidden))
-        self.state["optimizer"] = torch.optim.Adam(self.state["autoencoder"].parameters(), lr=self.cfg.cfl_lr,
-                                                    weight_decay=self.cfg.weight_decay)
+        self.state["optimizer"] = torch.optim.Adam(
+            self.state["autoencoder"].parameters(), lr=self.cfg.cfl_lr, weight_decay=self.cfg.weight_decay
+        )
         self.state["noise_generator"] = torch.Generator().manual_seed(derive_seed(self.seed, "cfl_noise"))
         return {"width": width}
 
@@ -135,7 +145,9 @@ class CFLSite(PartialAggregationSite, FeatureParty):
                 x[rows >= 0] = own[rows[rows >= 0]]
                 pairs = tuple_views(x, cfg.cfl_noise_rate, cfg.cfl_gaussian_std, self.state["noise_generator"])
                 x = x.to(self.device)
-                loss = sum(loss_fn(model(a.to(self.device)), model(b.to(self.device)), x) for a, b in pairs) / len(pairs)
+                loss = sum(loss_fn(model(a.to(self.device)), model(b.to(self.device)), x) for a, b in pairs) / len(
+                    pairs
+                )
                 losses.append(self.finite_loss(loss, "CFL local training", epoch, start // cfg.cfl_batch_size))
                 self.state["optimizer"].zero_grad()
                 loss.backward()
@@ -156,16 +168,20 @@ class CFLSite(PartialAggregationSite, FeatureParty):
         with torch.no_grad():
             encoded = {part: encoder(x.to(self.device)).cpu().numpy() for part, x in raw.items()}
         seed = derive_seed(self.seed, "cfl_lr")
-        return {"cfl": _lr_accuracy(encoded, train_y, test_y, seed),
-                "ll": _lr_accuracy({p: x.numpy() for p, x in raw.items()}, train_y, test_y, seed)}
+        return {
+            "cfl": _lr_accuracy(encoded, train_y, test_y, seed),
+            "ll": _lr_accuracy({p: x.numpy() for p, x in raw.items()}, train_y, test_y, seed),
+        }
 
 
 def _labels_of(ids: list[str], label_ids: list[str], labels: np.ndarray, site: str, part: str) -> np.ndarray:
     by_id = dict(zip(label_ids, labels.tolist()))
     missing = [i for i in ids if i not in by_id]
     if missing:
-        raise ValueError(f"site '{site}': {len(missing)} of its {part} rows have no label (e.g. ID {missing[0]!r}); "
-                         f"in a silo space every silo labels its own rows")
+        raise ValueError(
+            f"site '{site}': {len(missing)} of its {part} rows have no label (e.g. ID {missing[0]!r}); "
+            f"in a silo space every silo labels its own rows"
+        )
     return np.asarray([by_id[i] for i in ids])
 
 
@@ -193,7 +209,8 @@ class CFL(Algorithm):
             raise ValueError(
                 f"CFL averages the silos' encoders weight by weight, so every silo needs the same number of input "
                 f"columns; got {widths}. Pad the narrower slices with constant columns, or split with "
-                f"`vflflare split --silo-space`, which cuts equal slices")
+                f"`vflflare split --silo-space`, which cuts equal slices"
+            )
         losses = []
         bar = Progress(self.tracker, "CFL round", self.cfg.cfl_rounds)
         for round_ in range(self.cfg.cfl_rounds):

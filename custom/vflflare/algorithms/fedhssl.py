@@ -24,6 +24,7 @@ Choices where the paper is open, ours:
 - Step 2 runs on every training row of the site except the validation rows (test rows never).
 - Cross-party rows: every aligned training row except the validation rows, labeled or not.
 """
+
 from __future__ import annotations
 
 import copy
@@ -47,10 +48,10 @@ from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
 from vflflare.seeding import derive_seed, seeded_init
-from vflflare.tracking import Progress
 from vflflare.ssl.losses import Predictor, momentum_update, target_copy
 from vflflare.ssl.losses.hybrid import cross_party_loss, guided_local_loss
 from vflflare.ssl.methods import SSL_METHODS, SSLMethod, make_pair_loss
+from vflflare.tracking import Progress
 
 _PROGRESS_EVERY_S = 30.0
 
@@ -89,9 +90,16 @@ class HybridSSLSettings(Settings):
     finetune_lrs: list[float] = field(default_factory=lambda: [0.005, 0.01, 0.03])
 
     # ranges (Settings.validate checks them); 0 global iterations: finetuning only (fedsplitnn)
-    bounds = {"global_iterations": (0, None), "pretrain_batch_size": (2, None), "cross_local_updates": (1, None),
-              "predictor_hidden": (1, None), "moco_queue": (1, None), "pma_top_layers": (1, None),
-              "gamma": (0, None), "iso_pretrain": (0, None)}
+    bounds = {
+        "global_iterations": (0, None),
+        "pretrain_batch_size": (2, None),
+        "cross_local_updates": (1, None),
+        "predictor_hidden": (1, None),
+        "moco_queue": (1, None),
+        "pma_top_layers": (1, None),
+        "gamma": (0, None),
+        "iso_pretrain": (0, None),
+    }
 
     def validate(self) -> None:
         super().validate()
@@ -101,8 +109,11 @@ class HybridSSLSettings(Settings):
         self.check(0.0 <= self.scarf_rate <= 1.0, "scarf_rate", "must be in [0, 1]")
         self.check(all(isinstance(w, int) and w >= 1 for w in self.projector), "projector", "must hold positive widths")
         self.check(self.moco_temperature > 0, "moco_temperature", "must be > 0")
-        self.check(bool(self.finetune_lrs) and all(lr > 0 for lr in self.finetune_lrs), "finetune_lrs",
-                   "must hold one or more learning rates > 0")
+        self.check(
+            bool(self.finetune_lrs) and all(lr > 0 for lr in self.finetune_lrs),
+            "finetune_lrs",
+            "must hold one or more learning rates > 0",
+        )
         self.check(self.finetune_towers in ("", "both", *TOWERS), "finetune_towers", "must be '', both, cross or local")
 
     @property
@@ -128,8 +139,9 @@ class HybridSSLSettings(Settings):
 class FedHSSLConfig(HybridSSLSettings, SplitNNSettings, JobConfig):
     def validate(self) -> None:
         super().validate()
-        self.check(not self.checkpoint, "checkpoint", "is not supported by fedhssl yet (its pretraining has no "
-                                                      "save points)")
+        self.check(
+            not self.checkpoint, "checkpoint", "is not supported by fedhssl yet (its pretraining has no save points)"
+        )
 
     @property
     def representation_width(self) -> int:
@@ -166,16 +178,25 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
         if method.target_momentum is not None:
             self.state["local_target"] = target_copy(self._local_online())
         self.state["cross_optimizer"] = torch.optim.Adam(
-            [*self.encoder.cross.parameters(), *self.state["cross_head"].parameters()], lr=cfg.pretrain_lr,
-            weight_decay=cfg.weight_decay)
+            [*self.encoder.cross.parameters(), *self.state["cross_head"].parameters()],
+            lr=cfg.pretrain_lr,
+            weight_decay=cfg.weight_decay,
+        )
         self.state["local_optimizer"] = torch.optim.Adam(
-            [*self.encoder.local.parameters(), *self.state["local_head"].parameters()], lr=cfg.pretrain_lr,
-            weight_decay=cfg.weight_decay)
+            [*self.encoder.local.parameters(), *self.state["local_head"].parameters()],
+            lr=cfg.pretrain_lr,
+            weight_decay=cfg.weight_decay,
+        )
 
     def _pair_loss(self, tower: str) -> Any:
         cfg = self.cfg
-        loss = make_pair_loss(cfg.method, cfg.projector_widths[-1], cfg.moco_temperature, cfg.moco_queue,
-                              derive_seed(self.seed, f"{tower}_queue"))
+        loss = make_pair_loss(
+            cfg.method,
+            cfg.projector_widths[-1],
+            cfg.moco_temperature,
+            cfg.moco_queue,
+            derive_seed(self.seed, f"{tower}_queue"),
+        )
         return self.on_device(loss) if isinstance(loss, nn.Module) else loss
 
     # ------------------------------------------------------------------ towers
@@ -194,8 +215,10 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
     def cross_step(self, positions: np.ndarray, iso_strength: float = 0.0) -> np.ndarray:
         rows = self.cross_rows()
         if len(positions) and positions.max() >= len(rows):
-            raise ValueError(f"site '{self.site}': cross-party row {positions.max()} is outside its {len(rows)} "
-                             f"aligned training rows")
+            raise ValueError(
+                f"site '{self.site}': cross-party row {positions.max()} is outside its {len(rows)} "
+                f"aligned training rows"
+            )
         batch = self.train_batch(rows[torch.as_tensor(positions)])
         self.encoder.cross.train()
         self.state["cross_head"].train()
@@ -252,8 +275,9 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
             with torch.no_grad():
                 t1, t2 = (z1, z2) if target is None else (self._target(target, v1), self._target(target, v2))
                 c1, c2 = (self.project("cross", v1), self.project("cross", v2)) if gamma > 0 else (t1, t2)
-            loss = guided_local_loss(pair_loss, (self.predict("local", z1), self.predict("local", z2)),
-                                     (t1, t2), (c1, c2), gamma)
+            loss = guided_local_loss(
+                pair_loss, (self.predict("local", z1), self.predict("local", z2)), (t1, t2), (c1, c2), gamma
+            )
             total += self.finite_loss(loss, "guided local SSL", iteration, step)
             optimizer.zero_grad()
             loss.backward()
@@ -268,8 +292,10 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
                 self.tracker.scalar("local_ssl/running_loss", total / (step + 1), iteration * steps + step)
         loss = total / steps
         self.tracker.scalar("local_ssl/loss", loss, iteration)
-        self.tracker.info(f"{self.site}: guided local SSL, global iteration {iteration + 1}: loss {loss:.4f}, "
-                          f"{steps * batch_size / (time.monotonic() - started):.0f} rows/s")
+        self.tracker.info(
+            f"{self.site}: guided local SSL, global iteration {iteration + 1}: loss {loss:.4f}, "
+            f"{steps * batch_size / (time.monotonic() - started):.0f} rows/s"
+        )
         return {"loss": loss, "rows": len(rows)}
 
     def _local_online(self) -> nn.Sequential:
@@ -289,8 +315,9 @@ class HybridSSLSite(CrossPartySite, PartialAggregationSite, SplitNNSite, Feature
     def reset_to_pretrained(self, payload: Payload) -> Payload:
         """Start a finetuning run at learning rate payload["lr"] from the pretrained towers."""
         self.encoder.load_state_dict(self.state["pretrained"])
-        self.state["split_optimizer"] = torch.optim.Adam(self.encoder.parameters(), lr=float(payload["lr"]),
-                                                            weight_decay=self.cfg.weight_decay)
+        self.state["split_optimizer"] = torch.optim.Adam(
+            self.encoder.parameters(), lr=float(payload["lr"]), weight_decay=self.cfg.weight_decay
+        )
         return {}
 
     # ------------------------------------------------------------------ step 3: PMA
@@ -329,8 +356,9 @@ class FedHSSL(Algorithm):
         bar = Progress(self.tracker, "FedHSSL pretraining iteration", iterations)
         for iteration in range(iterations):
             if "cross" in steps:  # step 1: cross-party SSL on the aligned rows
-                cross_party_ssl(net, active, n_cross, cfg.pretrain_batch_size, rng, self.tracker, iteration,
-                                cfg.iso_pretrain)
+                cross_party_ssl(
+                    net, active, n_cross, cfg.pretrain_batch_size, rng, self.tracker, iteration, cfg.iso_pretrain
+                )
             if "local" in steps:  # step 2: cross-party-guided local SSL on every local row
                 with net.ledger.phase("local_ssl"):
                     net.exchange("guided_local_ssl", {s: {"iteration": iteration} for s in net.sites})
@@ -359,8 +387,17 @@ class FedHSSL(Algorithm):
     def _finetune_at(self, net: Transport, label: Any, rows: dict[str, int], lr: float) -> dict[str, float]:
         net.step("reset_to_pretrained", {s: {"lr": lr} for s in net.sites})
         label.finetune_lr(lr)
-        metrics = train_split_nn(net, label, self.cfg, rows["aligned_train"], self.cfg.split_epochs, False,
-                                 self.tracker, self.info, phase="finetune")
+        metrics = train_split_nn(
+            net,
+            label,
+            self.cfg,
+            rows["aligned_train"],
+            self.cfg.split_epochs,
+            False,
+            self.tracker,
+            self.info,
+            phase="finetune",
+        )
         self.info.setdefault("finetune_epochs", []).append(self.info["split_epochs"])
         return metrics
 
@@ -377,7 +414,10 @@ class FedHSSL(Algorithm):
             up, down = up + iterations * c_up, down + iterations * c_down
         if "pma" in steps:
             up, down = up + iterations, down + iterations
-        runs = [split_nn_communications(cfg, rows["aligned_train"], epochs, False) for epochs in self.info["finetune_epochs"]]
+        runs = [
+            split_nn_communications(cfg, rows["aligned_train"], epochs, False)
+            for epochs in self.info["finetune_epochs"]
+        ]
         feature = (up + sum(f[0] for f, _ in runs), down + sum(f[1] for f, _ in runs))
         label_extra = (sum(e[0] for _, e in runs), sum(e[1] for _, e in runs))
         return self.per_site(sites, feature, label_extra)

@@ -7,6 +7,7 @@ round trip, 3 uploads and 2 downloads per site; `finetune_epochs > 0` adds split
     pseudo-label probability per unaligned row (Eq. 8-9) -> sites sample pseudo-labeled rows,
     retrain (Eq. 11) -> representations up -> classifier
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,7 +24,13 @@ from vflflare.algorithms.blocks.representation_estimation import (
     pseudo_label_probabilities,
 )
 from vflflare.algorithms.blocks.representations import FINAL_PARTS, reps_of, train_classifier, upload_representations
-from vflflare.algorithms.blocks.split_nn import SplitNNLabel, SplitNNSettings, SplitNNSite, split_nn_communications, train_split_nn
+from vflflare.algorithms.blocks.split_nn import (
+    SplitNNLabel,
+    SplitNNSettings,
+    SplitNNSite,
+    split_nn_communications,
+    train_split_nn,
+)
 from vflflare.algorithms.oneshot import OneShotConfig, OneShotLabel, OneShotSite, client_update
 from vflflare.algorithms.plugin import Algorithm
 from vflflare.protocol.payload import Payload
@@ -50,8 +57,11 @@ class FewShotConfig(SplitNNSettings, OneShotConfig):
 
     def validate(self) -> None:
         super().validate()
-        self.check(self.fewshot_threshold_mode in FEWSHOT_THRESHOLD_MODES, "fewshot_threshold_mode",
-                   f"must be one of {list(FEWSHOT_THRESHOLD_MODES)}")
+        self.check(
+            self.fewshot_threshold_mode in FEWSHOT_THRESHOLD_MODES,
+            "fewshot_threshold_mode",
+            f"must be one of {list(FEWSHOT_THRESHOLD_MODES)}",
+        )
 
 
 class FewShotSite(SplitNNSite, OneShotSite):
@@ -122,11 +132,12 @@ class FewShotLabel(SplitNNLabel, OneShotLabel):
         predictions = self.unaligned_predictions(aligned, unaligned, val)
         labels = self.part_labels("aligned").numpy()
         prior = np.bincount(labels, minlength=self.num_classes) / len(labels)
-        thresholds = class_thresholds(self.cfg.fewshot_threshold, self.num_classes, self.cfg.fewshot_threshold_mode, prior)
+        thresholds = class_thresholds(
+            self.cfg.fewshot_threshold, self.num_classes, self.cfg.fewshot_threshold_mode, prior
+        )
         return {
             site: pseudo_label_probabilities(local, joint, thresholds) for site, (local, joint) in predictions.items()
         }
-
 
 
 class FewShotVFL(Algorithm):
@@ -140,7 +151,9 @@ class FewShotVFL(Algorithm):
         reps = reps_of(upload_representations(net, ["aligned"]), "aligned")
         reps = client_update(net, label, reps, then_represent=["aligned", "val", "unaligned"])
         with net.ledger.phase("pseudo_label_probabilities"):  # Alg. 2 InferProb
-            probs = label.infer_probabilities(reps_of(reps, "aligned"), reps_of(reps, "unaligned"), reps_of(reps, "val"))
+            probs = label.infer_probabilities(
+                reps_of(reps, "aligned"), reps_of(reps, "unaligned"), reps_of(reps, "val")
+            )
         with net.ledger.phase("expanded_ssl"):  # Alg. 2 ClientUpdateFewshot
             reps = net.exchange("fewshot_update", {s: {"probs": probs[s], "represent": FINAL_PARTS} for s in net.sites})
         metrics = train_classifier(net, label, reps)
@@ -156,7 +169,9 @@ class FewShotVFL(Algorithm):
         # the classifier, and sends back gradients and probabilities
         feature, label_extra = (3, 2), (2, 3)
         if self.cfg.finetune_epochs > 0:
-            tuned, tuned_extra = split_nn_communications(self.cfg, rows["aligned_train"], self.info["split_epochs"], True)
+            tuned, tuned_extra = split_nn_communications(
+                self.cfg, rows["aligned_train"], self.info["split_epochs"], True
+            )
             feature = (feature[0] + tuned[0], feature[1] + tuned[1])
             label_extra = (label_extra[0] + tuned_extra[0], label_extra[1] + tuned_extra[1])
         return self.per_site(sites, feature, label_extra)

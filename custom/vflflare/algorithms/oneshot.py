@@ -5,6 +5,7 @@ Overlapping Samples", ICCV 2023, Alg. 1): two uploads and one download per site.
     aligned rows temporary labels, local FixMatch-tab SSL on aligned + unaligned rows -> representations
     up -> the label party trains the classifier
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,7 +51,9 @@ class OneShotSite(FixMatchSite, FeatureParty):
             raise ValueError(f"{self.site}: partial gradients have shape {grads.shape}, expected {expected}")
         self.state["temporary_labels"] = torch.as_tensor(kmeans_on_gradients(grads, num_classes, self.seed))
         self.start_local_ssl(num_classes)
-        return self.local_ssl("oneshot", self.rows_of("aligned"), self.state["temporary_labels"], self.rows_of("unaligned"))
+        return self.local_ssl(
+            "oneshot", self.rows_of("aligned"), self.state["temporary_labels"], self.rows_of("unaligned")
+        )
 
 
 class OneShotLabel(LabelParty):
@@ -62,12 +65,15 @@ class OneShotLabel(LabelParty):
         head = self.new_head(joint.shape[1], "partial_gradients", sends_gradients=True)
         per_site = [torch.as_tensor(np.asarray(reps[s], dtype=np.float32)).requires_grad_(True) for s in self.sites]
         loss = F.cross_entropy(head(torch.cat(per_site, dim=1)), self.part_labels("aligned"))
-        grads = self.to_sites(dict(zip(self.sites, torch.autograd.grad(loss, per_site))), self.part_labels("aligned"),
-                              "fresh")
+        grads = self.to_sites(
+            dict(zip(self.sites, torch.autograd.grad(loss, per_site))), self.part_labels("aligned"), "fresh"
+        )
         return {site: g.numpy().astype(np.float32) for site, g in grads.items()}
 
 
-def client_update(net: Transport, label: Any, reps: dict[str, np.ndarray], then_represent: list[str]) -> dict[str, dict]:
+def client_update(
+    net: Transport, label: Any, reps: dict[str, np.ndarray], then_represent: list[str]
+) -> dict[str, dict]:
     """Alg. 1 lines 5-13, (2)-(5) in Fig. 2: partial gradients down with C, local k-means + SSL, new
     representations up."""
     with net.ledger.phase("partial_gradients"):

@@ -10,9 +10,11 @@ A plug-in is a subclass of `Algorithm` with
 - `expected_communications`: the uploads and downloads per site the paper's protocol implies, checked
   against the ledger by the tests and shown in the results table.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from vflflare.config import SERVER, JobConfig
 from vflflare.protocol.feature_party import FeatureParty

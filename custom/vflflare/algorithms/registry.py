@@ -1,5 +1,6 @@
 """Algorithm plug-ins by name. Adding an algorithm: a module with an `Algorithm` subclass, plus one
 line here (or `register(...)` from a module named in the job's `plugins` setting)."""
+
 from __future__ import annotations
 
 import importlib
@@ -29,8 +30,19 @@ def register(plugin: type[Algorithm]) -> type[Algorithm]:
     return plugin
 
 
-for _plugin in (VanillaVFL, FedBCD, OneShotVFL, FewShotVFL, SSVFLI, SSVFLC, FedHSSL, VFLHLP, CFL, SecureSumCheck,
-                VerticalInference):
+for _plugin in (
+    VanillaVFL,
+    FedBCD,
+    OneShotVFL,
+    FewShotVFL,
+    SSVFLI,
+    SSVFLC,
+    FedHSSL,
+    VFLHLP,
+    CFL,
+    SecureSumCheck,
+    VerticalInference,
+):
     register(_plugin)
 
 

@@ -2,6 +2,7 @@
 secure aggregation block under NVFlare's HE filters. Every site contributes a tensor derived from
 (seed, site), so each site can recompute the plaintext sum and report how far the decrypted one is
 from it -- a number, not a tensor, so the coordinator learns nothing else. No site data is used."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

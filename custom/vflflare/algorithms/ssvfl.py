@@ -7,12 +7,17 @@
 - SS-VFL-C (Alg. 2): the same pretraining, then split-NN training on the labeled aligned rows that
   keeps updating the pretrained f_k, with a fresh head at the label party and validation early stopping.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from vflflare.algorithms.blocks.contrastive_pretraining import ContrastivePretrainSite, PretrainSettings, local_pretraining
+from vflflare.algorithms.blocks.contrastive_pretraining import (
+    ContrastivePretrainSite,
+    PretrainSettings,
+    local_pretraining,
+)
 from vflflare.algorithms.blocks.representations import FINAL_PARTS, train_classifier, upload_representations
 from vflflare.algorithms.blocks.split_nn import SplitNNSettings, SplitNNSite
 from vflflare.algorithms.plugin import Algorithm

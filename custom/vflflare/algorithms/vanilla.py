@@ -1,12 +1,19 @@
 """Vanilla VFL (split NN on the aligned labeled rows) and FedBCD (Liu et al., "FedBCD: A Communication-
 Efficient Collaborative Learning Framework for Distributed Features": Q local steps on stale
 gradients, local_steps = Q, paper default Q = 5)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from vflflare.algorithms.blocks.split_nn import SplitNNLabel, SplitNNSettings, SplitNNSite, split_nn_communications, train_split_nn
+from vflflare.algorithms.blocks.split_nn import (
+    SplitNNLabel,
+    SplitNNSettings,
+    SplitNNSite,
+    split_nn_communications,
+    train_split_nn,
+)
 from vflflare.algorithms.plugin import Algorithm
 from vflflare.config import JobConfig
 from vflflare.protocol.feature_party import FeatureParty
@@ -43,7 +50,9 @@ class VanillaVFL(Algorithm):
         return train_split_nn(net, label, cfg, rows["aligned_train"], cfg.split_epochs, False, self.tracker, self.info)
 
     def expected_communications(self, sites: list[str], rows: dict[str, int]) -> dict[str, dict[str, int]]:
-        feature, label_extra = split_nn_communications(self.cfg, rows["aligned_train"], self.info["split_epochs"], False)
+        feature, label_extra = split_nn_communications(
+            self.cfg, rows["aligned_train"], self.info["split_epochs"], False
+        )
         return self.per_site(sites, feature, label_extra)
 
 

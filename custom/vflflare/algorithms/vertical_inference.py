@@ -12,6 +12,7 @@
 The result reports how many rows were scored and, per site, how many were unmatched and which categories
 training never saw.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -37,8 +38,11 @@ class VerticalInferenceConfig(JobConfig):
 
     def validate(self) -> None:
         super().validate()
-        self.check(bool(self.model_job), "model_job", "must name the model ID whose model scores the rows "
-                                                      "(`vflflare models ROOT` lists them), or be 'latest'")
+        self.check(
+            bool(self.model_job),
+            "model_job",
+            "must name the model ID whose model scores the rows (`vflflare models ROOT` lists them), or be 'latest'",
+        )
 
 
 def matched_order(digests: dict[str, list[str]]) -> tuple[list[str], dict[str, list[int]]]:
@@ -85,8 +89,9 @@ class VerticalInference(Algorithm):
             wants_ids = {s: owner == SERVER and s == sites[0] for s in sites}
             # the defense covers the scoring uploads too, with each site's private noise
             noise = {"representation_noise": self.cfg.representation_noise} if self.cfg.representation_noise else {}
-            replies = net.exchange(REPRESENT, {s: {"positions": positions[s], "ids": wants_ids[s], **noise}
-                                               for s in sites})
+            replies = net.exchange(
+                REPRESENT, {s: {"positions": positions[s], "ids": wants_ids[s], **noise} for s in sites}
+            )
             reps = {s: np.asarray(r["reps"]) for s, r in replies.items()}
             # what a site's local configuration enforced on its uploads (privacy/enforcement.py): privacy.enforced
             self.enforced = {s: r["enforced"] for s, r in replies.items() if "enforced" in r}
@@ -98,27 +103,47 @@ class VerticalInference(Algorithm):
                 # hash alignment: the coordinator's own positions put the rows in the first site's score.csv
                 # order; PSI: none to use (they would be new to it), so the canonical order of the intersection
                 order = positions[sites[0]] if positions[sites[0]] is not None else list(range(len(first["ids"])))
-                scored = apply_head(folder, reps, list(first["ids"]), out, order, first["id_column"],
-                                    {**about, "score_file": loaded[sites[0]]["file"]})
+                scored = apply_head(
+                    folder,
+                    reps,
+                    list(first["ids"]),
+                    out,
+                    order,
+                    first["id_column"],
+                    {**about, "score_file": loaded[sites[0]]["file"]},
+                )
             else:
-                scored = net.exchange(APPLY, {owner: {"reps": reps, "positions": positions[owner],
-                                                      "model_id": model_job, "about": about}})[owner]
+                scored = net.exchange(
+                    APPLY, {owner: {"reps": reps, "positions": positions[owner], "model_id": model_job, "about": about}}
+                )[owner]
         self.info.update(
-            model_job=model_job, algorithm=loaded[sites[0]]["algorithm"], label_owner=owner,
+            model_job=model_job,
+            algorithm=loaded[sites[0]]["algorithm"],
+            label_owner=owner,
             predictions=scored["predictions"],
             **({"predictions_about": scored["sidecar"]} if scored.get("sidecar") else {}),
             **({"classes": scored["classes"]} if scored.get("classes") else {}),
-            per_site={s: {"file": r["file"], "rows": r["rows"], "unmatched": r["rows"] - matched,
-                          "unseen_categories": r["data_checks"]["unseen_categories"],  # as before data_checks
-                          "data_checks": r["data_checks"]} for s, r in loaded.items()},
+            per_site={
+                s: {
+                    "file": r["file"],
+                    "rows": r["rows"],
+                    "unmatched": r["rows"] - matched,
+                    "unseen_categories": r["data_checks"]["unseen_categories"],  # as before data_checks
+                    "data_checks": r["data_checks"],
+                }
+                for s, r in loaded.items()
+            },
         )
         for site, report in self.info["per_site"].items():
-            self.tracker.info(f"{site}: {report['rows']} rows in {report['file']}, {report['unmatched']} not at "
-                              f"every site (not scored)")
+            self.tracker.info(
+                f"{site}: {report['rows']} rows in {report['file']}, {report['unmatched']} not at "
+                f"every site (not scored)"
+            )
             for line in describe_checks(f"site {site!r}", report["data_checks"]):
                 self.tracker.info(line)
-        self.tracker.info(f"scored {matched} rows with model {model_job}; predictions at "
-                          f"{owner}: {scored['predictions']}")
+        self.tracker.info(
+            f"scored {matched} rows with model {model_job}; predictions at {owner}: {scored['predictions']}"
+        )
         return {"scored_rows": float(matched)}
 
     def _check_one_model(self, loaded: dict[str, dict]) -> str:
@@ -126,9 +151,11 @@ class VerticalInference(Algorithm):
         jobs = {s: r["job_id"] for s, r in loaded.items()}
         hashes = {s: r["config_hash"] for s, r in loaded.items()}
         if len(set(jobs.values())) > 1 or len(set(hashes.values())) > 1:
-            raise ModelStoreError(f"the sites' saved models come from different training runs ({jobs}, config "
-                                  f"hashes {hashes}); set model_job to the model ID every site has a model of "
-                                  f"(`vflflare models ROOT` lists them)")
+            raise ModelStoreError(
+                f"the sites' saved models come from different training runs ({jobs}, config "
+                f"hashes {hashes}); set model_job to the model ID every site has a model of "
+                f"(`vflflare models ROOT` lists them)"
+            )
         return next(iter(jobs.values()))
 
     @staticmethod
@@ -137,8 +164,10 @@ class VerticalInference(Algorithm):
         found = {s: (r["matched"], r["fingerprint"]) for s, r in loaded.items()}
         if len(set(found.values())) > 1:
             sizes = {s: n for s, (n, _) in found.items()}
-            raise ValueError(f"the sites hold different PSI intersections of their score files (sizes {sizes}); "
-                             f"rerun the job so that DH-PSI runs over the files being scored")
+            raise ValueError(
+                f"the sites hold different PSI intersections of their score files (sizes {sizes}); "
+                f"rerun the job so that DH-PSI runs over the files being scored"
+            )
         return next(iter(found.values()))[0]
 
     def _label_owner(self, loaded: dict[str, dict], model_job: str) -> str:
@@ -146,11 +175,15 @@ class VerticalInference(Algorithm):
         if label_owner(models_dir(self.runs_root or ".", model_job) / LABEL_DIR) == SERVER:
             holders.append(SERVER)
         if len(holders) != 1:
-            raise ModelStoreError(f"model {model_job}: {'no party' if not holders else holders} holds its label model "
-                                  f"(the head); a training job that ended before its classifier saves none")
+            raise ModelStoreError(
+                f"model {model_job}: {'no party' if not holders else holders} holds its label model "
+                f"(the head); a training job that ended before its classifier saves none"
+            )
         if self.cfg.label_owner not in (SERVER, holders[0]):  # a site named, but the head is elsewhere
-            raise ModelStoreError(f"label_owner {self.cfg.label_owner!r}, but the label model (the head) of model "
-                                  f"{model_job} is at {holders[0]!r}: leave label_owner out, or name {holders[0]!r}")
+            raise ModelStoreError(
+                f"label_owner {self.cfg.label_owner!r}, but the label model (the head) of model "
+                f"{model_job} is at {holders[0]!r}: leave label_owner out, or name {holders[0]!r}"
+            )
         return holders[0]
 
     def expected_communications(self, sites: list[str], rows: dict[str, int]) -> dict[str, dict[str, int]]:

@@ -23,6 +23,7 @@ Our choices where the paper is open, written down:
 - (2) uses the encoder output as z (the paper: "pass both X and X~ through the encoder"), SCARF's own
   corruption rate 0.6 and temperature 1.
 """
+
 from __future__ import annotations
 
 import copy
@@ -37,17 +38,21 @@ from torch import nn
 
 from vflflare.algorithms.blocks.contrastive_pretraining import ContrastivePretrainSite, PretrainSettings
 from vflflare.algorithms.blocks.split_nn import (
-    SplitNNLabel, SplitNNSettings, SplitNNSite, split_nn_communications, train_split_nn,
+    SplitNNLabel,
+    SplitNNSettings,
+    SplitNNSite,
+    split_nn_communications,
+    train_split_nn,
 )  # fmt: skip
 from vflflare.algorithms.plugin import Algorithm
 from vflflare.config import SERVER, JobConfig, Settings
 from vflflare.metrics import score
 from vflflare.models.heads import MLPHead
+from vflflare.privacy.defenses import randomized_response
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
-from vflflare.privacy.defenses import randomized_response
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.ssl.augment import TwoViews
 from vflflare.ssl.losses import ScarfInfoNCELoss
@@ -95,9 +100,12 @@ class VFLHLPConfig(VFLHLPSettings, PretrainSettings, SplitNNSettings, JobConfig)
 
     def validate(self) -> None:
         super().validate()
-        self.check(self.label_owner != SERVER, "label_owner",
-                   "must be a site: VFLHLP's active party is the site that holds the labels of all its local "
-                   "rows, aligned or not (split with `vflflare split --label-owner SITE --active-site-labels`)")
+        self.check(
+            self.label_owner != SERVER,
+            "label_owner",
+            "must be a site: VFLHLP's active party is the site that holds the labels of all its local "
+            "rows, aligned or not (split with `vflflare split --label-owner SITE --active-site-labels`)",
+        )
 
 
 class VFLHLPSite(SplitNNSite, ContrastivePretrainSite, FeatureParty):
@@ -127,8 +135,9 @@ class VFLHLPSite(SplitNNSite, ContrastivePretrainSite, FeatureParty):
         encoder = copy.deepcopy(self.encoder)
         with seeded_init(derive_seed(self.seed, "local_predictor")):
             head = self.on_device(MLPHead(cfg.representation_width, label.num_classes, cfg.classifier_hidden))
-        optimizer = torch.optim.Adam([*encoder.parameters(), *head.parameters()], lr=cfg.pretrain_lr,
-                                     weight_decay=cfg.weight_decay)
+        optimizer = torch.optim.Adam(
+            [*encoder.parameters(), *head.parameters()], lr=cfg.pretrain_lr, weight_decay=cfg.weight_decay
+        )
         generator = torch.Generator().manual_seed(derive_seed(self.seed, "supervised"))
         best, since_best, epochs, best_state = -math.inf, 0, 0, None
         while epochs < cfg.active_epochs and since_best < cfg.split_patience:
@@ -138,12 +147,16 @@ class VFLHLPSite(SplitNNSite, ContrastivePretrainSite, FeatureParty):
             for start in range(0, len(rows), cfg.pretrain_batch_size):
                 batch = order[start : start + cfg.pretrain_batch_size]
                 inputs = self.train_batch(rows[batch])
-                loss = F.cross_entropy(head(encoder(*(t.to(self.device) for t in inputs))), labels[batch].to(self.device))
-                losses.append(self.finite_loss(loss, "supervised pretraining", epochs, start // cfg.pretrain_batch_size))
+                loss = F.cross_entropy(
+                    head(encoder(*(t.to(self.device) for t in inputs))), labels[batch].to(self.device)
+                )
+                losses.append(
+                    self.finite_loss(loss, "supervised pretraining", epochs, start // cfg.pretrain_batch_size)
+                )
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
-            (metric, value), = self.local_scores(encoder, head, ["val"]).items()
+            ((metric, value),) = self.local_scores(encoder, head, ["val"]).items()
             self.tracker.scalar("pretrain/supervised_loss", float(np.mean(losses)), epochs)
             self.tracker.scalar(f"pretrain/{metric}", value, epochs)
             epochs += 1
@@ -152,10 +165,14 @@ class VFLHLPSite(SplitNNSite, ContrastivePretrainSite, FeatureParty):
             else:
                 since_best += 1
         self.state["anchor_encoder"], self.state["anchor_head"] = best_state
-        self.tracker.info(f"{self.site}: supervised pretraining on {len(rows)} labeled local rows stopped after "
-                          f"{epochs} epochs, best {metric} {best:.4f}")
-        return {"pretrain": {"rows": len(rows), "epochs": epochs},
-                "metrics": self.local_scores(*best_state, ["val", "test"])}
+        self.tracker.info(
+            f"{self.site}: supervised pretraining on {len(rows)} labeled local rows stopped after "
+            f"{epochs} epochs, best {metric} {best:.4f}"
+        )
+        return {
+            "pretrain": {"rows": len(rows), "epochs": epochs},
+            "metrics": self.local_scores(*best_state, ["val", "test"]),
+        }
 
     def local_labeled_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Positions and labels of the active party's training rows with a label: its aligned labeled
@@ -171,14 +188,19 @@ class VFLHLPSite(SplitNNSite, ContrastivePretrainSite, FeatureParty):
                 f"site '{self.site}': VFLHLP's active party needs the labels of its unaligned rows too, but its "
                 f"labels ({tables.train_source}) cover none of its {len(own)} unaligned training rows; give every "
                 f"row of its train.csv a label there, e.g. `vflflare split --label-owner {self.site} "
-                f"--active-site-labels`")
+                f"--active-site-labels`"
+            )
         rows = np.concatenate([self.rows_of("aligned").numpy(), local])
         labels = torch.as_tensor([label_of[ids[r]] for r in rows])
         if self.cfg.label_dp_epsilon > 0:  # label DP covers pretraining too: the aligned rows' randomized labels
             # as the label party holds them, the site's own rows through randomized response as well
             label = self.colocated
-            own = randomized_response(labels[len(self.rows_of("aligned")):], label.num_classes,
-                                      self.cfg.label_dp_epsilon, label.private.generator("label-dp:local"))
+            own = randomized_response(
+                labels[len(self.rows_of("aligned")) :],
+                label.num_classes,
+                self.cfg.label_dp_epsilon,
+                label.private.generator("label-dp:local"),
+            )
             labels = torch.cat([label.part_labels("aligned"), own])
         return torch.as_tensor(rows), labels
 
@@ -225,8 +247,10 @@ class VFLHLP(Algorithm):
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
         cfg = self.cfg
         active, passive, federated = VARIANTS[cfg.variant]
-        roles = {s: ("active" if active else "none") if s == cfg.label_owner else ("passive" if passive else "none")
-                 for s in net.sites}
+        roles = {
+            s: ("active" if active else "none") if s == cfg.label_owner else ("passive" if passive else "none")
+            for s in net.sites
+        }
         with net.ledger.phase("local_pretraining"):  # (1) and (2), in parallel, nothing leaves a site
             replies = net.exchange("local_pretrain", {s: {"role": role} for s, role in roles.items()})
         self.info["pretrain"] = {s: r["pretrain"] for s, r in replies.items() if "pretrain" in r}
@@ -234,10 +258,14 @@ class VFLHLP(Algorithm):
         if not federated:
             return local_a
         self.info["local_a"] = local_a
-        return train_split_nn(net, label, cfg, rows["aligned_train"], cfg.split_epochs, False, self.tracker, self.info)  # (3)
+        return train_split_nn(
+            net, label, cfg, rows["aligned_train"], cfg.split_epochs, False, self.tracker, self.info
+        )  # (3)
 
     def expected_communications(self, sites: list[str], rows: dict[str, int]) -> dict[str, dict[str, int]]:
         if not VARIANTS[self.cfg.variant][2]:
             return super().expected_communications(sites, rows)
-        feature, label_extra = split_nn_communications(self.cfg, rows["aligned_train"], self.info["split_epochs"], False)
+        feature, label_extra = split_nn_communications(
+            self.cfg, rows["aligned_train"], self.info["split_epochs"], False
+        )
         return self.per_site(sites, feature, label_extra)

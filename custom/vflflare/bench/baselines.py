@@ -14,6 +14,7 @@ high-cardinality categories), as each site's bottom model sees them. Depth is ch
 rows' AUC, rounds by early stopping on their log-loss; the test rows are only scored. `TUNED_GRID` is the
 wider grid of the fair comparison against the neural methods (LEADERBOARD.md, issue 26), chosen the same way.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -51,19 +52,39 @@ class AlignedSplit:
     fitted: dict = field(default_factory=dict)  # baselines fitted on this split, by name
 
     @classmethod
-    def load(cls, root: Path, sites: list[str], owner: str, seed: int, val_fraction: float,
-             numeric_transform: str = "standard") -> "AlignedSplit":
+    def load(
+        cls,
+        root: Path,
+        sites: list[str],
+        owner: str,
+        seed: int,
+        val_fraction: float,
+        numeric_transform: str = "standard",
+    ) -> AlignedSplit:
         tables = {s: load_site_tables(s, sites, str(root), seed, numeric_transform) for s in sites}
         labels = load_label_tables(owner, sites, str(root), seed, active_site_labels=True)
         salt = alignment_salt(seed)
         label_key = f"label:{owner}"
-        train = {label_key: hash_ids(labels.train_ids, salt), **{s: hash_ids(t.train_ids, salt) for s, t in tables.items()}}
-        test = {label_key: hash_ids(labels.test_ids, salt), **{s: hash_ids(t.test_ids, salt) for s, t in tables.items()}}
+        train = {
+            label_key: hash_ids(labels.train_ids, salt),
+            **{s: hash_ids(t.train_ids, salt) for s, t in tables.items()},
+        }
+        test = {
+            label_key: hash_ids(labels.test_ids, salt),
+            **{s: hash_ids(t.test_ids, salt) for s, t in tables.items()},
+        }
         by_digest = dict(zip(train[label_key], labels.train_labels.tolist()))
         rows = align(train, test, by_digest, labels.num_classes, val_fraction, seed, owner)[label_key]
         pick = lambda ids, positions: [ids[i] for i in positions]  # noqa: E731
-        return cls(sites, owner, tables, labels, pick(labels.train_ids, rows.train), pick(labels.train_ids, rows.val),
-                   pick(labels.test_ids, rows.test))
+        return cls(
+            sites,
+            owner,
+            tables,
+            labels,
+            pick(labels.train_ids, rows.train),
+            pick(labels.train_ids, rows.val),
+            pick(labels.test_ids, rows.test),
+        )
 
     def x(self, ids: list[str], table: str = "train", sites: list[str] | None = None) -> np.ndarray:
         """The rows `ids` of the `sites`' (default: every site's) columns side by side."""
@@ -92,21 +113,38 @@ def _xgboost(seed: int, max_depth: int, learning_rate: float = ETA, min_child_we
     from xgboost import XGBClassifier
 
     # no row or column subsampling: NVFlare's vertical XGBoost then grows the same trees from these settings
-    return XGBClassifier(n_estimators=MAX_ROUNDS, learning_rate=learning_rate, max_depth=max_depth,
-                         min_child_weight=min_child_weight, tree_method="hist", early_stopping_rounds=PATIENCE,
-                         eval_metric="logloss", n_jobs=1, random_state=seed)
+    return XGBClassifier(
+        n_estimators=MAX_ROUNDS,
+        learning_rate=learning_rate,
+        max_depth=max_depth,
+        min_child_weight=min_child_weight,
+        tree_method="hist",
+        early_stopping_rounds=PATIENCE,
+        eval_metric="logloss",
+        n_jobs=1,
+        random_state=seed,
+    )
 
 
 def _scored(val_auc: float, model, test: tuple[np.ndarray, np.ndarray], **chosen) -> dict:
     """A fitted baseline's record: validation and test AUC, what it chose, and its positive-class test
     scores (`test_scores`, for an ensemble; not kept in the bench's records)."""
     scores = model.predict_proba(test[0])[:, 1]
-    return {"val_auc": val_auc, "test_auc": float(roc_auc_score(test[1], scores)), **chosen,
-            "test_scores": scores.tolist()}
+    return {
+        "val_auc": val_auc,
+        "test_auc": float(roc_auc_score(test[1], scores)),
+        **chosen,
+        "test_scores": scores.tolist(),
+    }
 
 
-def fit_xgboost(train: tuple[np.ndarray, np.ndarray], val: tuple[np.ndarray, np.ndarray],
-                test: tuple[np.ndarray, np.ndarray], seed: int, grid: Mapping[str, Sequence] = DEFAULT_GRID) -> dict:
+def fit_xgboost(
+    train: tuple[np.ndarray, np.ndarray],
+    val: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    seed: int,
+    grid: Mapping[str, Sequence] = DEFAULT_GRID,
+) -> dict:
     """Settings from `grid` (every combination) by validation AUC, rounds by early stopping on validation
     log-loss."""
     best = None
@@ -121,8 +159,12 @@ def fit_xgboost(train: tuple[np.ndarray, np.ndarray], val: tuple[np.ndarray, np.
     return _scored(val_auc, model, test, **chosen, rounds=int(model.best_iteration) + 1)
 
 
-def fit_logreg(train: tuple[np.ndarray, np.ndarray], val: tuple[np.ndarray, np.ndarray],
-               test: tuple[np.ndarray, np.ndarray], seed: int) -> dict:
+def fit_logreg(
+    train: tuple[np.ndarray, np.ndarray],
+    val: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    seed: int,
+) -> dict:
     """L2 strength from {0.01, 0.1, 1, 10} by validation AUC."""
     best = None
     for c in (0.01, 0.1, 1.0, 10.0):
@@ -135,8 +177,13 @@ def fit_logreg(train: tuple[np.ndarray, np.ndarray], val: tuple[np.ndarray, np.n
 
 
 def central(split: AlignedSplit, fit, seed: int, **options) -> dict:
-    return fit((split.x(split.train_ids), split.y(split.train_ids)), (split.x(split.val_ids), split.y(split.val_ids)),
-               (split.x(split.test_ids, "test"), split.y(split.test_ids, "test")), seed, **options)
+    return fit(
+        (split.x(split.train_ids), split.y(split.train_ids)),
+        (split.x(split.val_ids), split.y(split.val_ids)),
+        (split.x(split.test_ids, "test"), split.y(split.test_ids, "test")),
+        seed,
+        **options,
+    )
 
 
 def label_local(split: AlignedSplit, seed: int, all_labels: bool, grid: Mapping[str, Sequence] = DEFAULT_GRID) -> dict:
@@ -144,6 +191,11 @@ def label_local(split: AlignedSplit, seed: int, all_labels: bool, grid: Mapping[
     label for (minus validation rows)."""
     own = [split.owner]
     ids = split.label_local_train_ids() if all_labels else split.train_ids
-    result = fit_xgboost((split.x(ids, sites=own), split.y(ids)), (split.x(split.val_ids, sites=own), split.y(split.val_ids)),
-                         (split.x(split.test_ids, "test", own), split.y(split.test_ids, "test")), seed, grid)
+    result = fit_xgboost(
+        (split.x(ids, sites=own), split.y(ids)),
+        (split.x(split.val_ids, sites=own), split.y(split.val_ids)),
+        (split.x(split.test_ids, "test", own), split.y(split.test_ids, "test")),
+        seed,
+        grid,
+    )
     return {**result, "train_rows": len(ids)}

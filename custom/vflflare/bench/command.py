@@ -1,6 +1,7 @@
 """The `vflflare bench` command: run the grid, then write the leaderboard (Markdown, CSV, plots);
 `vflflare bench report DIR`: the leaderboard tables again, from DIR's results.jsonl alone (a committed
 results file rebuilds its report's tables)."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,30 +15,56 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--datasets", nargs="+", default=spec.datasets, help="tables `vflflare split` knows")
     parser.add_argument("--overlaps", nargs="+", type=int, default=spec.overlaps, help="aligned labeled rows N_o")
     parser.add_argument("--seeds", nargs="+", type=int, default=spec.seeds)
-    parser.add_argument("--methods", nargs="+", default=spec.methods, metavar="METHOD",
-                        help=f"default: all of {list(METHODS)}")
+    parser.add_argument(
+        "--methods", nargs="+", default=spec.methods, metavar="METHOD", help=f"default: all of {list(METHODS)}"
+    )
     parser.add_argument("--sites", type=int, default=spec.sites)
     parser.add_argument("--sim", action="store_true", help="run the VFL methods as NVFlare simulator jobs")
     parser.add_argument("--workers", type=int, default=spec.workers, help="splits run side by side in processes")
     parser.add_argument("--data-dir", help="folder holding the dataset folders (default: vflflare split's)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a job setting for every VFL method that has it (e.g. split_epochs=5 for a quick run)")
-    parser.add_argument("--ensemble", type=int, default=spec.ensemble,
-                        help="average each VFL method's test scores over this many job seeds (s, s + 1000, ...)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a job setting for every VFL method that has it (e.g. split_epochs=5 for a quick run)",
+    )
+    parser.add_argument(
+        "--ensemble",
+        type=int,
+        default=spec.ensemble,
+        help="average each VFL method's test scores over this many job seeds (s, s + 1000, ...)",
+    )
     parser.add_argument("--out", default="bench_out", help="results.jsonl, leaderboard.md/.csv and plots go here")
     parser.add_argument("--leaderboard", help="also write the Markdown table to this file")
     parser.add_argument("--table", action="store_true", help="only rebuild the leaderboard from --out's results")
-    parser.add_argument("--against", help="another bench's --out: also print the change in test AUC against it "
-                                           "(seed by seed on the same splits), e.g. a setting against the default run")
+    parser.add_argument(
+        "--against",
+        help="another bench's --out: also print the change in test AUC against it "
+        "(seed by seed on the same splits), e.g. a setting against the default run",
+    )
     # dests of its own: the bench's --out and --against defaults would otherwise stand in for them
     actions = parser.add_subparsers(dest="bench_action", metavar="report")
     report = actions.add_parser("report", help="the leaderboard tables from a folder's results.jsonl (no runs)")
     report.add_argument("results_dir", type=Path, help="a bench --out, or a committed benchmarks/results/<name>")
-    report.add_argument("--out", dest="report_out", type=Path, metavar="FILE", help="also write the Markdown to this file")
-    report.add_argument("--against", dest="report_against", type=Path, metavar="DIR",
-                        help="another results folder: also the change in test AUC against it")
-    report.add_argument("--paired", nargs=2, action="append", default=[], metavar=("METHOD", "OTHER"),
-                        help="also METHOD - OTHER seed by seed: median, seeds ahead, paired bootstrap 95 %% interval")
+    report.add_argument(
+        "--out", dest="report_out", type=Path, metavar="FILE", help="also write the Markdown to this file"
+    )
+    report.add_argument(
+        "--against",
+        dest="report_against",
+        type=Path,
+        metavar="DIR",
+        help="another results folder: also the change in test AUC against it",
+    )
+    report.add_argument(
+        "--paired",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("METHOD", "OTHER"),
+        help="also METHOD - OTHER seed by seed: median, seeds ahead, paired bootstrap 95 %% interval",
+    )
     report.set_defaults(func=run_report)
 
 
@@ -58,8 +85,18 @@ def run_bench(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()  # the simulator runs of the baselines work in other folders
     results = out / "results.jsonl"
     if not args.table:
-        spec = BenchSpec(args.datasets, args.overlaps, args.seeds, args.methods, args.sites, args.sim, args.data_dir,
-                         args.workers, parse_overrides(args.set), args.ensemble)
+        spec = BenchSpec(
+            args.datasets,
+            args.overlaps,
+            args.seeds,
+            args.methods,
+            args.sites,
+            args.sim,
+            args.data_dir,
+            args.workers,
+            parse_overrides(args.set),
+            args.ensemble,
+        )
         run_grid(spec, out)
     records = read_records(results)
     if not records:
@@ -75,6 +112,8 @@ def run_bench(args: argparse.Namespace) -> int:
         change = difference(records, read_records(Path(args.against) / "results.jsonl"))
         (out / "against.md").write_text(change)
         print(change)
-    print(f"records: {results}; table: {out / 'leaderboard.md'}; CSV: {out / 'leaderboard.csv'}; plots: "
-          + ", ".join(map(str, pngs)))
+    print(
+        f"records: {results}; table: {out / 'leaderboard.md'}; CSV: {out / 'leaderboard.csv'}; plots: "
+        + ", ".join(map(str, pngs))
+    )
     return 0

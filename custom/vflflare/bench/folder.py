@@ -5,6 +5,7 @@ datasets, overlaps, seeds and methods, but not change a setting: the folder woul
 with two settings under one table. The folder writes its settings to bench.json before its first run,
 and a rerun with other settings is an error that lists them.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,11 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """'option: value there, value now' for each option that differs ('unset' where one side lacks it)."""
     there, now = as_flags(old), as_flags(new)
     show = lambda flags, k: json.dumps(flags[k]) if k in flags else "unset"  # noqa: E731
-    return [f"{k}: {show(there, k)} there, {show(now, k)} now" for k in sorted(set(there) | set(now), key=_order)
-            if there.get(k, _MISSING) != now.get(k, _MISSING)]
+    return [
+        f"{k}: {show(there, k)} there, {show(now, k)} now"
+        for k in sorted(set(there) | set(now), key=_order)
+        if there.get(k, _MISSING) != now.get(k, _MISSING)
+    ]
 
 
 _MISSING = object()
@@ -55,13 +59,16 @@ def claim(out: Path, settings: dict[str, Any], defaults: dict[str, Any], has_run
     difference, and for a folder that holds runs but no record of their settings."""
     old = recorded(out, defaults)
     if old is None and has_runs:
-        raise ValueError(f"{out} holds runs but no {SETTINGS_FILE}: their settings are unknown, so a rerun could "
-                         f"mix runs; use another --out")
+        raise ValueError(
+            f"{out} holds runs but no {SETTINGS_FILE}: their settings are unknown, so a rerun could "
+            f"mix runs; use another --out"
+        )
     changed = differences(old, settings) if old is not None else []
     if changed:
-        raise ValueError(f"{out / SETTINGS_FILE}: this folder holds runs made with other settings, and a rerun "
-                         f"would mix them under one table: " + "; ".join(changed)
-                         + ". Use another --out, or the folder's settings.")
+        raise ValueError(
+            f"{out / SETTINGS_FILE}: this folder holds runs made with other settings, and a rerun "
+            f"would mix them under one table: " + "; ".join(changed) + ". Use another --out, or the folder's settings."
+        )
     if not (out / SETTINGS_FILE).exists():
         out.mkdir(parents=True, exist_ok=True)
         (out / SETTINGS_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")

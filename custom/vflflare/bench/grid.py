@@ -6,18 +6,21 @@ Every split is `vflflare split --dataset D --overlap N --seed s --label-owner <f
 party holds the labels of its own rows as well). The VFL methods run at their package defaults with
 `seed = s`, in process or (`sim`) as NVFlare simulator jobs, which give the same numbers.
 """
+
 from __future__ import annotations
 
 import json
 import multiprocessing
 import shutil
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
+
 from vflflare import cli
 from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare.bench import folder
@@ -42,12 +45,22 @@ VFL_METHODS: dict[str, dict[str, Any]] = {
     "FedHSSL": {"algorithm": "fedhssl", "global_iterations": 10},  # as in FEDHSSL_REPORT (40 is 4x the CPU)
     "VFLHLP": {"algorithm": "vflhlp"},
 }
-LABEL_ALONE_ALIGNED, LABEL_ALONE_ALL = "label party alone (XGBoost, aligned rows)", "label party alone (XGBoost, all its labels)"
+LABEL_ALONE_ALIGNED, LABEL_ALONE_ALL = (
+    "label party alone (XGBoost, aligned rows)",
+    "label party alone (XGBoost, all its labels)",
+)
 VERTICAL_XGB = "vertical XGBoost (NVFlare)"
 # the fair comparison's trees (LEADERBOARD.md, issue 26): TUNED_GRID, chosen on validation only
 TUNED, LABEL_ALONE_TUNED = "central XGBoost, tuned", "label party alone (XGBoost, all its labels), tuned"
-BASELINES = (VERTICAL_XGB, "central XGBoost", TUNED, "central LR", LABEL_ALONE_ALIGNED, LABEL_ALONE_ALL,
-             LABEL_ALONE_TUNED)
+BASELINES = (
+    VERTICAL_XGB,
+    "central XGBoost",
+    TUNED,
+    "central LR",
+    LABEL_ALONE_ALIGNED,
+    LABEL_ALONE_ALL,
+    LABEL_ALONE_TUNED,
+)
 BASELINE_SETTINGS = ("numeric_transform", "val_fraction")  # the job settings the baselines follow too
 METHODS = (*VFL_METHODS, *BASELINES)
 
@@ -108,8 +121,22 @@ def split_for(spec: BenchSpec, out: Path, dataset: str, overlap: int, seed: int)
     root = out / "splits" / f"{dataset}_k{spec.sites}_n{overlap}_s{seed}"
     if not (root / "manifest.json").exists():
         shutil.rmtree(root, ignore_errors=True)
-        args = ["split", "--dataset", dataset, "--sites", str(spec.sites), "--overlap", str(overlap), "--seed",
-                str(seed), "--out", str(root), "--label-owner", sites[0], "--active-site-labels"]
+        args = [
+            "split",
+            "--dataset",
+            dataset,
+            "--sites",
+            str(spec.sites),
+            "--overlap",
+            str(overlap),
+            "--seed",
+            str(seed),
+            "--out",
+            str(root),
+            "--label-owner",
+            sites[0],
+            "--active-site-labels",
+        ]
         if cli.main(args + (["--data-dir", spec.data_dir] if spec.data_dir else [])) != 0:
             raise RuntimeError(f"vflflare split failed: {' '.join(args)}")
     return root
@@ -131,9 +158,12 @@ def run_vfl(spec: BenchSpec, method: str, root: Path, seed: int, work: Path, run
     if "error" in result:
         raise RuntimeError(f"{method} on {root.name}: {result['error']}")
     comm = result["communication"]["per_site"]
-    return {"metrics": result["metrics"], **({"job_id": result["job_id"]} if runs else {}),
-            "mb_per_site": max(c["payload_bytes"] for c in comm.values()) / 1e6,
-            "comms_per_site": max(c["uploads"] + c["downloads"] for c in comm.values())}
+    return {
+        "metrics": result["metrics"],
+        **({"job_id": result["job_id"]} if runs else {}),
+        "mb_per_site": max(c["payload_bytes"] for c in comm.values()) / 1e6,
+        "comms_per_site": max(c["uploads"] + c["downloads"] for c in comm.values()),
+    }
 
 
 ENSEMBLE_SEED_STEP = 1000
@@ -156,10 +186,12 @@ def run_ensemble(spec: BenchSpec, method: str, root: Path, seed: int, work: Path
     truth = dict(zip(labels.test_ids, labels.test_labels.tolist()))
     name, value = ensemble_metric(scores, truth, labels.num_classes)
     val = [m["metrics"][f"val_{name}"] for m in members]
-    return {"metrics": {f"test_{name}": value, f"val_{name}": float(np.median(val))},
-            "members": [m["metrics"] for m in members],
-            "mb_per_site": sum(m["mb_per_site"] for m in members),
-            "comms_per_site": sum(m["comms_per_site"] for m in members)}
+    return {
+        "metrics": {f"test_{name}": value, f"val_{name}": float(np.median(val))},
+        "members": [m["metrics"] for m in members],
+        "mb_per_site": sum(m["mb_per_site"] for m in members),
+        "comms_per_site": sum(m["comms_per_site"] for m in members),
+    }
 
 
 def ensemble_metric(scores: list[dict[str, list[float]]], truth: dict[str, int], num_classes: int) -> tuple[str, float]:
@@ -240,16 +272,30 @@ def run_split(spec: BenchSpec, out: Path, dataset: str, overlap: int, seed: int,
             seeds = spec.job_seeds(method, seed)
             record = run_baseline(method, [split_of(job_seed) for job_seed in seeds], seeds, work)
         shutil.rmtree(work, ignore_errors=True)
-        records.append({"dataset": dataset, "overlap": overlap, "seed": seed, "method": method, **record,
-                        "wall_s": round(time.perf_counter() - start, 1), **provenance(spec, method, seed)})
+        records.append(
+            {
+                "dataset": dataset,
+                "overlap": overlap,
+                "seed": seed,
+                "method": method,
+                **record,
+                "wall_s": round(time.perf_counter() - start, 1),
+                **provenance(spec, method, seed),
+            }
+        )
     return records
 
 
 def provenance(spec: BenchSpec, method: str, seed: int) -> dict[str, Any]:
     """What a record needs to be rerun and told apart: the split (its seed is the grid's `seed`), the job
     seeds (one per ensemble member), every setting, the code and the environment."""
-    return {**spec.folder_settings(), "job": spec.job_settings(method), "job_seeds": spec.job_seeds(method, seed),
-            "git": git_state(), "env": environment()}
+    return {
+        **spec.folder_settings(),
+        "job": spec.job_settings(method),
+        "job_seeds": spec.job_seeds(method, seed),
+        "git": git_state(),
+        "env": environment(),
+    }
 
 
 def torch_threads(n: int) -> None:
@@ -266,16 +312,22 @@ def run_grid(spec: BenchSpec, out: Path, progress: Callable[[str], None] = print
     records = read_records(results)
     folder.claim(out, spec.folder_settings(), BenchSpec().folder_settings(), has_runs=bool(records))
     done = {(r["dataset"], r["overlap"], r["seed"], r["method"]) for r in records}
-    todo = [(d, n, s, [m for m in spec.methods if (d, n, s, m) not in done])
-            for d in spec.datasets for n in spec.overlaps for s in spec.seeds]
+    todo = [
+        (d, n, s, [m for m in spec.methods if (d, n, s, m) not in done])
+        for d in spec.datasets
+        for n in spec.overlaps
+        for s in spec.seeds
+    ]
     todo = [cell for cell in todo if cell[3]]
 
     def keep(records: list[dict]) -> None:
         with results.open("a") as f:
             for record in records:
                 f.write(json.dumps(record) + "\n")
-                progress(f"{record['dataset']} N_o={record['overlap']} seed {record['seed']} {record['method']}: "
-                         f"test {record['metrics'].get('test_auc', float('nan')):.4f} ({record['wall_s']} s)")
+                progress(
+                    f"{record['dataset']} N_o={record['overlap']} seed {record['seed']} {record['method']}: "
+                    f"test {record['metrics'].get('test_auc', float('nan')):.4f} ({record['wall_s']} s)"
+                )
 
     if spec.workers <= 1:
         for cell in todo:

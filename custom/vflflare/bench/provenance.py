@@ -1,6 +1,7 @@
 """Where a bench record came from: the code (git commit, and whether the tree had uncommitted changes)
 and the environment (interpreter, the libraries that set the numbers, the machine). Every record carries
 both, so a committed results file says which code and which machine produced each number."""
+
 from __future__ import annotations
 
 import os
@@ -46,13 +47,24 @@ def blas() -> list[str]:
     """The BLAS libraries numpy and scipy loaded (their kernels can move the last digits of a number)."""
     from threadpoolctl import threadpool_info
 
-    return sorted({f"{m.get('internal_api')} {m.get('version')} {m.get('architecture') or ''}".strip()
-                   for m in threadpool_info() if m.get("user_api") == "blas"})
+    return sorted(
+        {
+            f"{m.get('internal_api')} {m.get('version')} {m.get('architecture') or ''}".strip()
+            for m in threadpool_info()
+            if m.get("user_api") == "blas"
+        }
+    )
 
 
 @lru_cache(maxsize=1)
 def environment() -> dict[str, object]:
     import scipy.linalg  # noqa: F401 - loads scipy's BLAS, so blas() names it too
 
-    return {"python": platform.python_version(), **{name: _version(name) for name in LIBRARIES}, "blas": blas(),
-            "platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count()}
+    return {
+        "python": platform.python_version(),
+        **{name: _version(name) for name in LIBRARIES},
+        "blas": blas(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+    }

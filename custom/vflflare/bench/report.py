@@ -2,6 +2,7 @@
 and overlap, with the per-seed values; traffic per site), a CSV of every record, and three plots
 (matplotlib, PNG): test AUC against communication MB and against the number of communications per site
 (the one-shot paper's Fig. 6-7), and test AUC against the overlap N_o."""
+
 from __future__ import annotations
 
 import csv
@@ -56,6 +57,7 @@ def setting_label(record: dict) -> str:
 
 def provenance_line(records: list[dict]) -> str:
     """The commits and environments behind a table, each named once."""
+
     def commit(r: dict) -> str:
         state = r.get("git", {})
         name = state.get("commit", "not recorded")[:12]
@@ -90,18 +92,29 @@ def _grid_table(records: list[dict], dataset: str, label: str) -> list[str]:
     by = cells(records)
     overlaps = sorted({r["overlap"] for r in records})
     seeds = sorted({r["seed"] for r in records})
-    lines = [f"### {dataset}: test AUC, median over seeds {', '.join(map(str, seeds))} (per seed)"
-             + (f"; {label}" if label else ""), "",
-             "| method | " + " | ".join(f"N_o = {n}" for n in overlaps) + " | MB per site | communications per site |",
-             "|---|" + "---|" * (len(overlaps) + 2)]
+    lines = [
+        f"### {dataset}: test AUC, median over seeds {', '.join(map(str, seeds))} (per seed)"
+        + (f"; {label}" if label else ""),
+        "",
+        "| method | " + " | ".join(f"N_o = {n}" for n in overlaps) + " | MB per site | communications per site |",
+        "|---|" + "---|" * (len(overlaps) + 2),
+    ]
     for method in _methods(by, dataset):
         row = []
         for n in overlaps:
             aucs = [r["metrics"]["test_auc"] for r in by.get((dataset, method, n), [])]
             row.append(f"{_median(aucs):.3f} ({', '.join(f'{a:.3f}' for a in aucs)})" if aucs else "")
         traffic = [r for n in overlaps for r in by.get((dataset, method, n), []) if r["mb_per_site"] is not None]
-        mb = f"{min(r['mb_per_site'] for r in traffic):.2f}-{max(r['mb_per_site'] for r in traffic):.2f}" if traffic else "-"
-        comms = f"{min(r['comms_per_site'] for r in traffic)}-{max(r['comms_per_site'] for r in traffic)}" if traffic else "-"
+        mb = (
+            f"{min(r['mb_per_site'] for r in traffic):.2f}-{max(r['mb_per_site'] for r in traffic):.2f}"
+            if traffic
+            else "-"
+        )
+        comms = (
+            f"{min(r['comms_per_site'] for r in traffic)}-{max(r['comms_per_site'] for r in traffic)}"
+            if traffic
+            else "-"
+        )
         lines.append(f"| {method} | " + " | ".join(row) + f" | {mb} | {comms} |")
     lines.append("")
     return lines
@@ -110,12 +123,37 @@ def _grid_table(records: list[dict], dataset: str, label: str) -> list[str]:
 def write_csv(records: list[dict], path: Path) -> Path:
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["dataset", "overlap", "seed", "method", "test_auc", "val_auc", "mb_per_site",
-                         "comms_per_site", "wall_s", "settings", "job_seeds"])
+        writer.writerow(
+            [
+                "dataset",
+                "overlap",
+                "seed",
+                "method",
+                "test_auc",
+                "val_auc",
+                "mb_per_site",
+                "comms_per_site",
+                "wall_s",
+                "settings",
+                "job_seeds",
+            ]
+        )
         for r in records:
-            writer.writerow([r["dataset"], r["overlap"], r["seed"], r["method"], r["metrics"].get("test_auc"),
-                             r["metrics"].get("val_auc"), r["mb_per_site"], r["comms_per_site"], r["wall_s"],
-                             setting_label(r), " ".join(map(str, r.get("job_seeds", [])))])
+            writer.writerow(
+                [
+                    r["dataset"],
+                    r["overlap"],
+                    r["seed"],
+                    r["method"],
+                    r["metrics"].get("test_auc"),
+                    r["metrics"].get("val_auc"),
+                    r["mb_per_site"],
+                    r["comms_per_site"],
+                    r["wall_s"],
+                    setting_label(r),
+                    " ".join(map(str, r.get("job_seeds", []))),
+                ]
+            )
     return path
 
 
@@ -165,14 +203,21 @@ def difference(records: list[dict], baseline: list[dict]) -> str:
     lines = []
     for dataset in sorted({r["dataset"] for r in records}):
         overlaps = sorted({r["overlap"] for r in records if r["dataset"] == dataset})
-        lines += [f"### {dataset}: change in test AUC, median over seeds (seeds better)", "",
-                  "| method | " + " | ".join(f"N_o = {n}" for n in overlaps) + " |", "|---|" + "---|" * len(overlaps)]
+        lines += [
+            f"### {dataset}: change in test AUC, median over seeds (seeds better)",
+            "",
+            "| method | " + " | ".join(f"N_o = {n}" for n in overlaps) + " |",
+            "|---|" + "---|" * len(overlaps),
+        ]
         for method in _methods(here, dataset):
             row = []
             for n in overlaps:
                 old = {r["seed"]: r["metrics"]["test_auc"] for r in there.get((dataset, method, n), [])}
-                deltas = [r["metrics"]["test_auc"] - old[r["seed"]] for r in here.get((dataset, method, n), [])
-                          if r["seed"] in old]
+                deltas = [
+                    r["metrics"]["test_auc"] - old[r["seed"]]
+                    for r in here.get((dataset, method, n), [])
+                    if r["seed"] in old
+                ]
                 row.append(f"{_median(deltas):+.3f} ({sum(d > 0 for d in deltas)}/{len(deltas)})" if deltas else "")
             lines.append(f"| {method} | " + " | ".join(row) + " |")
         lines.append("")
@@ -205,8 +250,12 @@ def paired(records: list[dict], method: str, against: str) -> str:
         by = cells(group)
         overlaps = sorted({r["overlap"] for r in group})
         title = f"### {dataset}: {method} - {against}, test AUC per seed" + (f"; {label}" if label else "")
-        lines += [title, "", "| N_o | seeds | difference per seed | median | ahead | mean, 95 % interval | reading |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            title,
+            "",
+            "| N_o | seeds | difference per seed | median | ahead | mean, 95 % interval | reading |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for n in overlaps:
             theirs = {r["seed"]: r["metrics"]["test_auc"] for r in by.get((dataset, against, n), [])}
             ours = {r["seed"]: r["metrics"]["test_auc"] for r in by.get((dataset, method, n), [])}
@@ -215,9 +264,11 @@ def paired(records: list[dict], method: str, against: str) -> str:
                 continue
             deltas = [ours[s] - theirs[s] for s in seeds]
             low, high = bootstrap_interval(deltas)
-            lines.append(f"| {n} | {', '.join(map(str, seeds))} | {', '.join(f'{d:+.3f}' for d in deltas)} | "
-                         f"{_median(deltas):+.3f} | {sum(d > 0 for d in deltas)}/{len(deltas)} | "
-                         f"{np.mean(deltas):+.3f} [{low:+.3f}, {high:+.3f}] | {method} {verdict(low, high)} |")
+            lines.append(
+                f"| {n} | {', '.join(map(str, seeds))} | {', '.join(f'{d:+.3f}' for d in deltas)} | "
+                f"{_median(deltas):+.3f} | {sum(d > 0 for d in deltas)}/{len(deltas)} | "
+                f"{np.mean(deltas):+.3f} [{low:+.3f}, {high:+.3f}] | {method} {verdict(low, high)} |"
+            )
         lines.append("")
     return "\n".join(lines)
 

@@ -8,6 +8,7 @@ the boosting rounds and depth are fixed beforehand (chosen on the validation row
 baseline, which vertical XGBoost reproduces exactly when nothing is encrypted), so nothing is tuned on
 them.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,13 +18,16 @@ import numpy as np
 from vflflare.bench.baselines import ETA
 
 
-def write_site_csvs(folder: Path, site: str, train: np.ndarray, test: np.ndarray,
-                    labels: tuple[np.ndarray, np.ndarray] | None) -> None:
+def write_site_csvs(
+    folder: Path, site: str, train: np.ndarray, test: np.ndarray, labels: tuple[np.ndarray, np.ndarray] | None
+) -> None:
     """`folder/<site>/train.csv` and `valid.csv` (no header): the label first at the label owner."""
     out = folder / site
     out.mkdir(parents=True, exist_ok=True)
-    for name, x, y in (("train", train, None if labels is None else labels[0]),
-                       ("valid", test, None if labels is None else labels[1])):
+    for name, x, y in (
+        ("train", train, None if labels is None else labels[0]),
+        ("valid", test, None if labels is None else labels[1]),
+    ):
         block = x if y is None else np.column_stack([y.astype(np.float64), x])
         np.savetxt(out / f"{name}.csv", block, delimiter=",", fmt="%.9g")
 
@@ -41,17 +45,30 @@ def last_eval_auc(workspace: Path, label_owner: str) -> float:
     return float(events.Scalars("eval_metrics")[-1].value)
 
 
-def run_vertical_xgboost(folder: Path, sites: list[str], label_owner: str, depth: int, rounds: int,
-                         workspace: Path) -> dict:
+def run_vertical_xgboost(
+    folder: Path, sites: list[str], label_owner: str, depth: int, rounds: int, workspace: Path
+) -> dict:
     """Run the recipe in NVFlare's simulator on the CSVs under `folder`; the test AUC after `rounds`."""
     from nvflare.app_opt.xgboost.histogram_based_v2.csv_data_loader import CSVDataLoader
     from nvflare.app_opt.xgboost.recipes import XGBVerticalRecipe
     from nvflare.recipe import SimEnv, set_per_site_config
 
-    params = {"max_depth": depth, "eta": ETA, "objective": "binary:logistic", "eval_metric": "auc",
-              "tree_method": "hist", "nthread": 1}
-    recipe = XGBVerticalRecipe(name="vertical_xgb", min_clients=len(sites), num_rounds=rounds,
-                               label_owner=label_owner, early_stopping_rounds=0, xgb_params=params)
+    params = {
+        "max_depth": depth,
+        "eta": ETA,
+        "objective": "binary:logistic",
+        "eval_metric": "auc",
+        "tree_method": "hist",
+        "nthread": 1,
+    }
+    recipe = XGBVerticalRecipe(
+        name="vertical_xgb",
+        min_clients=len(sites),
+        num_rounds=rounds,
+        label_owner=label_owner,
+        early_stopping_rounds=0,
+        xgb_params=params,
+    )
     set_per_site_config(recipe, {s: {"data_loader": CSVDataLoader(folder=str(folder.resolve()))} for s in sites})
     recipe.execute(SimEnv(clients=sites, workspace_root=str(workspace)))
     return {"test_auc": last_eval_auc(workspace, label_owner), "depth": depth, "rounds": rounds}
@@ -63,6 +80,7 @@ def run_on_split(split, depth: int, rounds: int, work: Path) -> dict:
     folder = work / "xgb_data"
     for site in split.sites:
         labels = (split.y(split.train_ids), split.y(split.test_ids, "test")) if site == split.owner else None
-        write_site_csvs(folder, site, split.x(split.train_ids, sites=[site]),
-                        split.x(split.test_ids, "test", [site]), labels)
+        write_site_csvs(
+            folder, site, split.x(split.train_ids, sites=[site]), split.x(split.test_ids, "test", [site]), labels
+        )
     return run_vertical_xgboost(folder, split.sites, split.owner, depth, rounds, work / "xgb_ws")

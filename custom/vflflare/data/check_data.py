@@ -11,6 +11,7 @@ labels, test columns) is checked too, and its score.csv as scoring reads it. For
 IDs are matched as setup matches them (salted digests), with the same hint when normalising IDs would align
 more rows; a root needs at least 2 sites (vertical FL: K >= 2).
 """
+
 from __future__ import annotations
 
 import csv
@@ -52,8 +53,10 @@ class Findings:
             self.hidden[kind] += 1
 
     def lines(self) -> list[str]:
-        more = [f"... and {n} more like the above ({kind[0]}{f', column {kind[1]!r}' if kind[1] else ''}: {kind[2]})"
-                for kind, n in self.hidden.items()]
+        more = [
+            f"... and {n} more like the above ({kind[0]}{f', column {kind[1]!r}' if kind[1] else ''}: {kind[2]})"
+            for kind, n in self.hidden.items()
+        ]
         return self.messages + more
 
     @property
@@ -75,8 +78,9 @@ class Numbers:
     columns: dict[str, array] = field(default_factory=dict)
 
 
-def scan_features(owner: str, path: Path, schema: TableSchema, findings: Findings,
-                  numbers: Numbers | None = None) -> list[str] | None:
+def scan_features(
+    owner: str, path: Path, schema: TableSchema, findings: Findings, numbers: Numbers | None = None
+) -> list[str] | None:
     """Every row-level problem of one feature table (train.csv / test.csv / score.csv) into `findings`; its
     header, or None when the file cannot be read at all. `numbers`: filled with its numeric cells."""
     if not path.is_file():
@@ -104,8 +108,16 @@ def scan_features(owner: str, path: Path, schema: TableSchema, findings: Finding
                     continue
                 row_id = record[at_id] if at_id < len(record) else None
                 if len(record) != len(header):
-                    findings.add((path.name, None, "fields"), DataError.at(
-                        owner, path, f"{len(record)} fields but the header has {len(header)}", line=line, row_id=row_id))
+                    findings.add(
+                        (path.name, None, "fields"),
+                        DataError.at(
+                            owner,
+                            path,
+                            f"{len(record)} fields but the header has {len(header)}",
+                            line=line,
+                            row_id=row_id,
+                        ),
+                    )
                     continue
                 _check_id(owner, path, row_id, line, seen, findings, schema.id_column)
                 if numbers is not None:
@@ -117,9 +129,18 @@ def scan_features(owner: str, path: Path, schema: TableSchema, findings: Finding
                 for position, kind in kinds.items():
                     problem = _cell_problem(record[position], kind, schema)
                     if problem:
-                        findings.add((path.name, header[position], problem.split(" ")[0]), DataError.at(
-                            owner, path, problem, line=line, row_id=row_id, column=header[position],
-                            value=repr(record[position])))
+                        findings.add(
+                            (path.name, header[position], problem.split(" ")[0]),
+                            DataError.at(
+                                owner,
+                                path,
+                                problem,
+                                line=line,
+                                row_id=row_id,
+                                column=header[position],
+                                value=repr(record[position]),
+                            ),
+                        )
     except UnicodeDecodeError as error:
         findings.add((path.name, None, "encoding"), DataError.at(owner, path, f"not UTF-8 text: {error}"))
         return None
@@ -147,18 +168,31 @@ def _header_ok(owner: str, path: Path, header: list[str], line: int, schema: Tab
 def _column_kinds(header: list[str], schema: TableSchema) -> dict[int, str]:
     """Position -> "number" or "category" for the feature columns (not the ID or label column)."""
     skip = {schema.id_column, schema.label_column}
-    return {i: "category" if name in schema.categorical_columns else "number"
-            for i, name in enumerate(header) if name not in skip}
+    return {
+        i: "category" if name in schema.categorical_columns else "number"
+        for i, name in enumerate(header)
+        if name not in skip
+    }
 
 
-def _check_id(owner: str, path: Path, row_id: str | None, line: int, seen: dict[str, int], findings: Findings,
-              column: str) -> None:
+def _check_id(
+    owner: str, path: Path, row_id: str | None, line: int, seen: dict[str, int], findings: Findings, column: str
+) -> None:
     if not row_id:
         findings.add((path.name, column, "empty ID"), DataError.at(owner, path, "empty ID", line=line, column=column))
     elif row_id in seen:
-        findings.add((path.name, column, "duplicate ID"), DataError.at(
-            owner, path, f"duplicate ID {VALUE}, first seen on line {seen[row_id]}", line=line, row_id=row_id,
-            column=column, value=repr(row_id)))
+        findings.add(
+            (path.name, column, "duplicate ID"),
+            DataError.at(
+                owner,
+                path,
+                f"duplicate ID {VALUE}, first seen on line {seen[row_id]}",
+                line=line,
+                row_id=row_id,
+                column=column,
+                value=repr(row_id),
+            ),
+        )
     else:
         seen[row_id] = line
 
@@ -174,8 +208,7 @@ def _cell_problem(text: str, kind: str, schema: TableSchema) -> str | None:
     return None
 
 
-def check_ranges(owner: str, schema: TableSchema, tables: dict[str, tuple[Path, Numbers]],
-                 findings: Findings) -> None:
+def check_ranges(owner: str, schema: TableSchema, tables: dict[str, tuple[Path, Numbers]], findings: Findings) -> None:
     """What the job's preprocessing refuses in each numeric column, whatever else is wrong with the file:
     fitted on train.csv's column (a value too large to standardise), then applied to test.csv's and
     score.csv's (a value beyond float32 once scaled), as the loader and scoring do. The cells the scan
@@ -199,8 +232,9 @@ def check_ranges(owner: str, schema: TableSchema, tables: dict[str, tuple[Path, 
         if not np.isfinite(fitted.columns[name]).any():
             continue
         try:
-            preprocessor = Preprocessor.fit(fitted, numeric_transform=schema.numeric_transform or STANDARD,
-                                            missing=missing)
+            preprocessor = Preprocessor.fit(
+                fitted, numeric_transform=schema.numeric_transform or STANDARD, missing=missing
+            )
             preprocessor.transform(fitted)
         except DataError as error:
             findings.add((train_path.name, name, "range"), error)
@@ -241,19 +275,32 @@ def check_site_folder(site: str, folder: Path, sites: list[str], data_root: str 
         headers = {name: scan_features(owner, folder / name, schema, findings, numbers[name]) for name in numbers}
         train, test = headers["train.csv"], headers["test.csv"]
         if train and test and set(train) != set(test):
-            findings.add(("test.csv", None, "columns"), DataError.at(
-                owner, folder / "test.csv", f"columns differ from {folder / 'train.csv'}: missing "
-                f"{[n for n in train if n not in test]}, extra {[n for n in test if n not in train]}"))
+            findings.add(
+                ("test.csv", None, "columns"),
+                DataError.at(
+                    owner,
+                    folder / "test.csv",
+                    f"columns differ from {folder / 'train.csv'}: missing "
+                    f"{[n for n in train if n not in test]}, extra {[n for n in test if n not in train]}",
+                ),
+            )
         if train and headers.get(SCORE_FILE):
             trained = [n for n in train if n not in (schema.id_column, schema.label_column)]
             given = [n for n in headers[SCORE_FILE] if n != schema.id_column]
             if set(trained) != set(given):
-                findings.add((SCORE_FILE, None, "columns"), DataError.at(
-                    owner, score, f"columns differ from the training columns of {folder / 'train.csv'}: missing "
-                    f"{[n for n in trained if n not in given]}, extra {[n for n in given if n not in trained]} "
-                    f"(scoring needs the ID column and exactly the columns the model was trained on)"))
-        check_ranges(owner, schema, {name: (folder / name, numbers[name]) for name in numbers if headers[name]},
-                     findings)
+                findings.add(
+                    (SCORE_FILE, None, "columns"),
+                    DataError.at(
+                        owner,
+                        score,
+                        f"columns differ from the training columns of {folder / 'train.csv'}: missing "
+                        f"{[n for n in trained if n not in given]}, extra {[n for n in given if n not in trained]} "
+                        f"(scoring needs the ID column and exactly the columns the model was trained on)",
+                    ),
+                )
+        check_ranges(
+            owner, schema, {name: (folder / name, numbers[name]) for name in numbers if headers[name]}, findings
+        )
     if findings:
         return check
     try:
@@ -263,9 +310,13 @@ def check_site_folder(site: str, folder: Path, sites: list[str], data_root: str 
         return check
     tables = getattr(view, "tables", None)
     check.ids = {"train": list(view.train_ids), "test": list(view.test_ids)}
-    check.summary = {"modality": schema.modality, "train_rows": len(view.train_ids), "test_rows": len(view.test_ids),
-                     "inputs": len(tables.feature_names) if tables is not None else None,
-                     "data_checks": tables.data_checks if tables is not None else {}}
+    check.summary = {
+        "modality": schema.modality,
+        "train_rows": len(view.train_ids),
+        "test_rows": len(view.test_ids),
+        "inputs": len(tables.feature_names) if tables is not None else None,
+        "data_checks": tables.data_checks if tables is not None else {},
+    }
     if score is not None and tables is not None and tables.site_input is not None:
         from vflflare.protocol.scoring import read_new_rows
 
@@ -293,8 +344,12 @@ def check_labels(owner_name: str, sites: list[str], data_root: str) -> PartyChec
     counts = sorted(Counter(tables.train_labels.tolist()).items())
     if tables.classes:  # the user's names for the classes (labels.json "classes")
         counts = [(tables.classes[int(c)], n) for c, n in counts]
-    check.summary = {"num_classes": tables.num_classes, "train_labels": len(tables.train_ids),
-                     "test_labels": len(tables.test_ids), "per_class": dict(counts)}
+    check.summary = {
+        "num_classes": tables.num_classes,
+        "train_labels": len(tables.train_ids),
+        "test_labels": len(tables.test_ids),
+        "per_class": dict(counts),
+    }
     return check
 
 
@@ -313,6 +368,7 @@ def label_owners(root: Path, sites: list[str]) -> list[str]:
             return bool(read_table_schema(site_owner(site), folder / SCHEMA_FILE).label_column)
         except DataError:
             return False
+
     return [site for site in sites if holds_labels(root / site, site)]
 
 
@@ -343,20 +399,31 @@ def check_data(path: Path, id_normalize: list[str] = ()) -> tuple[list[PartyChec
         return [check_site_folder(path.name, path, [])], None
     sites = site_folders(path)
     if not sites:
-        raise DataError.at("check-data", path, "neither a site folder (train.csv, test.csv) nor a data root "
-                                               "(one folder per site)")
+        raise DataError.at(
+            "check-data", path, "neither a site folder (train.csv, test.csv) nor a data root (one folder per site)"
+        )
     root_check = PartyCheck("data root", Findings())
     if len(sites) < MIN_SITES:
-        root_check.findings.add(("sites", None, "too few"), DataError.at(
-            "check-data", path, f"only one site folder ({sites[0]!r}): vertical FL needs at least {MIN_SITES} sites, "
-            f"each holding its own columns of the same rows; add the other parties' folders (to check this one "
-            f"site's folder alone: vflflare check-data --data-root {path / sites[0]})"))
+        root_check.findings.add(
+            ("sites", None, "too few"),
+            DataError.at(
+                "check-data",
+                path,
+                f"only one site folder ({sites[0]!r}): vertical FL needs at least {MIN_SITES} sites, "
+                f"each holding its own columns of the same rows; add the other parties' folders (to check this one "
+                f"site's folder alone: vflflare check-data --data-root {path / sites[0]})",
+            ),
+        )
     checks = [check_site_folder(site, path / site, sites, str(path)) for site in sites]
     owners = label_owners(path, sites)
     if not owners:
         checks.append(PartyCheck("labels", Findings()))
-        checks[-1].findings.add(("labels", None, "none"), DataError.at(
-            "check-data", path, f"no labels: neither {SERVER}/train_labels.csv nor a site folder holding labels"))
+        checks[-1].findings.add(
+            ("labels", None, "none"),
+            DataError.at(
+                "check-data", path, f"no labels: neither {SERVER}/train_labels.csv nor a site folder holding labels"
+            ),
+        )
     checks += [check_labels(owner, sites, str(path)) for owner in owners]
     clean = [c for c in checks if c.ids]
     report = overlap(clean, list(id_normalize)) if len(clean) == len(checks) else None
@@ -381,14 +448,20 @@ def describe(checks: list[PartyCheck], report: dict[str, Any] | None) -> list[st
             lines += [f"  {line}" for line in describe_checks(site_owner(check.name), s["data_checks"])]
             lines += [f"  {line}" for line in describe_checks(site_owner(check.name), s.get("score_checks", {}))]
         elif s:
-            lines.append(f"{check.name}: ok, {s['train_labels']} train labels (per class {s['per_class']}), "
-                         f"{s['test_labels']} test labels, {s['num_classes']} classes")
+            lines.append(
+                f"{check.name}: ok, {s['train_labels']} train labels (per class {s['per_class']}), "
+                f"{s['test_labels']} test labels, {s['num_classes']} classes"
+            )
     if report is not None:
-        lines.append(f"ID overlap (salted digests, as setup matches them): {report['aligned_train']} train rows and "
-                     f"{report['aligned_test']} test rows are at every party")
+        lines.append(
+            f"ID overlap (salted digests, as setup matches them): {report['aligned_train']} train rows and "
+            f"{report['aligned_test']} test rows are at every party"
+        )
         for party, counts in report["parties"].items():
-            lines.append(f"  {party}: train {counts['train']['matched']} of {counts['train']['rows']} matched, "
-                         f"test {counts['test']['matched']} of {counts['test']['rows']}")
+            lines.append(
+                f"  {party}: train {counts['train']['matched']} of {counts['train']['rows']} matched, "
+                f"test {counts['test']['matched']} of {counts['test']['rows']}"
+            )
         if report.get("hint"):
             lines.append(f"  hint: {report['hint']}")
     found = problems(checks)

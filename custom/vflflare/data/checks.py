@@ -24,6 +24,7 @@ of are scored anyway, and would silently wreck the scores. So a site reports, by
 What may cross to the coordinator (`public_checks`): column names, counts and shares, line numbers.
 The values and the training ranges (`SITE_ONLY` keys) stay in the site's own log (`describe_checks`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -77,8 +78,13 @@ def out_of_range(table: FeatureTable, ranges: Mapping[str, tuple[float, float]])
         clipped = np.flatnonzero((values < bound_low) | (values > bound_high))
         share = len(outside) / max(len(values), 1)
         if share > OUTSIDE_SHARE or len(clipped):
-            out[name] = {"rows": int(len(outside)), "share": share, "clipped": int(len(clipped)),
-                         "range": [low, high], **_first(table, name, clipped if len(clipped) else outside)}
+            out[name] = {
+                "rows": int(len(outside)),
+                "share": share,
+                "clipped": int(len(clipped)),
+                "range": [low, high],
+                **_first(table, name, clipped if len(clipped) else outside),
+            }
     return out
 
 
@@ -96,33 +102,46 @@ def unseen_categories(table: FeatureTable, known: Mapping[str, list[str]]) -> di
 
 def missing_cells(table: FeatureTable) -> dict[str, int]:
     """Per column with missing cells (NaN numbers, the missing category), how many rows."""
-    counts = {name: int(np.isnan(values).sum()) if name not in table.categorical else int(np.sum(values == MISSING_CATEGORY))
-              for name, values in table.columns.items()}
+    counts = {
+        name: int(np.isnan(values).sum()) if name not in table.categorical else int(np.sum(values == MISSING_CATEGORY))
+        for name, values in table.columns.items()
+    }
     return {name: count for name, count in counts.items() if count}
 
 
-def check_rows(table: FeatureTable, ranges: Mapping[str, tuple[float, float]],
-               categories: Mapping[str, list[str]]) -> dict[str, Any]:
+def check_rows(
+    table: FeatureTable, ranges: Mapping[str, tuple[float, float]], categories: Mapping[str, list[str]]
+) -> dict[str, Any]:
     """Every check of `table` (test or scoring rows) against the training statistics: `ranges` (numeric
     column -> training (min, max)) and `categories` (categorical column -> training categories)."""
-    return {"file": Path(table.csv.source).name, "rows": table.csv.num_rows,
-            "constant_columns": constant_columns(ranges), "out_of_range": out_of_range(table, ranges),
-            "unseen_categories": unseen_categories(table, categories), "missing": missing_cells(table)}
+    return {
+        "file": Path(table.csv.source).name,
+        "rows": table.csv.num_rows,
+        "constant_columns": constant_columns(ranges),
+        "out_of_range": out_of_range(table, ranges),
+        "unseen_categories": unseen_categories(table, categories),
+        "missing": missing_cells(table),
+    }
 
 
 def has_findings(checks: Mapping[str, Any]) -> bool:
     """Whether `checks` found anything to report (clean data sends and prints nothing)."""
-    return bool(checks) and any(checks.get(key) for key in ("constant_columns", "out_of_range", "unseen_categories",
-                                                            "missing", "train_missing"))
+    return bool(checks) and any(
+        checks.get(key) for key in ("constant_columns", "out_of_range", "unseen_categories", "missing", "train_missing")
+    )
 
 
 def public_checks(checks: Mapping[str, Any]) -> dict[str, Any]:
     """`checks` without row values or training statistics: what may cross to the coordinator."""
+
     def strip(per_column: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         return {name: {k: v for k, v in entry.items() if k not in SITE_ONLY} for name, entry in per_column.items()}
 
-    return {**checks, "out_of_range": strip(checks["out_of_range"]),
-            "unseen_categories": strip(checks["unseen_categories"])}
+    return {
+        **checks,
+        "out_of_range": strip(checks["out_of_range"]),
+        "unseen_categories": strip(checks["unseen_categories"]),
+    }
 
 
 def describe_checks(owner: str, checks: Mapping[str, Any]) -> list[str]:
@@ -131,23 +150,33 @@ def describe_checks(owner: str, checks: Mapping[str, Any]) -> list[str]:
     if not checks:  # nothing was checked (an image site)
         return []
     file, total = checks["file"], checks["rows"]
-    lines = [f"{owner}: column {name!r} holds one value in every training row: it carries no information and is "
-             f"fed as a fixed 0 in training, test and scoring" for name in checks["constant_columns"]]
+    lines = [
+        f"{owner}: column {name!r} holds one value in every training row: it carries no information and is "
+        f"fed as a fixed 0 in training, test and scoring"
+        for name in checks["constant_columns"]
+    ]
     for name, entry in checks["out_of_range"].items():
         where = f" [{entry['range'][0]:g}, {entry['range'][1]:g}]" if "range" in entry else ""
-        line = (f"{owner}: {file}: column {name!r}: {entry['rows']} of {total} rows ({entry['share']:.1%}) outside "
-                f"the training range{where}")
+        line = (
+            f"{owner}: {file}: column {name!r}: {entry['rows']} of {total} rows ({entry['share']:.1%}) outside "
+            f"the training range{where}"
+        )
         if entry["clipped"]:
             line += f"; {entry['clipped']} far outside, clipped to {CLIP_RANGES:g} training ranges beyond it"
         lines.append(line + _first_text(entry))
-    lines += [f"{owner}: {file}: column {name!r}: {entry['rows']} of {total} rows with a category training never saw, "
-              f"fed as unknown" + _first_text(entry) for name, entry in checks["unseen_categories"].items()]
+    lines += [
+        f"{owner}: {file}: column {name!r}: {entry['rows']} of {total} rows with a category training never saw, "
+        f"fed as unknown" + _first_text(entry)
+        for name, entry in checks["unseen_categories"].items()
+    ]
     for key, where in (("train_missing", "the training rows"), ("missing", file)):
         columns = checks.get(key, {})
         if columns:  # one line per file: a table with blanks everywhere would fill a screen otherwise
             cells = ", ".join(f"{name!r} {count}" for name, count in columns.items())
-            lines.append(f"{owner}: {where}: {sum(columns.values())} missing cells in {len(columns)} column"
-                         f"{'s' if len(columns) > 1 else ''}, filled as schema.json 'missing' says ({cells})")
+            lines.append(
+                f"{owner}: {where}: {sum(columns.values())} missing cells in {len(columns)} column"
+                f"{'s' if len(columns) > 1 else ''}, filled as schema.json 'missing' says ({cells})"
+            )
     return lines
 
 

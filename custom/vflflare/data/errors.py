@@ -6,6 +6,7 @@ and the other parties must learn nothing about a row they did not already hold, 
 carries a `public` form: the same message without row IDs and values, which is all that leaves the
 party (`public_message`). The full message stays in the party's own log.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,7 +38,7 @@ class DataError(PartyError):
         row_id: str | None = None,
         column: str | None = None,
         value: object = None,
-    ) -> "DataError":
+    ) -> DataError:
         """Build the standard message, e.g.
         ``site 'site-2': /x/site-2/train.csv line 18 (id '4411'), column 'PAY_0': non-numeric value 'abc'``
         (problem ``"non-numeric value {value}"``, value ``'abc'``). Its public form leaves out the ID and

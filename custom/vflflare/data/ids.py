@@ -6,15 +6,15 @@ before hashing or PSI. The job config is one for all parties, so the normalisati
 everywhere by construction. Steps run in the fixed order of `ID_NORMALIZATIONS`, whatever order the
 job lists them in, so two jobs naming the same steps normalise alike.
 """
+
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
-from typing import Callable
+from collections.abc import Callable, Sequence
 
-from vflflare.data.table import CsvTable
 from vflflare.data.errors import VALUE
+from vflflare.data.table import CsvTable
 
 _LEADING_ZEROS = re.compile(r"^0+(?=.)")
 # an integer written as a float ("123.0", "-4.00"), as spreadsheets and pandas export integer IDs
@@ -61,9 +61,12 @@ def normalize_table_ids(table: CsvTable, id_column: str, steps: Sequence[str]) -
         if not new:
             raise table.error(f"ID is empty under id_normalize {list(steps)}", row=row, column=id_column)
         if new in first:
-            raise table.error(f"ID is {VALUE} on line {table.lines[first[new]]}; make them distinct or drop a "
-                              "normalisation step", row=row, column=id_column,
-                              value=f"{new!r} under id_normalize {list(steps)}, like {table.ids[first[new]]!r}")
+            raise table.error(
+                f"ID is {VALUE} on line {table.lines[first[new]]}; make them distinct or drop a normalisation step",
+                row=row,
+                column=id_column,
+                value=f"{new!r} under id_normalize {list(steps)}, like {table.ids[first[new]]!r}",
+            )
         first[new] = row
         normal.append(new)
     table.ids = normal

@@ -4,6 +4,7 @@ tar), read from the shared data folder.
 Decoding happens once per source file: the arrays are cached as .npz under VFLFLARE_CACHE (default
 ~/.cache/vflflare), keyed by the file's name, size and modification time, never in the repository.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -53,8 +54,11 @@ def load_image_source(name: str, data_dir: str | os.PathLike[str]) -> ImageSourc
     files = image_source_files(name, data_dir)
     for path in files:
         if not path.is_file():
-            raise DataError.at(dataset_owner(name), path, "file not found (--data-dir names the folder holding "
-                               f"the dataset folders, e.g. ../shared/data)")
+            raise DataError.at(
+                dataset_owner(name),
+                path,
+                "file not found (--data-dir names the folder holding the dataset folders, e.g. ../shared/data)",
+            )
     arrays = _cached(name, files, lambda: IMAGE_SOURCES[name](Path(data_dir)))
     return ImageSource(**arrays, num_classes=int(arrays["train_labels"].max()) + 1)
 

@@ -7,6 +7,7 @@ training set N_o aligned labeled rows are shared by all sites and the rest sprea
 Each site folder then holds what a real site would: its strips as PNG files and an index
 (train.csv / test.csv: id,path) with a schema.json saying `modality: image`.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,11 @@ def strip_boxes(n_sites: int, height: int, width: int) -> list[tuple[int, int, i
         raise ValueError(f"{height}x{width} images cannot be cut into a {rows}x{cols} grid")
     cuts_y = np.linspace(0, height, rows + 1).round().astype(int)
     cuts_x = np.linspace(0, width, cols + 1).round().astype(int)
-    return [(int(cuts_y[r]), int(cuts_y[r + 1]), int(cuts_x[c]), int(cuts_x[c + 1]))
-            for r in range(rows) for c in range(cols)]
+    return [
+        (int(cuts_y[r]), int(cuts_y[r + 1]), int(cuts_x[c]), int(cuts_x[c + 1]))
+        for r in range(rows)
+        for c in range(cols)
+    ]
 
 
 def cut_strips(images: np.ndarray, n_sites: int) -> list[np.ndarray]:
@@ -50,8 +54,13 @@ def cut_strips(images: np.ndarray, n_sites: int) -> list[np.ndarray]:
 
 
 def split_images(
-    source: ImageSource, dataset: str, sites: list[str], overlap: int, seed: int,
-    train_rows: int | None = None, test_rows: int | None = None,
+    source: ImageSource,
+    dataset: str,
+    sites: list[str],
+    overlap: int,
+    seed: int,
+    train_rows: int | None = None,
+    test_rows: int | None = None,
 ) -> tuple[SplitResult, dict[str, dict[str, np.ndarray]], dict[str, TableSchema]]:
     """The split (pure; same inputs and seed -> same split), each site's strips by table (rows in the
     index's order) and each site's schema. `train_rows` / `test_rows`: a seeded random subset of the
@@ -70,18 +79,29 @@ def split_images(
     for k, (site, own) in enumerate(zip(sites, unaligned)):
         rows = pool[np.sort(np.concatenate([aligned, own]))]
         train = cut_strips(source.train_images[rows], len(sites))[k]
-        parts[site] = SitePart([DEFAULT_PATH_COLUMN], [], _index(train_ids[rows], "train"),
-                               _index(test_ids[test_pool], "test"), n_unaligned=len(own))
+        parts[site] = SitePart(
+            [DEFAULT_PATH_COLUMN],
+            [],
+            _index(train_ids[rows], "train"),
+            _index(test_ids[test_pool], "test"),
+            n_unaligned=len(own),
+        )
         strips[site] = {"train": train, "test": test_images[k]}
         schemas[site] = TableSchema(modality="image", image_size=(train.shape[1], train.shape[2]))
     result = SplitResult(
-        sites=list(sites), parts=parts, overlap_ids=[str(i) for i in train_ids[pool[aligned]]],
+        sites=list(sites),
+        parts=parts,
+        overlap_ids=[str(i) for i in train_ids[pool[aligned]]],
         train_labels=_labels(source.train_labels[pool], aligned, train_ids[pool]),
         test_labels=_labels(source.test_labels, test_pool, test_ids),
-        num_classes=source.num_classes, seed=seed, overlap=overlap,
+        num_classes=source.num_classes,
+        seed=seed,
+        overlap=overlap,
         test_fraction=len(test_pool) / (len(test_pool) + len(pool)),
-        local_labels={site: _labels(source.train_labels[pool], np.sort(own), train_ids[pool])
-                      for site, own in zip(sites, unaligned)},
+        local_labels={
+            site: _labels(source.train_labels[pool], np.sort(own), train_ids[pool])
+            for site, own in zip(sites, unaligned)
+        },
     )
     return result, strips, schemas
 
@@ -95,12 +115,14 @@ def write_strips(root: Path, result: SplitResult, strips: dict[str, dict[str, np
             (root / site / IMAGE_FOLDER / table).mkdir(parents=True, exist_ok=True)
             for relative, pixels in zip(frame[DEFAULT_PATH_COLUMN], strips[site][table]):
                 Image.fromarray(pixels[..., 0] if pixels.shape[-1] == 1 else pixels).save(
-                    root / site / relative, compress_level=1)
+                    root / site / relative, compress_level=1
+                )
 
 
 def _index(ids: np.ndarray, table: str) -> pd.DataFrame:
-    return pd.DataFrame({DEFAULT_ID_COLUMN: ids.astype(str),
-                         DEFAULT_PATH_COLUMN: [f"{IMAGE_FOLDER}/{table}/{i}.png" for i in ids]})
+    return pd.DataFrame(
+        {DEFAULT_ID_COLUMN: ids.astype(str), DEFAULT_PATH_COLUMN: [f"{IMAGE_FOLDER}/{table}/{i}.png" for i in ids]}
+    )
 
 
 def _subset(n: int, size: int | None, rng: np.random.Generator, option: str) -> np.ndarray:

@@ -6,17 +6,17 @@ float images (NIfTI) per image from their minimum to maximum (`ScaleIntensity`).
 standardises each channel with the mean and standard deviation of its own training images, as it
 standardises table columns. Without `image_size`, every image must have the first one's size.
 """
+
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
-import numpy as np
 import torch
 
-from vflflare.data.errors import VALUE, DataError
+from vflflare.data.errors import VALUE
 from vflflare.data.ids import normalize_table_ids
 from vflflare.data.schema import TableSchema
 from vflflare.data.split import TEST_FILE, TRAIN_FILE
@@ -38,8 +38,9 @@ class SiteImages:
     channel_std: list[float]
 
 
-def load_site_images(owner: str, site: str, folder: Path, schema: TableSchema,
-                     id_normalize: Sequence[str] = ()) -> SiteImages:
+def load_site_images(
+    owner: str, site: str, folder: Path, schema: TableSchema, id_normalize: Sequence[str] = ()
+) -> SiteImages:
     indexes = {}
     for name in (TRAIN_FILE, TEST_FILE):
         index = read_csv(owner, folder / name, schema.id_column, plan=ColumnPlan.only([schema.path_column]))
@@ -52,9 +53,19 @@ def load_site_images(owner: str, site: str, folder: Path, schema: TableSchema,
     test = loader.load(indexes[TEST_FILE])
     mean = train.mean(dim=(0, 2, 3))
     std = train.std(dim=(0, 2, 3)).clamp_min(1e-6)  # a constant channel stays finite (it becomes all zeros)
-    scale = (lambda x: (x - mean[None, :, None, None]) / std[None, :, None, None])
-    return SiteImages(site, list(indexes[TRAIN_FILE].ids), scale(train), list(indexes[TEST_FILE].ids), scale(test),
-                      mean.tolist(), std.tolist())
+
+    def scale(x: torch.Tensor) -> torch.Tensor:
+        return (x - mean[None, :, None, None]) / std[None, :, None, None]
+
+    return SiteImages(
+        site,
+        list(indexes[TRAIN_FILE].ids),
+        scale(train),
+        list(indexes[TEST_FILE].ids),
+        scale(test),
+        mean.tolist(),
+        std.tolist(),
+    )
 
 
 class _ImageLoader:
@@ -66,8 +77,9 @@ class _ImageLoader:
 
         self.schema = schema
         # PIL's reader would otherwise return (width, height): keep rows as rows
-        self.load_2d = LoadImage(reader=PILReader(reverse_indexing=False), image_only=True,
-                                 ensure_channel_first=True, dtype=None)
+        self.load_2d = LoadImage(
+            reader=PILReader(reverse_indexing=False), image_only=True, ensure_channel_first=True, dtype=None
+        )
         self.load_any = LoadImage(image_only=True, ensure_channel_first=True, dtype=None)
         self.resize = Resize(schema.image_size, mode="area") if schema.image_size else None
         self.shape: tuple[int, ...] | None = None
@@ -116,11 +128,16 @@ class _ImageLoader:
             loader = self.load_2d if path.suffix.lower() in PIL_SUFFIXES else self.load_any
             image = torch.as_tensor(loader(str(path)))
         except Exception as exc:  # the readers raise many types; the file is what the user must fix
-            raise index.error(f"cannot read image {VALUE}", row=row, column=column,
-                              value=f"{path}: {type(exc).__name__}: {exc}") from exc
+            raise index.error(
+                f"cannot read image {VALUE}", row=row, column=column, value=f"{path}: {type(exc).__name__}: {exc}"
+            ) from exc
         if image.ndim != 3:
-            raise index.error(f"image {VALUE} has shape {tuple(image.shape)} (channels first); expected a 2D image "
-                              "with channels", row=row, column=column, value=path)
+            raise index.error(
+                f"image {VALUE} has shape {tuple(image.shape)} (channels first); expected a 2D image with channels",
+                row=row,
+                column=column,
+                value=path,
+            )
         top = 0.0
         if image.dtype.is_floating_point:
             image = torch.as_tensor(ScaleIntensity(minv=0.0, maxv=1.0)(image))
@@ -133,8 +150,12 @@ class _ImageLoader:
             self.shape, self.first = tuple(image.shape), str(path)
         elif tuple(image.shape) != self.shape:
             hint = "" if self.resize is not None else '; set "image_size": [height, width] in schema.json to resize'
-            raise index.error(f"image {VALUE} is {_describe(self.shape)}{hint}", row=row, column=column,
-                              value=f"{path} is {_describe(image.shape)}, but {self.first}")
+            raise index.error(
+                f"image {VALUE} is {_describe(self.shape)}{hint}",
+                row=row,
+                column=column,
+                value=f"{path} is {_describe(image.shape)}, but {self.first}",
+            )
         return image, top
 
 

@@ -5,6 +5,7 @@ config), so one job folder runs unchanged everywhere. With no root, every party 
 in-memory split of scikit-learn's breast cancer table from (sites, seed) -- through the very
 `split_table` and CSV parsing the file path uses -- so a first run needs no files and no setup.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -20,6 +21,7 @@ import pandas as pd
 from vflflare.data.checks import missing_cells
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.ids import normalize_table_ids
+from vflflare.data.images import load_site_images
 from vflflare.data.preprocess import Preprocessor, SiteInput
 from vflflare.data.schema import LABELS_FILE, SCHEMA_FILE, LabelSpec, TableSchema, read_label_spec, read_table_schema
 from vflflare.data.sources import load_source
@@ -40,15 +42,14 @@ from vflflare.data.table import (
     CsvTable,
     check_disjoint,
     check_label_range,
-    class_counts,
     check_same_columns,
+    class_counts,
+    parse_column_labels,
     parse_csv,
     parse_features,
-    parse_column_labels,
     parse_labels,
     read_csv,
 )
-from vflflare.data.images import load_site_images
 from vflflare.data.types import LabelTables, SiteTables
 from vflflare.data.views import ImageView, SiteView, TabularView
 
@@ -71,7 +72,11 @@ def _embedded_csv(owner: str, name: str, frame, id_column: str, plan: ColumnPlan
 
 
 def load_site_tables(
-    site: str, sites: list[str], data_root: str | None, seed: int, numeric_transform: str = "standard",
+    site: str,
+    sites: list[str],
+    data_root: str | None,
+    seed: int,
+    numeric_transform: str = "standard",
     id_normalize: Sequence[str] = (),
 ) -> SiteTables:
     """Read, validate and locally preprocess feature party `site`'s train and test tables.
@@ -107,8 +112,9 @@ def load_site_tables(
         feature_names=preprocessor.feature_names,
         numeric_transform=transform,
         log_columns=list(preprocessor.log_columns),
-        site_input=SiteInput(schema.id_column, list(schema.categorical_columns), list(id_normalize), preprocessor,
-                             schema.missing),
+        site_input=SiteInput(
+            schema.id_column, list(schema.categorical_columns), list(id_normalize), preprocessor, schema.missing
+        ),
         data_checks={**checks, "train_missing": train_missing} if train_missing else checks,
     )
     del train_csv, test_csv, train, test  # the parsed columns and row lines: only messages needed them
@@ -117,7 +123,11 @@ def load_site_tables(
 
 
 def load_site_view(
-    site: str, sites: list[str], data_root: str | None, seed: int, numeric_transform: str = "standard",
+    site: str,
+    sites: list[str],
+    data_root: str | None,
+    seed: int,
+    numeric_transform: str = "standard",
     id_normalize: Sequence[str] = (),
 ) -> SiteView:
     """A feature party's data as the algorithms see it: its images when its schema.json says
@@ -169,7 +179,11 @@ def _site_reader(
 
 
 def load_label_tables(
-    owner: str, sites: list[str], data_root: str | None, seed: int, id_normalize: Sequence[str] = (),
+    owner: str,
+    sites: list[str],
+    data_root: str | None,
+    seed: int,
+    id_normalize: Sequence[str] = (),
     active_site_labels: bool = False,
 ) -> LabelTables:
     """Read and validate the label party's labels from ``<root>/<owner>/`` (owner "server" or a site).
@@ -245,15 +259,21 @@ def _label_tables(
     per_class = class_counts(np.concatenate([train_labels, test_labels]))
     if len(per_class) < num_classes and spec.classes is not None:
         absent = [name for c, name in enumerate(spec.classes) if c not in per_class]
-        raise DataError.at(train_csv.owner, Path(train_csv.source).parent / declared_in,
-                           f"declares the classes {list(spec.classes)} but no train or test label is {absent}; "
-                           f"remove {'it' if len(absent) == 1 else 'them'} from \"classes\"")
+        raise DataError.at(
+            train_csv.owner,
+            Path(train_csv.source).parent / declared_in,
+            f"declares the classes {list(spec.classes)} but no train or test label is {absent}; "
+            f'remove {"it" if len(absent) == 1 else "them"} from "classes"',
+        )
     if len(per_class) < num_classes:
         # a declared C above the classes present would silently change the metric (accuracy for AUC)
-        raise DataError.at(train_csv.owner, Path(train_csv.source).parent / declared_in,
-                           f"declares num_classes {num_classes} but the train and test labels hold {len(per_class)} "
-                           f"classes (rows per class: {per_class}); set num_classes to {len(per_class)}, or remove it "
-                           f"to infer it")
+        raise DataError.at(
+            train_csv.owner,
+            Path(train_csv.source).parent / declared_in,
+            f"declares num_classes {num_classes} but the train and test labels hold {len(per_class)} "
+            f"classes (rows per class: {per_class}); set num_classes to {len(per_class)}, or remove it "
+            f"to infer it",
+        )
     assert train_csv.ids is not None and test_csv.ids is not None
     source = train_csv.source if declared_in == LABELS_FILE else f"column {spec.label_column!r} of {train_csv.source}"
     return LabelTables(
@@ -284,7 +304,7 @@ def _default_num_classes(
         raise train_csv.error(f"all labels are {int(train_labels[0])}; a classifier needs at least 2 classes")
     why = f"by default, as {declared_in} declares no num_classes"
     if present == list(range(len(present))):  # classes 0..C-1, every one present: C is what is missing
-        why += f"; for a {len(present)}-class job declare \"num_classes\": {len(present)} in {declared_in}"
+        why += f'; for a {len(present)}-class job declare "num_classes": {len(present)} in {declared_in}'
     else:  # the labels need fixing first
         why += "; number the classes 0..C-1 with every class present"
     check_label_range(train_csv, train_labels, DEFAULT_NUM_CLASSES, spec.label_column, why)
@@ -307,9 +327,14 @@ def check_sites_match(owner: str, data_root: str, sites: list[str]) -> None:
     if missing or extra:
         problems = [f"sites of the split missing from the job: {missing}"] if missing else []
         problems += [f"sites of the job not in the split: {extra}"] if extra else []
-        raise DataError.at(owner, manifest, f"the data was split for sites {split_sites} but the job runs with "
-                                            f"{sorted(sites)}; " + "; ".join(problems) +
-                                            " (run with the split's sites, e.g. `-n`/`--sites`, or split again)")
+        raise DataError.at(
+            owner,
+            manifest,
+            f"the data was split for sites {split_sites} but the job runs with "
+            f"{sorted(sites)}; "
+            + "; ".join(problems)
+            + " (run with the split's sites, e.g. `-n`/`--sites`, or split again)",
+        )
 
 
 def _party_folder(owner: str, name: str, data_root: str) -> Path:

@@ -1,6 +1,7 @@
 """CFL's Pearson reordering (Ginanjar et al., paper 003, Sec. 4.3, Fig. 5): a silo orders its own columns
 by their Pearson correlation with its first column, highest first, on its own training rows only, to
 give neighbouring inputs related meaning. Constant columns (zero variance, e.g. padding) correlate 0."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -37,6 +37,7 @@ cells nothing changes: no indicator, the same block.
 Before any transform, every numeric value is clipped to a bound derived from the column's training
 (min, max), and a column constant in training is a fixed 0 input (data/checks.py says why and how far).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,9 +47,9 @@ from typing import Any
 import numpy as np
 
 from vflflare.data.checks import check_rows, clip, constant_columns
+from vflflare.data.errors import VALUE
 from vflflare.data.schema import NUMERIC_TRANSFORMS, MissingPolicy
 from vflflare.data.table import FeatureTable
-from vflflare.data.errors import VALUE
 from vflflare.data.types import FeatureBlock
 
 MAX_ONE_HOT = 16
@@ -146,9 +147,12 @@ class Preprocessor:
 
     @classmethod
     def fit(
-        cls, train: FeatureTable, max_one_hot: int = MAX_ONE_HOT, numeric_transform: str = STANDARD,
+        cls,
+        train: FeatureTable,
+        max_one_hot: int = MAX_ONE_HOT,
+        numeric_transform: str = STANDARD,
         missing: MissingPolicy = MissingPolicy(),
-    ) -> "Preprocessor":
+    ) -> Preprocessor:
         if numeric_transform not in NUMERIC_TRANSFORMS:
             raise ValueError(f"numeric_transform must be one of {list(NUMERIC_TRANSFORMS)}, got {numeric_transform!r}")
         scales: dict[str, tuple[float, float]] = {}
@@ -187,14 +191,27 @@ class Preprocessor:
                     raise train.csv.error(
                         f"value {VALUE} is too large to standardise (the column's variance "
                         f"overflows float64); rescale the column or set numeric_transform: signed_log",
-                        row=row, column=name, value=f"{train.columns[name][row]:g}")
+                        row=row,
+                        column=name,
+                        value=f"{train.columns[name][row]:g}",
+                    )
                 if ranges[name][0] == ranges[name][1]:
                     # constant: centred on its exact (transformed) value, as the rounded mean of many copies
                     # of it may differ from it, and clipping makes every later value that one: a fixed 0
                     mean, std = float(values[0]), 1.0
                 scales[name] = (mean, std if std > 0 else 1.0)
-        return cls(tuple(train.columns), scales, one_hot, embedded, tuple(log_columns), quantiles, ple, ranges, fills,
-                   tuple(indicators))
+        return cls(
+            tuple(train.columns),
+            scales,
+            one_hot,
+            embedded,
+            tuple(log_columns),
+            quantiles,
+            ple,
+            ranges,
+            fills,
+            tuple(indicators),
+        )
 
     @property
     def constant_columns(self) -> list[str]:
@@ -254,8 +271,11 @@ class Preprocessor:
                 numeric[:, start] = self._scaled(table, name)  # float64 -> float32, as astype would round
                 start += 1
             elif name in self.one_hot or name in self.ple:
-                block = (self._piecewise(table, name) if name in self.ple
-                         else self._one_hot(table.columns[name], self.one_hot[name]))
+                block = (
+                    self._piecewise(table, name)
+                    if name in self.ple
+                    else self._one_hot(table.columns[name], self.one_hot[name])
+                )
                 numeric[:, start : start + block.shape[1]] = block
                 start += block.shape[1]
             if missing is not None:
@@ -294,7 +314,10 @@ class Preprocessor:
             raise table.csv.error(
                 f"value {VALUE} is {distance} standard deviations from the "
                 f"training mean, beyond float32; check the value or set numeric_transform: signed_log",
-                row=row, column=name, value=f"{table.columns[name][row]:g}")
+                row=row,
+                column=name,
+                value=f"{table.columns[name][row]:g}",
+            )
         return scaled
 
     def _piecewise(self, table: FeatureTable, name: str) -> np.ndarray:
@@ -304,9 +327,13 @@ class Preprocessor:
         beyond = np.flatnonzero(np.abs(block).max(axis=1) > FLOAT32_MAX)
         if len(beyond):
             row = int(beyond[0])
-            raise table.csv.error(f"value {VALUE} is too far beyond the training range "
-                                  f"for float32; check the value or set numeric_transform: signed_log",
-                                  row=row, column=name, value=f"{table.columns[name][row]:g}")
+            raise table.csv.error(
+                f"value {VALUE} is too far beyond the training range "
+                f"for float32; check the value or set numeric_transform: signed_log",
+                row=row,
+                column=name,
+                value=f"{table.columns[name][row]:g}",
+            )
         return block
 
     @staticmethod
@@ -329,8 +356,10 @@ def fill_value(train: FeatureTable, name: str, strategy: str) -> float:
     if strategy in ("zero", "error"):
         return 0.0
     if np.isnan(values).all():
-        raise train.csv.error("every training row is missing this column; drop it or set schema.json "
-                              "'missing': {\"numeric\": \"zero\"}", column=name)
+        raise train.csv.error(
+            'every training row is missing this column; drop it or set schema.json \'missing\': {"numeric": "zero"}',
+            column=name,
+        )
     with np.errstate(over="ignore", invalid="ignore"):  # values near float64's limit: handled just below
         fill = float(SimpleImputer(strategy=strategy).fit(values.reshape(-1, 1)).statistics_[0])
     # the mean (or the middle of two values) can overflow; the lower median is a training value
@@ -349,20 +378,35 @@ class SiteInput:
     missing: MissingPolicy = MissingPolicy()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id_column": self.id_column, "categorical_columns": self.categorical_columns,
-                "id_normalize": self.id_normalize, "preprocessor": dataclasses.asdict(self.preprocessor),
-                "missing": self.missing.to_dict()}
+        return {
+            "id_column": self.id_column,
+            "categorical_columns": self.categorical_columns,
+            "id_normalize": self.id_normalize,
+            "preprocessor": dataclasses.asdict(self.preprocessor),
+            "missing": self.missing.to_dict(),
+        }
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "SiteInput":
+    def from_dict(cls, values: dict[str, Any]) -> SiteInput:
         p = values["preprocessor"]
-        preprocessor = Preprocessor(tuple(p["columns"]), {k: tuple(v) for k, v in p["scales"].items()},
-                                    p["one_hot"], p["embedded"], tuple(p["log_columns"]),
-                                    {k: tuple(v) for k, v in p.get("quantiles", {}).items()},  # absent before quantile
-                                    {k: tuple(v) for k, v in p.get("ple", {}).items()},
-                                    {k: tuple(v) for k, v in p.get("ranges", {}).items()},  # absent before clipping
-                                    p.get("fills", {}), tuple(p.get("indicators", ())))
+        preprocessor = Preprocessor(
+            tuple(p["columns"]),
+            {k: tuple(v) for k, v in p["scales"].items()},
+            p["one_hot"],
+            p["embedded"],
+            tuple(p["log_columns"]),
+            {k: tuple(v) for k, v in p.get("quantiles", {}).items()},  # absent before quantile
+            {k: tuple(v) for k, v in p.get("ple", {}).items()},
+            {k: tuple(v) for k, v in p.get("ranges", {}).items()},  # absent before clipping
+            p.get("fills", {}),
+            tuple(p.get("indicators", ())),
+        )
         # a model saved before missing cells could be filled has no fill values: they stay errors for it
         missing = MissingPolicy(**values["missing"]) if "missing" in values else MissingPolicy("error", "error", False)
-        return cls(values["id_column"], list(values["categorical_columns"]), list(values["id_normalize"]),
-                   preprocessor, missing)
+        return cls(
+            values["id_column"],
+            list(values["categorical_columns"]),
+            list(values["id_normalize"]),
+            preprocessor,
+            missing,
+        )

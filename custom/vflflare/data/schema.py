@@ -6,6 +6,7 @@ or in a label column of its own tables declared in schema.json -- never both (se
 Both are optional and both are read strictly (unknown keys are errors), because a misspelt key
 would otherwise fall back to a default silently, e.g. a categorical column read as numeric.
 """
+
 from __future__ import annotations
 
 import json
@@ -114,15 +115,31 @@ class TableSchema:
 
 def read_table_schema(owner: str, path: Path) -> TableSchema:
     """``schema.json`` of a site folder, or the defaults when the file is absent."""
-    values = _read_json_object(owner, path, {"id_column", "categorical_columns", "label_column", "num_classes",
-                                             "numeric_transform", "modality", "image_size", "path_column", "missing",
-                                             "classes"})
+    values = _read_json_object(
+        owner,
+        path,
+        {
+            "id_column",
+            "categorical_columns",
+            "label_column",
+            "num_classes",
+            "numeric_transform",
+            "modality",
+            "image_size",
+            "path_column",
+            "missing",
+            "classes",
+        },
+    )
     if values is None:
         return TableSchema()
     modality = values.get("modality", "table")
     if modality not in MODALITIES:
         raise DataError.at(owner, path, f"'modality' must be one of {list(MODALITIES)}, got {modality!r}")
-    kind_keys = {"table": {"categorical_columns", "numeric_transform", "missing"}, "image": {"image_size", "path_column"}}
+    kind_keys = {
+        "table": {"categorical_columns", "numeric_transform", "missing"},
+        "image": {"image_size", "path_column"},
+    }
     foreign = sorted(set(values) & set().union(*(keys for kind, keys in kind_keys.items() if kind != modality)))
     if foreign:
         raise DataError.at(owner, path, f"{foreign} do not apply to modality {modality!r}")
@@ -159,23 +176,36 @@ def read_table_schema(owner: str, path: Path) -> TableSchema:
     _check_name(owner, path, "path_column", path_column)
     if path_column in (id_column, label_column):
         raise DataError.at(owner, path, f"'path_column' {path_column!r} is also the ID or label column")
-    return TableSchema(id_column, tuple(categorical), label_column, num_classes, numeric_transform, modality,
-                       _image_size(owner, path, values.get("image_size")), path_column,
-                       _missing(owner, path, values.get("missing")), classes)
+    return TableSchema(
+        id_column,
+        tuple(categorical),
+        label_column,
+        num_classes,
+        numeric_transform,
+        modality,
+        _image_size(owner, path, values.get("image_size")),
+        path_column,
+        _missing(owner, path, values.get("missing")),
+        classes,
+    )
 
 
 def _missing(owner: str, path: Path, value: Any) -> MissingPolicy:
     if value is None:
         return MissingPolicy()
     if not isinstance(value, dict) or set(value) - {"numeric", "categorical", "indicator"}:
-        raise DataError.at(owner, path, f"'missing' must be an object with keys numeric, categorical, indicator; "
-                                        f"got {value!r}")
+        raise DataError.at(
+            owner, path, f"'missing' must be an object with keys numeric, categorical, indicator; got {value!r}"
+        )
     policy = MissingPolicy(**value)
     if policy.numeric not in NUMERIC_FILLS:
-        raise DataError.at(owner, path, f"'missing.numeric' must be one of {list(NUMERIC_FILLS)}, got {policy.numeric!r}")
+        raise DataError.at(
+            owner, path, f"'missing.numeric' must be one of {list(NUMERIC_FILLS)}, got {policy.numeric!r}"
+        )
     if policy.categorical not in CATEGORICAL_FILLS:
-        raise DataError.at(owner, path, f"'missing.categorical' must be one of {list(CATEGORICAL_FILLS)}, "
-                                        f"got {policy.categorical!r}")
+        raise DataError.at(
+            owner, path, f"'missing.categorical' must be one of {list(CATEGORICAL_FILLS)}, got {policy.categorical!r}"
+        )
     if not isinstance(policy.indicator, bool):
         raise DataError.at(owner, path, f"'missing.indicator' must be true or false, got {policy.indicator!r}")
     return policy
@@ -184,8 +214,11 @@ def _missing(owner: str, path: Path, value: Any) -> MissingPolicy:
 def _image_size(owner: str, path: Path, value: Any) -> tuple[int, int] | None:
     if value is None:
         return None
-    if (not isinstance(value, list) or len(value) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)):
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+    ):
         raise DataError.at(owner, path, f"'image_size' must be [height, width] in pixels, got {value!r}")
     return value[0], value[1]
 
@@ -212,16 +245,23 @@ def _classes(owner: str, path: Path, values: dict[str, Any]) -> tuple[int | None
     classes = values.get("classes")
     if classes is None:
         return num_classes, None
-    if (not isinstance(classes, list) or len(classes) < 2
-            or not all(isinstance(c, str) and c != "" for c in classes)):
-        raise DataError.at(owner, path, f"'classes' must list at least 2 label values as non-empty strings, class id "
-                                        f"= position (e.g. [\"No\", \"Yes\"]), got {classes!r}")
+    if not isinstance(classes, list) or len(classes) < 2 or not all(isinstance(c, str) and c != "" for c in classes):
+        raise DataError.at(
+            owner,
+            path,
+            f"'classes' must list at least 2 label values as non-empty strings, class id "
+            f'= position (e.g. ["No", "Yes"]), got {classes!r}',
+        )
     repeated = sorted({c for c in classes if classes.count(c) > 1})
     if repeated:
         raise DataError.at(owner, path, f"'classes' lists {repeated} more than once")
     if num_classes is not None and num_classes != len(classes):
-        raise DataError.at(owner, path, f"'num_classes' {num_classes} but 'classes' names {len(classes)}: "
-                                        f"{classes}; give one of them, or make them agree")
+        raise DataError.at(
+            owner,
+            path,
+            f"'num_classes' {num_classes} but 'classes' names {len(classes)}: "
+            f"{classes}; give one of them, or make them agree",
+        )
     return len(classes), tuple(classes)
 
 

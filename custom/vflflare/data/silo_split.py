@@ -15,6 +15,7 @@ Settings (Sec. 5.1), over the training rows; test rows stay with every silo:
 - class_imbalance: the first 25 % keep 50 % of the rows of half of the classes (drawn by seed);
 - mixed: data_imbalance on the first 25 % of the silos, class_imbalance on the next 25 %.
 """
+
 from __future__ import annotations
 
 import json
@@ -86,9 +87,16 @@ def silo_rows(labels: np.ndarray, n_silos: int, setting: str, rng: np.random.Gen
     return rows
 
 
-def split_silo_space(frame: pd.DataFrame, labels: np.ndarray, ids: list[str], silos: list[str], seed: int,
-                     setting: str = "standard", test_fraction: float = 0.2,
-                     categorical: list[str] | None = None) -> SiloSpace:
+def split_silo_space(
+    frame: pd.DataFrame,
+    labels: np.ndarray,
+    ids: list[str],
+    silos: list[str],
+    seed: int,
+    setting: str = "standard",
+    test_fraction: float = 0.2,
+    categorical: list[str] | None = None,
+) -> SiloSpace:
     """Pure: the same inputs and seed give the same silo space."""
     if len(silos) < 2:
         raise ValueError(f"a silo space needs at least 2 silos, got {silos}")
@@ -110,10 +118,12 @@ def split_silo_space(frame: pd.DataFrame, labels: np.ndarray, ids: list[str], si
         return out
 
     return SiloSpace(
-        silos=list(silos), columns=dict(zip(silos, slices)),
+        silos=list(silos),
+        columns=dict(zip(silos, slices)),
         train={s: part(names, train_rows[rows]) for s, names, rows in zip(silos, slices, own)},
         test={s: part(names, test_rows) for s, names in zip(silos, slices)},
-        num_classes=int(labels.max()) + 1, left_out={"missing values ('?')": len(frame) - len(kept)},
+        num_classes=int(labels.max()) + 1,
+        left_out={"missing values ('?')": len(frame) - len(kept)},
         setting=setting,
     )
 
@@ -128,7 +138,15 @@ def write_silo_space(space: SiloSpace, out_dir: str, manifest_extra: dict) -> Pa
     """Each silo's folder (train.csv and test.csv with its label column, schema.json declaring it) and a
     manifest; a non-empty folder is refused. Returns the manifest's path."""
     from vflflare.data.schema import TableSchema
-    from vflflare.data.split import MANIFEST_FILE, SCHEMA_FILE, TEST_FILE, TRAIN_FILE, _write_json, _write_text, frame_to_csv
+    from vflflare.data.split import (
+        MANIFEST_FILE,
+        SCHEMA_FILE,
+        TEST_FILE,
+        TRAIN_FILE,
+        _write_json,
+        _write_text,
+        frame_to_csv,
+    )
 
     root = Path(out_dir)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
@@ -140,10 +158,18 @@ def write_silo_space(space: SiloSpace, out_dir: str, manifest_extra: dict) -> Pa
         _write_text(folder / TEST_FILE, frame_to_csv(space.test[silo]))
         schema = TableSchema(DEFAULT_ID_COLUMN, (), DEFAULT_LABEL_COLUMN, space.num_classes)
         _write_json(folder / SCHEMA_FILE, schema.to_dict())
-    manifest = {"silo_space": True, "setting": space.setting, "sites": space.silos, "num_classes": space.num_classes,
-                "left_out": space.left_out, "per_site": {s: {"columns": space.columns[s], "n_train": len(space.train[s]),
-                                                            "n_test": len(space.test[s])} for s in space.silos},
-                **manifest_extra}
+    manifest = {
+        "silo_space": True,
+        "setting": space.setting,
+        "sites": space.silos,
+        "num_classes": space.num_classes,
+        "left_out": space.left_out,
+        "per_site": {
+            s: {"columns": space.columns[s], "n_train": len(space.train[s]), "n_test": len(space.test[s])}
+            for s in space.silos
+        },
+        **manifest_extra,
+    }
     _write_json(root / MANIFEST_FILE, manifest)
     return root / MANIFEST_FILE
 
@@ -154,9 +180,13 @@ def check_silo_space(site: str, data_root: str | None, algorithm: str) -> None:
 
     how = "split with `vflflare split --dataset D --sites N --silo-space`, or give every site a label column"
     if data_root is None:
-        raise ValueError(f"site '{site}': algorithm '{algorithm}' trains on a silo space (each site its own rows and "
-                         f"labels), and the embedded default is an aligned split; {how}")
+        raise ValueError(
+            f"site '{site}': algorithm '{algorithm}' trains on a silo space (each site its own rows and "
+            f"labels), and the embedded default is an aligned split; {how}"
+        )
     manifest = Path(data_root) / MANIFEST_FILE
     if manifest.is_file() and not json.loads(manifest.read_text()).get("silo_space"):
-        raise ValueError(f"site '{site}': {manifest} is an aligned split (labels at one party), but algorithm "
-                         f"'{algorithm}' needs each site's own labels; {how}")
+        raise ValueError(
+            f"site '{site}': {manifest} is an aligned split (labels at one party), but algorithm "
+            f"'{algorithm}' needs each site's own labels; {how}"
+        )

@@ -3,6 +3,7 @@
 Each loader returns the same five things so the splitter never needs to know the dataset:
 (features, int64 labels, row IDs, categorical column names, default 2-party column split or None).
 """
+
 from __future__ import annotations
 
 import csv

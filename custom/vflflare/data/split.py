@@ -6,6 +6,7 @@ party), and the remaining rows split evenly and disjointly among the K parties, 
 Features are split by column lists or evenly in column order. The embedded default and the CLI
 both use `split_table`, so "the same split" always means the same rows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from vflflare.data.image_sources import IMAGE_SOURCES, image_source_files, load_image_source
 from vflflare.data.schema import (
     DEFAULT_ID_COLUMN,
     DEFAULT_LABEL_COLUMN,
@@ -29,7 +31,6 @@ from vflflare.data.schema import (
     LabelSpec,
     TableSchema,
 )
-from vflflare.data.image_sources import IMAGE_SOURCES, image_source_files, load_image_source
 from vflflare.data.sources import SOURCES, load_source, source_files
 
 SERVER = "server"
@@ -162,8 +163,9 @@ def write_split(
     train_labels = result.train_labels
     if active_site_labels:
         if label_owner == SERVER:
-            raise ValueError(f"active-site labels need a site label owner; {SERVER!r} holds no rows of its own "
-                             f"(use --label-owner)")
+            raise ValueError(
+                f"active-site labels need a site label owner; {SERVER!r} holds no rows of its own (use --label-owner)"
+            )
         train_labels = pd.concat([train_labels, result.local_labels[label_owner]], ignore_index=True)
     manifest = {**_manifest(result, label_owner, label_in_table), "active_site_labels": active_site_labels}
     clashes = sorted(set(manifest_extra or {}) & set(manifest))
@@ -207,9 +209,12 @@ def frame_to_csv(frame: pd.DataFrame) -> str:
 
 def configure_split_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of `vflflare split`."""
-    parser.add_argument("--dataset", required=True, choices=sorted(SOURCES) + sorted(IMAGE_SOURCES),
-                        help="table to split, or image dataset to cut into strips (halves for 2 sites, "
-                        "quadrants for 4)")
+    parser.add_argument(
+        "--dataset",
+        required=True,
+        choices=sorted(SOURCES) + sorted(IMAGE_SOURCES),
+        help="table to split, or image dataset to cut into strips (halves for 2 sites, quadrants for 4)",
+    )
     parser.add_argument(
         "--data-dir", default=os.path.join("..", "shared", "data"), help="folder holding the dataset folders"
     )
@@ -240,13 +245,18 @@ def configure_split_parser(parser: argparse.ArgumentParser) -> None:
         help='columns per site, sites separated by ";" and columns by ",", e.g. "A,B,C;D,E" '
         "(default: the dataset's 2-party split for K=2, else even in column order)",
     )
-    parser.add_argument("--silo-space", action="store_true",
-                        help="CFL's silo space: every site an equal-width slice of the encoded columns and its own "
-                        "labels for its own rows (--overlap does not apply)")
-    parser.add_argument("--silo-setting", default="standard",
-                        help="with --silo-space: standard, data_imbalance, class_imbalance or mixed (CFL Sec. 5.1)")
-    parser.add_argument("--train-rows", type=int, help="images only: a random subset of the training set "
-                        "(default all)")
+    parser.add_argument(
+        "--silo-space",
+        action="store_true",
+        help="CFL's silo space: every site an equal-width slice of the encoded columns and its own "
+        "labels for its own rows (--overlap does not apply)",
+    )
+    parser.add_argument(
+        "--silo-setting",
+        default="standard",
+        help="with --silo-space: standard, data_imbalance, class_imbalance or mixed (CFL Sec. 5.1)",
+    )
+    parser.add_argument("--train-rows", type=int, help="images only: a random subset of the training set (default all)")
     parser.add_argument("--test-rows", type=int, help="images only: a random subset of the test set (default all)")
     parser.add_argument("--synthetic-rows", type=int, help="synthetic only (default 10000)")
     parser.add_argument("--synthetic-features", type=int, help="synthetic only (default 20)")
@@ -271,8 +281,13 @@ def run_split(args: argparse.Namespace) -> int:
             files = source_files(args.dataset, args.data_dir)
         checksums = {path.relative_to(args.data_dir).as_posix(): _sha256(path) for path in files}
         manifest = write_split(
-            result, args.out, args.label_owner, {"dataset": args.dataset, "source_sha256": checksums},
-            label_in_table=args.label_in_table, schemas=schemas, active_site_labels=args.active_site_labels,
+            result,
+            args.out,
+            args.label_owner,
+            {"dataset": args.dataset, "source_sha256": checksums},
+            label_in_table=args.label_in_table,
+            schemas=schemas,
+            active_site_labels=args.active_site_labels,
         )
         if images:
             from vflflare.data.image_split import write_strips
@@ -283,8 +298,11 @@ def run_split(args: argparse.Namespace) -> int:
         return 2
     for site in result.sites:
         part = result.parts[site]
-        holds = f"{schemas[site].image_size[0]}x{schemas[site].image_size[1]} strips" if images else \
-            f"{len(part.columns)} columns"
+        holds = (
+            f"{schemas[site].image_size[0]}x{schemas[site].image_size[1]} strips"
+            if images
+            else f"{len(part.columns)} columns"
+        )
         print(
             f"{site}: {holds}, {len(part.train)} train rows "
             f"({result.overlap} aligned + {part.n_unaligned} unaligned), {len(part.test)} test rows"
@@ -303,8 +321,10 @@ def _run_silo_split(args: argparse.Namespace, images: bool) -> int:
 
     try:
         if args.overlap is not None or args.label_owner != SERVER or args.active_site_labels or args.label_in_table:
-            raise ValueError("--silo-space gives every site its own rows and labels: --overlap, --label-owner, "
-                             "--label-in-table and --active-site-labels do not apply")
+            raise ValueError(
+                "--silo-space gives every site its own rows and labels: --overlap, --label-owner, "
+                "--label-in-table and --active-site-labels do not apply"
+            )
         sites = parse_sites(args.sites)
         if images:
             source = load_image_source(args.dataset, args.data_dir)
@@ -318,10 +338,13 @@ def _run_silo_split(args: argparse.Namespace, images: bool) -> int:
         else:
             frame, labels, ids, categorical, _ = load_source(args.dataset, args.data_dir, **_synthetic_options(args))
             files = source_files(args.dataset, args.data_dir)
-        space = split_silo_space(frame, labels, ids, sites, args.seed, args.silo_setting, args.test_fraction, categorical)
+        space = split_silo_space(
+            frame, labels, ids, sites, args.seed, args.silo_setting, args.test_fraction, categorical
+        )
         checksums = {path.relative_to(args.data_dir).as_posix(): _sha256(path) for path in files}
-        manifest = write_silo_space(space, args.out, {"dataset": args.dataset, "seed": args.seed,
-                                                      "source_sha256": checksums})
+        manifest = write_silo_space(
+            space, args.out, {"dataset": args.dataset, "seed": args.seed, "source_sha256": checksums}
+        )
     except ValueError as exc:
         print(f"vflflare split: error: {exc}", file=sys.stderr)
         return 2
@@ -330,8 +353,10 @@ def _run_silo_split(args: argparse.Namespace, images: bool) -> int:
             print(f"left out {count} rows with {why}")
     for site in space.silos:
         pads = sum(c.startswith("pad_") for c in space.columns[site])
-        print(f"{site}: {len(space.columns[site])} columns{f' ({pads} constant pad)' if pads else ''}, "
-              f"{len(space.train[site])} train rows, {len(space.test[site])} test rows, its own labels")
+        print(
+            f"{site}: {len(space.columns[site])} columns{f' ({pads} constant pad)' if pads else ''}, "
+            f"{len(space.train[site])} train rows, {len(space.test[site])} test rows, its own labels"
+        )
     print(f"silo space ({space.setting}, {space.num_classes} classes); manifest: {manifest}")
     return 0
 
@@ -339,13 +364,15 @@ def _run_silo_split(args: argparse.Namespace, images: bool) -> int:
 def _table_split(args: argparse.Namespace, sites: list[str]) -> SplitResult:
     if args.train_rows is not None or args.test_rows is not None:
         raise ValueError("--train-rows/--test-rows apply only to image datasets; tables use --test-fraction")
-    frame, labels, ids, categorical, default_columns = load_source(args.dataset, args.data_dir,
-                                                                   **_synthetic_options(args))
+    frame, labels, ids, categorical, default_columns = load_source(
+        args.dataset, args.data_dir, **_synthetic_options(args)
+    )
     site_columns = parse_site_columns(args.site_columns)
     if site_columns is None and len(sites) == 2:
         site_columns = default_columns
-    return split_table(frame, labels, ids, sites, args.overlap, args.seed, args.test_fraction, site_columns,
-                       categorical)
+    return split_table(
+        frame, labels, ids, sites, args.overlap, args.seed, args.test_fraction, site_columns, categorical
+    )
 
 
 def _image_split(args: argparse.Namespace, sites: list[str]) -> tuple:

@@ -15,6 +15,7 @@ NaN, ...: MISSING_NUMBERS) is read as NaN and its first row remembered: the site
 policy decides whether it is filled (preprocess.py) or an error. Small files (labels, source
 datasets) are read without a plan and keep every cell as text.
 """
+
 from __future__ import annotations
 
 import csv
@@ -46,7 +47,7 @@ class ColumnPlan:
     skip: frozenset[str] = frozenset()
 
     @classmethod
-    def features(cls, schema: TableSchema) -> "ColumnPlan":
+    def features(cls, schema: TableSchema) -> ColumnPlan:
         """A site's train/test table: ID and categorical columns as text, the label column (never a
         feature, read separately by the label owner) not at all, every other column as numbers."""
         text = frozenset({schema.id_column, *schema.categorical_columns})
@@ -54,7 +55,7 @@ class ColumnPlan:
         return cls(text=text, numbers=True, skip=skip)
 
     @classmethod
-    def only(cls, names: Collection[str]) -> "ColumnPlan":
+    def only(cls, names: Collection[str]) -> ColumnPlan:
         """Just these columns, as text (e.g. the ID and label columns of a site's own table)."""
         return cls(text=frozenset(names), numbers=False)
 
@@ -94,7 +95,9 @@ class CsvTable:
     def num_rows(self) -> int:
         return len(self.lines)
 
-    def error(self, problem: str, *, row: int | None = None, column: str | None = None, value: object = None) -> DataError:
+    def error(
+        self, problem: str, *, row: int | None = None, column: str | None = None, value: object = None
+    ) -> DataError:
         """A DataError pointing at a row (index into the table) and/or column of this file; `value` fills
         the problem's `{value}` (DataError.at)."""
         line = self.lines[row] if row is not None else None
@@ -146,7 +149,7 @@ class CsvTable:
             seen.add(value)
         self.ids = values if isinstance(values, list) else list(values)
 
-    def subset(self, rows: Sequence[int]) -> "CsvTable":
+    def subset(self, rows: Sequence[int]) -> CsvTable:
         """The same file restricted to some rows, each keeping its line and ID for messages."""
         ids = [self.ids[row] for row in rows] if self.ids is not None else None
         lines_kept = [self.lines[row] for row in rows]
@@ -164,8 +167,11 @@ class CsvTable:
         ones unless `missing_ok` (then NaN)."""
         stored = self._stored(name)
         column = stored if isinstance(stored, NumberColumn) else parse_numbers(stored)
-        problems = [(cell, hint) for cell, hint in ((column.bad, hint), (None if missing_ok else column.missing,
-                                                                          _MISSING_HINT)) if cell is not None]
+        problems = [
+            (cell, hint)
+            for cell, hint in ((column.bad, hint), (None if missing_ok else column.missing, _MISSING_HINT))
+            if cell is not None
+        ]
         if problems:  # the first in row order
             (row, text), problem_hint = min(problems, key=lambda problem: problem[0][0])
             raise self.error(_number_problem(text, problem_hint), row=row, column=name, value=repr(text))
@@ -326,8 +332,15 @@ def read_csv(
         raise DataError.at(owner, path, "file not found")
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
-            return parse_csv(owner, str(path), handle, id_column, preamble, plan,
-                             expected_rows=_line_bound(path) if plan is not None else None)
+            return parse_csv(
+                owner,
+                str(path),
+                handle,
+                id_column,
+                preamble,
+                plan,
+                expected_rows=_line_bound(path) if plan is not None else None,
+            )
     except UnicodeDecodeError as exc:
         raise DataError.at(owner, path, f"not UTF-8 text: {exc}") from exc
 
@@ -343,8 +356,13 @@ def _line_bound(path: Path) -> int:
 
 
 def parse_csv(
-    owner: str, source: str, text_lines: Iterable[str], id_column: str | None = None, preamble: int = 0,
-    plan: ColumnPlan | None = None, expected_rows: int | None = None,
+    owner: str,
+    source: str,
+    text_lines: Iterable[str],
+    id_column: str | None = None,
+    preamble: int = 0,
+    plan: ColumnPlan | None = None,
+    expected_rows: int | None = None,
 ) -> CsvTable:
     """Parse CSV text whose first non-blank line after `preamble` lines is the header. Blank lines hold
     no values and are skipped; every other row must have as many fields as the header.
@@ -416,8 +434,9 @@ def parse_features(table: CsvTable, schema: TableSchema) -> FeatureTable:
         raise table.error("no data rows")
     for name in schema.categorical_columns:
         if name not in names:
-            raise table.error(f"declared categorical in schema.json but not in the header {VALUE}", column=name,
-                              value=table.header)
+            raise table.error(
+                f"declared categorical in schema.json but not in the header {VALUE}", column=name, value=table.header
+            )
     columns: dict[str, np.ndarray] = {}
     fill_categories = schema.missing.categorical != "error"
     for name in names:
@@ -502,9 +521,13 @@ def class_ids(table: CsvTable, spec: LabelSpec, declared_in: str) -> np.ndarray:
     labels = np.empty(len(values), dtype=np.int64)
     for row, text in enumerate(values):
         if text not in index:
-            raise table.error(f"label {VALUE} is not one of the classes {list(spec.classes)} that {declared_in} "
-                              f"declares (\"classes\", class id = position); add it there or fix the value",
-                              row=row, column=spec.label_column, value=repr(text))
+            raise table.error(
+                f"label {VALUE} is not one of the classes {list(spec.classes)} that {declared_in} "
+                f'declares ("classes", class id = position); add it there or fix the value',
+                row=row,
+                column=spec.label_column,
+                value=repr(text),
+            )
         labels[row] = index[text]
     return labels
 
@@ -523,7 +546,9 @@ def check_label_range(table: CsvTable, labels: np.ndarray, num_classes: int, col
         row = int(bad[0])
         raise table.error(
             f"label {int(labels[row])} outside 0..{num_classes - 1} (C = {num_classes} {why}); rows per class in this "
-            f"file: {class_counts(labels)}", row=row, column=column
+            f"file: {class_counts(labels)}",
+            row=row,
+            column=column,
         )
 
 

@@ -1,4 +1,5 @@
 """In-memory shapes of a party's data after loading and local preprocessing."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ class FeatureBlock:
     def __len__(self) -> int:
         return int(self.numeric.shape[0])
 
-    def take(self, rows: np.ndarray) -> "FeatureBlock":
+    def take(self, rows: np.ndarray) -> FeatureBlock:
         return FeatureBlock(self.numeric[rows], self.categorical[rows], list(self.cardinalities))
 
 

@@ -10,6 +10,7 @@ the view for
 image dataset, or its own image files); sites of one job may hold either. The job's `model` builds a
 table site's encoder and its `image_model` an image site's.
 """
+
 from __future__ import annotations
 
 from typing import Any, Protocol
@@ -40,8 +41,9 @@ class SiteView(Protocol):
 
     def concat(self, batches: list[Any]) -> Any: ...
 
-    def fixmatch_views(self, rows: torch.Tensor, mask_rate: float, noise_std: float,
-                       generator: torch.Generator) -> WeakStrongViews: ...
+    def fixmatch_views(
+        self, rows: torch.Tensor, mask_rate: float, noise_std: float, generator: torch.Generator
+    ) -> WeakStrongViews: ...
 
     def contrastive_views(self, rows: torch.Tensor, rate: float, generator: torch.Generator) -> TwoViews: ...
 
@@ -122,11 +124,15 @@ class ImageView(_RowsView):
 def describe_view(view: SiteView) -> str:
     """One line for the site's log: what it holds."""
     if isinstance(view, ImageView):
-        return (f"{view.num_rows('train')} train and {view.num_rows('test')} test images, "
-                f"{view.size[0]}x{view.size[1]} with {view.channels} channel(s)")
+        return (
+            f"{view.num_rows('train')} train and {view.num_rows('test')} test images, "
+            f"{view.size[0]}x{view.size[1]} with {view.channels} channel(s)"
+        )
     tables = view.tables
     text = f"{view.num_rows('train')} train and {view.num_rows('test')} test rows, {len(tables.feature_names)} features"
     if tables.numeric_transform != "standard":
-        text += (f"; numeric_transform {tables.numeric_transform}, signed log on {len(tables.log_columns)} "
-                 f"column(s) {tables.log_columns}")
+        text += (
+            f"; numeric_transform {tables.numeric_transform}, signed log on {len(tables.log_columns)} "
+            f"column(s) {tables.log_columns}"
+        )
     return text

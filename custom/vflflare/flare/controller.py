@@ -1,4 +1,5 @@
 """Server side of every vflflare job: runs one algorithm's phases and writes vflflare_results.json."""
+
 from __future__ import annotations
 
 import json
@@ -7,34 +8,33 @@ import shutil
 import traceback
 import uuid
 
-from vflflare.torch_runtime import prepare_torch
+from nvflare.apis.client import Client
 from nvflare.apis.event_type import EventType
 from nvflare.apis.fl_constant import FLContextKey
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.controller import Controller
-from nvflare.apis.signal import Signal
 from nvflare.apis.shareable import Shareable
-from nvflare.apis.client import Client
+from nvflare.apis.signal import Signal
 from nvflare.apis.wf_comm_spec import WFCommSpec
 
 from vflflare.algorithms.registry import make_config
 from vflflare.code_identity import code_identity
 from vflflare.config import SERVER
+from vflflare.data.loading import load_label_tables
+from vflflare.flare.he_filters import workspace_context
+from vflflare.flare.site_config import local_enforcement, local_private_seed, resolve_party_data_root
+from vflflare.flare.site_health import SiteHealth
+from vflflare.flare.tracking import FlareTracker
+from vflflare.flare.transport import FlareTransport
+from vflflare.privacy.attacks.observed import MESSAGES_FILE, RecordingTransport, save_messages
+from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.protocol.checkpoint import runs_root
 from vflflare.protocol.model_ids import SIMULATOR_JOB_ID, new_model_id
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.topology import COORDINATOR, check_job_sites
-from vflflare.tracking import DETAILS
-from vflflare.data.loading import load_label_tables
-from vflflare.flare.site_config import local_enforcement, local_private_seed, resolve_party_data_root
-from vflflare.privacy.attacks.observed import MESSAGES_FILE, RecordingTransport, save_messages
-from vflflare.privacy.private_randomness import PrivateRandomness
-from vflflare.flare.he_filters import workspace_context
-from vflflare.flare.site_health import SiteHealth
-from vflflare.flare.tracking import FlareTracker
-from vflflare.flare.transport import FlareTransport
 from vflflare.results import RESULTS_FILE, completed, failed, format_table
-
+from vflflare.torch_runtime import prepare_torch
+from vflflare.tracking import DETAILS
 
 
 class VFLController(Controller):
@@ -71,6 +71,7 @@ class VFLController(Controller):
         # CLIENT_DISCONNECTED: note the site at once as well
         report = getattr(communicator, "process_dead_client_report", None)
         if report is not None:
+
             def noted(client_name: str, fl_ctx: FLContext) -> None:
                 self._site_dead(client_name, "NVFlare reported its job process dead (dead-job report)", fl_ctx)
                 report(client_name, fl_ctx)
@@ -104,8 +105,17 @@ class VFLController(Controller):
         sites = sorted(c.name for c in engine.get_clients())
         run_dir = engine.get_workspace().get_run_dir(fl_ctx.get_job_id())
         net = FlareTransport(
-            self, fl_ctx, abort_signal, sites, self.cfg.wire_dtype, self.task_timeout, self.step_timeout, he=self.cfg.he,
-            health=self.health, stall_timeout=self.cfg.stall_timeout, join_timeout=self.cfg.join_timeout,
+            self,
+            fl_ctx,
+            abort_signal,
+            sites,
+            self.cfg.wire_dtype,
+            self.task_timeout,
+            self.step_timeout,
+            he=self.cfg.he,
+            health=self.health,
+            stall_timeout=self.cfg.stall_timeout,
+            join_timeout=self.cfg.join_timeout,
         )
         net.ledger.on_phase = lambda name: self.log_info(fl_ctx, f"vflflare phase '{name}' started")
         tracker = FlareTracker(self, fl_ctx, on_site=False)
@@ -126,9 +136,15 @@ class VFLController(Controller):
             server_runs = runs_root(data_root, SERVER)
             model_id = new_model_id(self._job_name(run_dir, fl_ctx), cfg.algorithm, [server_runs])
             results = run_algorithm(
-                recorded, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize), tracker,
-                server_he, runs_root=server_runs, run_id=run_id,
-                job_id=fl_ctx.get_job_id(), model_id=model_id,
+                recorded,
+                cfg,
+                lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
+                tracker,
+                server_he,
+                runs_root=server_runs,
+                run_id=run_id,
+                job_id=fl_ctx.get_job_id(),
+                model_id=model_id,
                 private=PrivateRandomness.from_environment("label", local_private_seed(fl_ctx, SERVER)),
                 enforce=local_enforcement(fl_ctx, SERVER),
             )
@@ -144,13 +160,16 @@ class VFLController(Controller):
             DETAILS.error(f"results written to {path}")
             print(format_table(record), flush=True)  # once, on the console of whoever runs the server
             net.close()
-            self.system_panic(f"vflflare: the job failed in phase {net.ledger.current!r}; its results table says why",
-                              fl_ctx)
+            self.system_panic(
+                f"vflflare: the job failed in phase {net.ledger.current!r}; its results table says why", fl_ctx
+            )
             return
         tracker.close()
         net.close()
         if self.record_messages:
-            results["messages"] = os.path.basename(save_messages(os.path.join(run_dir, MESSAGES_FILE), recorded.messages))
+            results["messages"] = os.path.basename(
+                save_messages(os.path.join(run_dir, MESSAGES_FILE), recorded.messages)
+            )
         results = completed({**results, "vflflare": code_identity(SERVER)})  # the release and code the server runs
         if fl_ctx.get_job_id() == SIMULATOR_JOB_ID:  # where the printed scoring command points (results.py)
             results["environment"] = {"kind": "simulator", "data_root": data_root}

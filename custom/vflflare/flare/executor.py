@@ -1,11 +1,11 @@
 """Site side of every vflflare job: one executor answers phase tasks and per-batch step requests by
 handing them to the site's SiteRuntime. Raw features never leave SiteRuntime."""
+
 from __future__ import annotations
 
 import traceback
 from pathlib import Path
 
-from vflflare.torch_runtime import prepare_torch
 from nvflare.apis.event_type import EventType
 from nvflare.apis.executor import Executor
 from nvflare.apis.fl_context import FLContext
@@ -14,25 +14,41 @@ from nvflare.apis.signal import Signal
 from nvflare.fuel.f3.message import Message
 
 from vflflare import wire
-from vflflare.code_identity import CODE_HEADER, code_identity, describe as describe_code, mismatch
-from vflflare.protocol.payload import Payload, decode, encode, tensor_kinds
-from vflflare.protocol.checkpoint import runs_root
-from vflflare.protocol.error_disclosure import public_message
-from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.code_identity import CODE_HEADER, code_identity, mismatch
+from vflflare.code_identity import describe as describe_code
+from vflflare.config import SERVER
 from vflflare.flare.he_filters import (
-    decrypt_for, encrypt_for, forget_party_keys, make_party_keys, party_keys, register_party_keys, workspace_context,
+    decrypt_for,
+    encrypt_for,
+    forget_party_keys,
+    make_party_keys,
+    party_keys,
+    register_party_keys,
+    workspace_context,
+)
+from vflflare.flare.liveness import WorkClock
+from vflflare.flare.messages import (
+    ERROR_HEADER,
+    MODEL_HEADER,
+    PING_TOPIC,
+    STEP_CHANNEL,
+    STEP_TOPIC,
+    TASK_HEADER,
+    error_reply,
+    from_shareable,
+    step_reply,
+    to_shareable,
 )
 from vflflare.flare.psi import psi_source
 from vflflare.flare.site_config import local_enforcement, local_private_seed, resolve_party_data_root
-from vflflare.flare.messages import (
-    ERROR_HEADER, MODEL_HEADER, PING_TOPIC, STEP_CHANNEL, STEP_TOPIC, TASK_HEADER, error_reply, from_shareable,
-    step_reply, to_shareable,
-)
-from vflflare.flare.liveness import WorkClock
 from vflflare.flare.tracking import FlareTracker
-from vflflare.tracking import DETAILS
-from vflflare.config import SERVER
 from vflflare.privacy.he_keys import KEYGEN_TASK, KEYS_TASK
+from vflflare.protocol.checkpoint import runs_root
+from vflflare.protocol.error_disclosure import public_message
+from vflflare.protocol.payload import Payload, decode, encode, tensor_kinds
+from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.torch_runtime import prepare_torch
+from vflflare.tracking import DETAILS
 
 
 class VFLExecutor(Executor):
@@ -63,12 +79,20 @@ class VFLExecutor(Executor):
             except ValueError as error:  # a malformed local/vflflare.json: reported by the first task
                 self.config_error, data_root, private_seed = f"{type(error).__name__}: {error}", None, None
                 enforce = None
-            DETAILS.info(f"site {site!r}: data root: {data_root or '<embedded default>'}; vflflare code: "
-                         f"{Path(__file__).parents[1]} (release {describe_code(code_identity(site))})")
+            DETAILS.info(
+                f"site {site!r}: data root: {data_root or '<embedded default>'}; vflflare code: "
+                f"{Path(__file__).parents[1]} (release {describe_code(code_identity(site))})"
+            )
             # alignment "psi": the intersection from this job's PSI workflow or an earlier PSI job
-            self.runtime = SiteRuntime(site, data_root, self.tracker, psi_source(fl_ctx, site, data_root),
-                                       runs_root=runs_root(data_root, site), private_seed=private_seed,
-                                       enforce=enforce)
+            self.runtime = SiteRuntime(
+                site,
+                data_root,
+                self.tracker,
+                psi_source(fl_ctx, site, data_root),
+                runs_root=runs_root(data_root, site),
+                private_seed=private_seed,
+                enforce=enforce,
+            )
             # per-batch steps: plain requests to this job's cell; the coordinator's liveness probes: aux
             cell = self._engine.get_cell()
             getattr(cell, "core_cell", cell).register_request_cb(STEP_CHANNEL, STEP_TOPIC, self._on_step)
@@ -86,7 +110,9 @@ class VFLExecutor(Executor):
         try:
             self.runtime.save_model(fl_ctx.get_job_id())
         except Exception as error:  # the job's outcome stands; say why nothing was saved
-            self.log_error(fl_ctx, f"saving the model failed: {type(error).__name__}: {error}\n{traceback.format_exc()}")
+            self.log_error(
+                fl_ctx, f"saving the model failed: {type(error).__name__}: {error}\n{traceback.format_exc()}"
+            )
 
     def _run(self, task: str, payload: Payload, fl_ctx: FLContext, step: bool = False) -> Shareable:
         if self.config_error:
@@ -106,8 +132,10 @@ class VFLExecutor(Executor):
                 if self.he:
                     workspace_context(fl_ctx, "client")  # a missing or wrong key fails the job here
                     if config.get("label_owner", SERVER) != SERVER and party_keys(fl_ctx) is None:
-                        raise ValueError("he: true with the labels on a site, but this site holds no per-party keys "
-                                         f"(the coordinator did not run '{KEYGEN_TASK}' and '{KEYS_TASK}' first)")
+                        raise ValueError(
+                            "he: true with the labels on a site, but this site holds no per-party keys "
+                            f"(the coordinator did not run '{KEYGEN_TASK}' and '{KEYS_TASK}' first)"
+                        )
             if step and tensor_kinds(payload)["encrypted"]:
                 payload = decrypt_for(fl_ctx, payload)
             reply = encode(self.runtime.handle(task, decode(payload)), self.runtime.wire_dtype)
@@ -116,8 +144,10 @@ class VFLExecutor(Executor):
             return to_shareable(wire.dumps(reply))
         except Exception as error:  # the full message stays here; the coordinator gets its public form
             # the coordinator reports the failure once; this party's log files keep the whole story
-            DETAILS.error(f"site {fl_ctx.get_identity_name()!r}: task '{task}' failed: {type(error).__name__}: "
-                          f"{error}\n{traceback.format_exc()}")
+            DETAILS.error(
+                f"site {fl_ctx.get_identity_name()!r}: task '{task}' failed: {type(error).__name__}: "
+                f"{error}\n{traceback.format_exc()}"
+            )
             return error_reply(public_message(error, f"site '{fl_ctx.get_identity_name()}'"))
 
     def execute(self, task_name: str, shareable: Shareable, fl_ctx: FLContext, abort_signal: Signal) -> Shareable:

@@ -17,6 +17,7 @@ With the labels on a site, each site also holds its own key pair for the job (vf
 made by `make_party_keys` at task KEYGEN_TASK, completed by `register_party_keys` at KEYS_TASK, in this
 process's memory only) and `encrypt_for` / `decrypt_for` encrypt for the receiver and decrypt with it.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,10 +30,10 @@ from nvflare.apis.shareable import ReservedHeaderKey, Shareable
 from nvflare.fuel.sec.security_content_service import LoadResult, SecurityContentService
 
 from vflflare import wire
-from vflflare.protocol.payload import tensor_kinds
 from vflflare.flare.messages import PAYLOAD_KEY, error_reply
 from vflflare.privacy import ckks
 from vflflare.privacy.he_keys import PartyKeys
+from vflflare.protocol.payload import tensor_kinds
 
 _cache: dict[str, ckks.HEContext] = {}
 _lock = threading.Lock()
@@ -69,9 +70,7 @@ def workspace_context(fl_ctx: FLContext, role: str) -> ckks.HEContext:
         if path not in _cache:
             data = _read(path, fl_ctx)
             if data is None:
-                raise ckks.HEContextError(
-                    f"HE is on (he: true) but {path} is missing ({ckks.HOW_TO_GET_KEYS})"
-                )
+                raise ckks.HEContextError(f"HE is on (he: true) but {path} is missing ({ckks.HOW_TO_GET_KEYS})")
             _cache[path] = ckks.load_context(data, role, name=path)
         return _cache[path]
 
@@ -88,7 +87,9 @@ def make_party_keys(fl_ctx: FLContext) -> bytes:
     return public
 
 
-def register_party_keys(fl_ctx: FLContext, public_contexts: dict[str, bytes], label_owner: str, sites: list[str]) -> None:
+def register_party_keys(
+    fl_ctx: FLContext, public_contexts: dict[str, bytes], label_owner: str, sites: list[str]
+) -> None:
     """The public contexts this site encrypts with, each checked against the kit context's parameters."""
     site, kit = fl_ctx.get_identity_name(), workspace_context(fl_ctx, "client")
     with _lock:
@@ -97,7 +98,9 @@ def register_party_keys(fl_ctx: FLContext, public_contexts: dict[str, bytes], la
         raise ckks.HEContextError(f"site '{site}' got the job's public keys before making its own key pair")
     public = {s: ckks.load_public(data, kit, f"site '{s}'") for s, data in public_contexts.items() if s != site}
     if site in public_contexts and ckks.party_key_id(public_contexts[site]) != own.key_id:
-        raise ckks.HEContextError(f"site '{site}': the coordinator relayed a public key as this site's that is not its own")
+        raise ckks.HEContextError(
+            f"site '{site}': the coordinator relayed a public key as this site's that is not its own"
+        )
     with _lock:
         _party[_slot(fl_ctx)] = PartyKeys(site, label_owner, list(sites), own, kit, public)
 
@@ -157,16 +160,26 @@ class EncryptTaskResult(Filter):
     """Site task_result_filter: every float tensor of a vflflare result leaves the site as a ciphertext."""
 
     def process(self, shareable: Shareable, fl_ctx: FLContext) -> Shareable:
-        return _convert(self, shareable, fl_ctx, lambda kinds: kinds["plaintext"] > 0,
-                        lambda payload, ctx, task: encrypt_for(ctx, task, payload))
+        return _convert(
+            self,
+            shareable,
+            fl_ctx,
+            lambda kinds: kinds["plaintext"] > 0,
+            lambda payload, ctx, task: encrypt_for(ctx, task, payload),
+        )
 
 
 class DecryptTaskData(Filter):
     """Site task_data_filter: the ciphertexts of a vflflare task become float tensors again on the site."""
 
     def process(self, shareable: Shareable, fl_ctx: FLContext) -> Shareable:
-        return _convert(self, shareable, fl_ctx, lambda kinds: kinds["encrypted"] > 0,
-                        lambda payload, ctx, task: decrypt_for(ctx, payload))
+        return _convert(
+            self,
+            shareable,
+            fl_ctx,
+            lambda kinds: kinds["encrypted"] > 0,
+            lambda payload, ctx, task: decrypt_for(ctx, payload),
+        )
 
 
 def client_filters(tasks: list[str]) -> dict[str, list]:

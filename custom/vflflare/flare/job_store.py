@@ -9,6 +9,7 @@ workspace. An operator's own `local/resources.json` (without MARKER) is left alo
 
     python3 -m vflflare.flare.job_store WORKSPACE
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,9 @@ def private_store_resources(workspace: str | Path) -> Path:
     store, snapshots = workspace / JOB_STORE, workspace / SNAPSHOTS
     managers = [c for c in config.get("components", []) if c.get("id") == "job_manager"]
     if not managers or "snapshot_persistor" not in config:
-        raise ValueError(f"{local / 'resources.json.default'} has no job_manager or snapshot_persistor: "
-                         "not a server kit")
+        raise ValueError(
+            f"{local / 'resources.json.default'} has no job_manager or snapshot_persistor: not a server kit"
+        )
     for manager in managers:
         manager.setdefault("args", {})["uri_root"] = str(store)
     config["snapshot_persistor"]["args"]["storage"]["args"]["root_dir"] = str(snapshots)

@@ -28,13 +28,14 @@ A site that is up but hung is caught too, with limits sized to the work rather t
   reports in that task. It is marked stopped once it has been quiet for `stall_limit` of those: the
   job's `stall_timeout`, or STALL_FACTOR times the longest gap so far when its epochs are slower.
 """
+
 from __future__ import annotations
 
 import math
 import threading
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Iterable
 
 from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.shareable import Shareable
@@ -86,8 +87,9 @@ class WorkClock:
 
 
 class SiteProber:
-    def __init__(self, ping: Ping, health: SiteHealth, sites: Iterable[str], stall_timeout: float,
-                 join_timeout: float = 120.0) -> None:
+    def __init__(
+        self, ping: Ping, health: SiteHealth, sites: Iterable[str], stall_timeout: float, join_timeout: float = 120.0
+    ) -> None:
         """ping(site): send the site one probe and return NVFlare's reply (None when there is none).
         join_timeout: how long after now a site may take to show that its job is up."""
         self._ping, self.health, self.stall_timeout = ping, health, stall_timeout
@@ -97,8 +99,9 @@ class SiteProber:
         self._last: dict[str, float] = {}
         self._inflight: dict[str, list[Future]] = {}
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=MAX_INFLIGHT * max(2, len(list(sites))),
-                                        thread_name_prefix="vflflare-probe")
+        self._pool = ThreadPoolExecutor(
+            max_workers=MAX_INFLIGHT * max(2, len(list(sites))), thread_name_prefix="vflflare-probe"
+        )
 
     def seen(self, site: str) -> None:
         """`site` showed that its job is up: from now on a missing job cell means it stopped."""
@@ -118,8 +121,11 @@ class SiteProber:
                     continue
                 silent = min(now - self._heard.get(site, -math.inf), waited_s)
                 if silent > self.stall_timeout:
-                    self.health.mark_dead(site, f"it has answered neither its task nor any liveness probe for "
-                                                f"{silent:.0f} s (stall_timeout {self.stall_timeout:g} s)")
+                    self.health.mark_dead(
+                        site,
+                        f"it has answered neither its task nor any liveness probe for "
+                        f"{silent:.0f} s (stall_timeout {self.stall_timeout:g} s)",
+                    )
                     continue
                 if now - self._last.get(site, 0.0) < PROBE_EVERY_S:
                     continue
@@ -131,8 +137,11 @@ class SiteProber:
 
     def _check_joined(self, site: str, now: float) -> None:
         if now - self._started > self.join_timeout:
-            self.health.mark_dead(site, f"it never joined the job: it picked up no task within join_timeout "
-                                        f"{self.join_timeout:g} s of the job's start (did its job process start?)")
+            self.health.mark_dead(
+                site,
+                f"it never joined the job: it picked up no task within join_timeout "
+                f"{self.join_timeout:g} s of the job's start (did its job process start?)",
+            )
 
     def not_joined(self, sites: Iterable[str]) -> list[str]:
         """Of `sites`, those that have not shown that their job is up."""
@@ -153,16 +162,21 @@ class SiteProber:
             return True
         code = reply.get_return_code(ReturnCode.OK) if reply is not None else None
         if code in UNREACHABLE_CODES:
-            self.health.mark_dead(site, f"its job process is unreachable (NVFlare answered a liveness probe with {code})")
+            self.health.mark_dead(
+                site, f"its job process is unreachable (NVFlare answered a liveness probe with {code})"
+            )
             return False
         if code == ReturnCode.OK:  # not a probe that timed out
             self._heard[site] = time.monotonic()
             busy = from_shareable(reply)  # the site's WorkClock report
             limit = stall_limit(busy.get("longest_gap_s", 0.0), self.stall_timeout)
             if busy and busy["quiet_s"] > limit:
-                self.health.mark_dead(site, f"it has made no progress in task '{busy['task']}' for {busy['quiet_s']:.0f} s "
-                                            f"(limit {limit:.0f} s: stall_timeout, or {STALL_FACTOR:g} x its longest "
-                                            f"gap between progress reports); is it hung?")
+                self.health.mark_dead(
+                    site,
+                    f"it has made no progress in task '{busy['task']}' for {busy['quiet_s']:.0f} s "
+                    f"(limit {limit:.0f} s: stall_timeout, or {STALL_FACTOR:g} x its longest "
+                    f"gap between progress reports); is it hung?",
+                )
                 return False
         return True
 

@@ -7,11 +7,13 @@ STEP_CHANNEL: raw bytes each way. An NVFlare aux request would wrap them in an F
 transaction (on all channels but a few system ones); that doubled the round trip of a split-NN step
 in a POC (benchmarks/SCALE_REPORT.md). Task filters run on neither, so with `he` the executor
 encrypts a step's reply itself."""
+
 from __future__ import annotations
 
 from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.shareable import Shareable, make_reply
-from nvflare.fuel.f3.cellnet.defs import MessageHeaderKey, ReturnCode as CellReturnCode
+from nvflare.fuel.f3.cellnet.defs import MessageHeaderKey
+from nvflare.fuel.f3.cellnet.defs import ReturnCode as CellReturnCode
 from nvflare.fuel.f3.cellnet.utils import make_reply as make_cell_reply
 from nvflare.fuel.f3.message import Message
 
@@ -62,7 +64,6 @@ def error_of(reply: Shareable | None) -> str | None:
     return reply.get_header(ERROR_HEADER) or f"return code {code}"
 
 
-
 # ---------------------------------------------------------------- per-batch steps
 def step_request(data: bytes, task: str) -> Message:
     return Message({TASK_HEADER: task}, data)
@@ -78,10 +79,12 @@ def step_reply(reply: Shareable) -> Message:
     return message
 
 
-_CELL_CODES = {CellReturnCode.COMM_ERROR: ReturnCode.COMMUNICATION_ERROR,
-               CellReturnCode.TARGET_UNREACHABLE: ReturnCode.COMMUNICATION_ERROR,
-               CellReturnCode.INVALID_TARGET: ReturnCode.COMMUNICATION_ERROR,
-               CellReturnCode.TIMEOUT: ReturnCode.TIMEOUT}
+_CELL_CODES = {
+    CellReturnCode.COMM_ERROR: ReturnCode.COMMUNICATION_ERROR,
+    CellReturnCode.TARGET_UNREACHABLE: ReturnCode.COMMUNICATION_ERROR,
+    CellReturnCode.INVALID_TARGET: ReturnCode.COMMUNICATION_ERROR,
+    CellReturnCode.TIMEOUT: ReturnCode.TIMEOUT,
+}
 
 
 def shareable_of(message: Message | None) -> Shareable | None:
@@ -92,6 +95,8 @@ def shareable_of(message: Message | None) -> Shareable | None:
     if code == CellReturnCode.OK:
         return to_shareable(message.payload or b"")
     reply = make_reply(_CELL_CODES.get(code, ReturnCode.EXECUTION_EXCEPTION))
-    reply.set_header(ERROR_HEADER, message.get_header(ERROR_HEADER) or message.get_header(MessageHeaderKey.ERROR)
-                     or f"cell return code {code}")
+    reply.set_header(
+        ERROR_HEADER,
+        message.get_header(ERROR_HEADER) or message.get_header(MessageHeaderKey.ERROR) or f"cell return code {code}",
+    )
     return reply

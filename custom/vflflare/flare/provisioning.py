@@ -25,6 +25,7 @@ shared `/tmp/nvflare/` into its own workspace (`vflflare.flare.job_store`, run a
 when the `python3` on PATH cannot import NVFlare and vflflare (NVFlare's script would start its restart
 loop in the background, return 0 and log "No module named nvflare" forever).
 """
+
 from __future__ import annotations
 
 import copy
@@ -68,8 +69,10 @@ class AuthorizationPolicyBuilder(Builder):
             orgs = participant.get_prop(ACCEPT_JOBS_FROM)
             if orgs is not None:
                 if not isinstance(orgs, list) or not orgs or not all(isinstance(o, str) and o for o in orgs):
-                    raise ValueError(f"project.yml: {participant.name}'s {ACCEPT_JOBS_FROM} must be a list of "
-                                     f"organisation names, got {orgs!r}")
+                    raise ValueError(
+                        f"project.yml: {participant.name}'s {ACCEPT_JOBS_FROM} must be a list of "
+                        f"organisation names, got {orgs!r}"
+                    )
                 section = f"{TEMPLATE_SECTION}_{participant.name}"
                 ctx[CtxKey.TEMPLATE][section] = json.dumps(accepting_jobs_from(self.policy, orgs), indent=2) + "\n"
             participant.set_prop(PropKey.AUTHZ_SECTION_KEY, section)

@@ -29,6 +29,7 @@ executor `PSIExecutor` and the task handler `DhPSITaskHandler`. vflflare adds:
 The coordinator sees only what DH-PSI shows it: set sizes and the intersection's size; it never
 sees an ID. Sites learn the intersection, which is what alignment is for.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,8 @@ import os
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, List
 
 from nvflare.apis.client import Client
 from nvflare.apis.controller_spec import ClientTask
@@ -57,14 +58,14 @@ from nvflare.app_common.workflows.broadcast_operator import BroadcastAndWait
 from nvflare.app_opt.psi.dh_psi.dh_psi_server import PSIServer
 from nvflare.app_opt.psi.dh_psi.dh_psi_task_handler import DhPSITaskHandler
 
-from vflflare.protocol.alignment import PSI_FILE, psi_file, psi_root, read_psi_file, tag_items, write_psi_file
-from vflflare.protocol.checkpoint import runs_root
-from vflflare.protocol.topology import check_joined
-from vflflare.protocol.scoring import LATEST, SCORE_FILE, SiteScorer, score_items
 from vflflare.data.errors import site_owner
 from vflflare.data.loading import load_site_view
 from vflflare.flare.messages import ERROR_HEADER
 from vflflare.flare.site_config import read_site_config, resolve_party_data_root, site_config_path
+from vflflare.protocol.alignment import PSI_FILE, psi_file, psi_root, read_psi_file, tag_items, write_psi_file
+from vflflare.protocol.checkpoint import runs_root
+from vflflare.protocol.scoring import LATEST, SCORE_FILE, SiteScorer, score_items
+from vflflare.protocol.topology import check_joined
 from vflflare.results import RESULTS_FILE
 
 # component ids shared by the server and client configs of jobs/psi and of `vflflare jobs --psi`
@@ -114,7 +115,7 @@ class VFLPSIWriter(PSIWriter):
         if path.is_file():
             path.unlink()
 
-    def save(self, intersection: List[str], overwrite_existing: bool, fl_ctx: FLContext) -> None:
+    def save(self, intersection: list[str], overwrite_existing: bool, fl_ctx: FLContext) -> None:
         path = self.output_path(fl_ctx)
         if path.exists() and not overwrite_existing:
             raise FileExistsError(f"{path} exists and overwrite_existing is False")
@@ -126,8 +127,13 @@ class VFLSitePSI(PSI):
     """The site's PSI items: its train and test IDs, tagged. The intersection goes to the writer (and
     stays in memory for a VFL phase that runs in the same job)."""
 
-    def __init__(self, psi_writer_id: str = PSI_WRITER_ID, data_root: str | None = None, seed: int = 0,
-                 id_normalize: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        psi_writer_id: str = PSI_WRITER_ID,
+        data_root: str | None = None,
+        seed: int = 0,
+        id_normalize: list[str] | None = None,
+    ) -> None:
         """data_root: overrides the site's configured data root. seed: only for the embedded default
         table, whose split depends on the seed and the site names. id_normalize: the ID normalisation
         of the VFL jobs that will align on this intersection (vflflare.data.ids)."""
@@ -144,7 +150,7 @@ class VFLSitePSI(PSI):
         if isinstance(self.psi_writer, VFLPSIWriter) and self.data_root:
             self.psi_writer.data_root = self.data_root
 
-    def load_items(self) -> List[str]:
+    def load_items(self) -> list[str]:
         site = self.site or self.fl_ctx.get_identity_name()
         data_root = resolve_party_data_root(self.data_root, self.fl_ctx, site)
         tables = load_site_view(site, self.sites or [site], data_root, self.seed, id_normalize=self.id_normalize or ())
@@ -158,12 +164,17 @@ class ScoreFilePSI(PSI):
     """A scoring job's PSI items: the IDs of the site's file of new rows, tagged score:<id>, read with the
     saved model's ID column and normalisation exactly as the scoring step reads them."""
 
-    def __init__(self, psi_writer_id: str = PSI_WRITER_ID, model_job: str = LATEST, score_file: str = SCORE_FILE,
-                 data_root: str | None = None) -> None:
+    def __init__(
+        self,
+        psi_writer_id: str = PSI_WRITER_ID,
+        model_job: str = LATEST,
+        score_file: str = SCORE_FILE,
+        data_root: str | None = None,
+    ) -> None:
         super().__init__(psi_writer_id)
         self.model_job, self.score_file, self.data_root = model_job, score_file, data_root
 
-    def load_items(self) -> List[str]:
+    def load_items(self) -> list[str]:
         site = self.fl_ctx.get_identity_name()
         data_root = resolve_party_data_root(self.data_root, self.fl_ctx, site)
         scorer = SiteScorer(site, data_root, runs_root(data_root, site))
@@ -174,7 +185,7 @@ class ScoreFilePSI(PSI):
 class InJobPSIWriter(PSIWriter):
     """Keeps no file: a scoring job's intersection is used by its own scoring phase only."""
 
-    def save(self, intersection: List[str], overwrite_existing: bool, fl_ctx: FLContext) -> None:
+    def save(self, intersection: list[str], overwrite_existing: bool, fl_ctx: FLContext) -> None:
         self.log_info(fl_ctx, f"PSI intersection of {len(intersection)} score rows kept for this job")
 
 
@@ -184,8 +195,9 @@ class ExactPSIServer(PSIServer):
     def setup(self, client_items_size: int) -> bytes:
         import private_set_intersection.python as psi  # noqa: PLC0415 - NVFlare's optional native dependency
 
-        return self.psi_server.CreateSetupMessage(self.fpr, client_items_size, self.items,
-                                                  psi.DataStructure.RAW).SerializeToString()
+        return self.psi_server.CreateSetupMessage(
+            self.fpr, client_items_size, self.items, psi.DataStructure.RAW
+        ).SerializeToString()
 
 
 class ExactDhPSITaskHandler(DhPSITaskHandler):
@@ -223,7 +235,9 @@ class VFLPSIExecutor(PSIExecutor):
             return DXO(data_kind=self.get_data_kind(), data=result).to_shareable()
         except Exception as error:
             message = f"{type(error).__name__}: {error}"
-            self.log_error(fl_ctx, f"PSI task {shareable.get(PSIConst.TASK_KEY)} failed: {message}\n{traceback.format_exc()}")
+            self.log_error(
+                fl_ctx, f"PSI task {shareable.get(PSIConst.TASK_KEY)} failed: {message}\n{traceback.format_exc()}"
+            )
             reply = make_reply(ReturnCode.EXECUTION_RESULT_ERROR)
             reply.set_header(ERROR_HEADER, message)
             return reply
@@ -272,10 +286,17 @@ class CheckedDhPSIWorkflow(DhPSIWorkFlow):
         inputs[PSIConst.TASK_KEY] = PSIConst.TASK_PREPARE
         inputs[PSIConst.BLOOM_FILTER_FPR] = self.bloom_filter_fpr
         inputs[SITES_KEY] = sites
-        results = BroadcastAndWait(self.fl_ctx, self.controller).broadcast_and_wait(
-            task_name=self.task_name, task_input=inputs, fl_ctx=self.fl_ctx, targets=None,
-            min_responses=len(sites), abort_signal=abort_signal,
-        ) or {}
+        results = (
+            BroadcastAndWait(self.fl_ctx, self.controller).broadcast_and_wait(
+                task_name=self.task_name,
+                task_input=inputs,
+                fl_ctx=self.fl_ctx,
+                targets=None,
+                min_responses=len(sites),
+                abort_signal=abort_signal,
+            )
+            or {}
+        )
         if abort_signal.triggered:
             raise PSIError("aborted while the sites loaded their IDs")
         self.items_per_site = {s: int(results[s].data.get(PSIConst.ITEMS_SIZE, 0)) for s in sites if s in results}
@@ -315,8 +336,13 @@ class VFLPSIController(DhPSIController):
     and a result record. In a VFL job generated with --psi it is the first workflow; when it fails,
     the job ends with its error and the VFL workflow never starts."""
 
-    def __init__(self, min_sites: int = 2, timeout: float = 1800.0, bloom_filter_fpr: float = 1e-11,
-                 sites: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        min_sites: int = 2,
+        timeout: float = 1800.0,
+        bloom_filter_fpr: float = 1e-11,
+        sites: list[str] | None = None,
+    ) -> None:
         """sites: the job's sites by name, when it names them (protocol/topology.py)."""
         super().__init__()
         self.min_sites, self.sites = min_sites, sites  # as given: FedJob exports args that differ from the defaults
@@ -362,23 +388,37 @@ class VFLPSIController(DhPSIController):
         except Exception as error:
             message = self._reason(error)
             self.log_error(fl_ctx, f"vflflare PSI failed: {message}\n{traceback.format_exc()}")
-            self._write(run_dir, {"algorithm": "psi", "sites": sites, "error": message,
-                                  "psi": {"items_per_site": workflow.items_per_site},
-                                  "wall_s": time.monotonic() - start})
+            self._write(
+                run_dir,
+                {
+                    "algorithm": "psi",
+                    "sites": sites,
+                    "error": message,
+                    "psi": {"items_per_site": workflow.items_per_site},
+                    "wall_s": time.monotonic() - start,
+                },
+            )
             self.system_panic(f"vflflare PSI: {message}", fl_ctx)
             return
         finally:
             timer.cancel()
         wall = time.monotonic() - start
         record = {
-            "algorithm": "psi", "sites": sites,
-            "psi": {"items_per_site": workflow.items_per_site, "intersection": workflow.final_size,
-                    "output": f"each site's <psi root>/<site>/{PSI_FILE} (psi root: VFLFLARE_PSI_ROOT or the data root)"},
-            "phases": [{"name": "psi", "wall_s": wall}], "wall_s": wall,
+            "algorithm": "psi",
+            "sites": sites,
+            "psi": {
+                "items_per_site": workflow.items_per_site,
+                "intersection": workflow.final_size,
+                "output": f"each site's <psi root>/<site>/{PSI_FILE} (psi root: VFLFLARE_PSI_ROOT or the data root)",
+            },
+            "phases": [{"name": "psi", "wall_s": wall}],
+            "wall_s": wall,
         }
         self._write(run_dir, record)
-        summary = (f"vflflare PSI: {workflow.final_size} shared items (tagged IDs) among {', '.join(sites)}; "
-                   f"items per site {workflow.items_per_site}; {wall:.1f} s")
+        summary = (
+            f"vflflare PSI: {workflow.final_size} shared items (tagged IDs) among {', '.join(sites)}; "
+            f"items per site {workflow.items_per_site}; {wall:.1f} s"
+        )
         self.log_info(fl_ctx, summary)
         print(summary, flush=True)
 
@@ -406,4 +446,3 @@ class VFLPSIController(DhPSIController):
             with open(path, "w") as f:
                 json.dump(results, f, indent=2)
         return path
-

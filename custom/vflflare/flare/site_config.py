@@ -19,6 +19,7 @@ of a simulator or POC, and each party enforces only the defenses it applies itse
 The data root holds the party's folder: ``<root>/<site-name>/`` for a site, ``<root>/server/`` for
 the server. A relative ``data_root`` in the file is relative to the file's folder.
 """
+
 from __future__ import annotations
 
 import json

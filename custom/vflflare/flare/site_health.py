@@ -12,10 +12,11 @@ NVFlare's own fastest reaction, failing the whole job when a site's parent repor
 died, carries no site name into the server job; that is why the probes exist. Readers on the
 per-batch path only pay `bool(health)` while every site is alive.
 """
+
 from __future__ import annotations
 
 import threading
-from typing import Collection
+from collections.abc import Collection
 
 
 class SiteHealth:

@@ -3,11 +3,12 @@ NVFlare's analytics events to the server's TBAnalyticsReceiver (<run dir>/tb_eve
 
 Firing an NVFlare event costs milliseconds; a training loop must not wait for it, so scalars go
 through a queue and one background thread fires the events. `close()` drains the queue."""
+
 from __future__ import annotations
 
 import queue
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from nvflare.apis.analytix import AnalyticsDataType
 from nvflare.apis.fl_component import FLComponent
@@ -21,8 +22,9 @@ _STOP = None
 
 
 class FlareTracker:
-    def __init__(self, component: FLComponent, fl_ctx: FLContext, on_site: bool,
-                 on_progress: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self, component: FLComponent, fl_ctx: FLContext, on_site: bool, on_progress: Callable[[], None] = lambda: None
+    ) -> None:
         """on_progress: called on every report (a site's WorkClock tick, flare/liveness.py)."""
         self.component = component
         self.on_progress = on_progress

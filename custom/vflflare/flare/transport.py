@@ -6,12 +6,14 @@ Every wait ends as soon as a site it waits on is known to have stopped (SiteHeal
 reports and by the liveness probes of flare/liveness.py), with a TransportError naming the site, the
 phase and the task; and as soon as NVFlare aborts the job.
 """
+
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
 import time
-from typing import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 from nvflare.apis.controller_spec import ClientTask, Task, TaskCompletionStatus
 from nvflare.apis.fl_constant import ReservedKey, ReturnCode
@@ -24,19 +26,26 @@ from nvflare.fuel.f3.message import Message
 
 from vflflare import wire
 from vflflare.code_identity import CODE_HEADER, code_identity
-from vflflare.flare.messages import MODEL_HEADER
 from vflflare.config import SERVER
-from vflflare.protocol.ledger import CommLedger
-from vflflare.protocol.payload import Payload, decode, encode, tensor_kinds
-from vflflare.protocol.transport import TransportError
 from vflflare.flare.liveness import PROBE_AFTER_S, PROBE_TIMEOUT_S, SiteProber
 from vflflare.flare.messages import (
-    PING_TOPIC, STEP_CHANNEL, STEP_TOPIC, UNREACHABLE_CODES, error_of, payload_bytes_of, shareable_of, step_request,
+    MODEL_HEADER,
+    PING_TOPIC,
+    STEP_CHANNEL,
+    STEP_TOPIC,
+    UNREACHABLE_CODES,
+    error_of,
+    payload_bytes_of,
+    shareable_of,
+    step_request,
     to_shareable,
 )
 from vflflare.flare.site_health import SiteHealth
 from vflflare.privacy.ckks import HEContextError, key_ids, party_key_id
 from vflflare.privacy.he_keys import KEYGEN_TASK, KEYS_TASK, address, published_for
+from vflflare.protocol.ledger import CommLedger
+from vflflare.protocol.payload import Payload, decode, encode, tensor_kinds
+from vflflare.protocol.transport import TransportError
 
 # after NVFlare aborts the job (it does so about 2 s after a site's parent reports the site's job
 # process dead, without saying which site), wait this long for a probe or NVFlare's dead-job report
@@ -99,7 +108,9 @@ class FlareTransport:
     def _dead_error(self, site: str, task: str, note: str = "") -> TransportError:
         return TransportError(
             f"site '{site}' stopped during phase '{self.ledger.current}' (task '{task}'): "
-            f"{self.health.reason(site)}{note}", site=site)
+            f"{self.health.reason(site)}{note}",
+            site=site,
+        )
 
     def _fail_if_dead(self, sites: Collection[str], task: str) -> None:
         dead = self.health.first_dead(sites)
@@ -120,12 +131,16 @@ class FlareTransport:
         unjoined = self.prober.not_joined(waiting)
         if unjoined:  # a job process that stopped (or failed) while starting, before any probe could reach it
             named = f"site '{unjoined[0]}'" if len(unjoined) == 1 else f"one of the sites {unjoined}"
-            return TransportError(f"{named} stopped during phase '{self.ledger.current}' (task '{task}'): NVFlare "
-                                  f"aborted the job while {'it' if len(unjoined) == 1 else 'they'} had not picked up "
-                                  f"any task yet: its job process probably failed or stopped while starting",
-                                  site=unjoined[0])
-        return TransportError(f"job aborted by NVFlare during phase '{self.ledger.current}' (task '{task}') while "
-                              f"waiting for {', '.join(waiting) or 'no site'}; no site was reported dead")
+            return TransportError(
+                f"{named} stopped during phase '{self.ledger.current}' (task '{task}'): NVFlare "
+                f"aborted the job while {'it' if len(unjoined) == 1 else 'they'} had not picked up "
+                f"any task yet: its job process probably failed or stopped while starting",
+                site=unjoined[0],
+            )
+        return TransportError(
+            f"job aborted by NVFlare during phase '{self.ledger.current}' (task '{task}') while "
+            f"waiting for {', '.join(waiting) or 'no site'}; no site was reported dead"
+        )
 
     def _wait(self, task: str, waiting: Callable[[], list[str]]) -> None:
         """Return once `waiting()` is empty; raise as soon as a site it lists stops or the job is aborted.
@@ -165,7 +180,8 @@ class FlareTransport:
                     raise TransportError(
                         f"HE: the coordinator was about to send site '{site}' a ciphertext made for site '{owner}''s "
                         f"key in task '{task}': only '{owner}' can decrypt it (a routing error in the algorithm)",
-                        site=site)
+                        site=site,
+                    )
                 continue
             first = self._key_ids.setdefault(key, site)
             if len(self._key_ids) > 1:
@@ -185,8 +201,17 @@ class FlareTransport:
         self._party_keys = {s: party_key_id(data) for s, data in published.items()}
         if len(set(self._party_keys.values())) != len(self.sites):
             raise TransportError("HE: two sites published the same public key")
-        self.exchange(KEYS_TASK, {s: {"public_contexts": published_for(s, label_owner, published),
-                                      "label_owner": label_owner, "sites": list(self.sites)} for s in self.sites})
+        self.exchange(
+            KEYS_TASK,
+            {
+                s: {
+                    "public_contexts": published_for(s, label_owner, published),
+                    "label_owner": label_owner,
+                    "sites": list(self.sites),
+                }
+                for s in self.sites
+            },
+        )
 
     def _outgoing(self, site: str, payload: Payload, task: str = "") -> bytes:
         if self.he and self._party_keys:
@@ -204,7 +229,9 @@ class FlareTransport:
     def _incoming(self, site: str, task: str, reply) -> Payload:
         problem = error_of(reply)
         if problem:
-            raise TransportError(f"site '{site}' failed task '{task}' in phase '{self.ledger.current}': {problem}", site=site)
+            raise TransportError(
+                f"site '{site}' failed task '{task}' in phase '{self.ledger.current}': {problem}", site=site
+            )
         data = payload_bytes_of(reply)
         received = wire.loads(data) if data else {}
         self.ledger.record(site, "up", received, len(data))
@@ -252,8 +279,11 @@ class FlareTransport:
             if site not in replies:
                 status = t.completion_status
                 why = "timed out" if status == TaskCompletionStatus.TIMEOUT else f"ended with status {status}"
-                raise TransportError(f"site '{site}' gave no result for task '{task}' in phase '{self.ledger.current}': "
-                                     f"{why} (timeout {self.task_timeout}s)", site=site)
+                raise TransportError(
+                    f"site '{site}' gave no result for task '{task}' in phase '{self.ledger.current}': "
+                    f"{why} (timeout {self.task_timeout}s)",
+                    site=site,
+                )
         return {site: self._incoming(site, task, replies[site]) for site in payloads}
 
     def _request(self, site: str, message: Message) -> Shareable | None:
@@ -262,7 +292,9 @@ class FlareTransport:
             cell = self.fl_ctx.get_engine().get_cell()
             self._cell = getattr(cell, "core_cell", cell)  # a plain request, not a byte-stream transaction
             self._job_cells = {s: FQCN.join([s, self.fl_ctx.get_job_id()]) for s in self.sites}
-        reply = self._cell.send_request(STEP_CHANNEL, STEP_TOPIC, self._job_cells[site], message, timeout=self.step_timeout)
+        reply = self._cell.send_request(
+            STEP_CHANNEL, STEP_TOPIC, self._job_cells[site], message, timeout=self.step_timeout
+        )
         return shareable_of(reply)
 
     def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:

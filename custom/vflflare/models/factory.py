@@ -8,10 +8,12 @@ Table views take the MLP ("mlp"); image views (inputs `in_channels`, `image_size
 image encoders of models/image.py: "cnn" (small CNN, MNIST strips and CI), "wrn" (WideResNet-28-2,
 CIFAR-10) or "resnet" (MONAI's 2-D ResNet, bring-your-own images).
 """
+
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from torch import nn
 

@@ -1,5 +1,6 @@
 """Networks on representations, whatever the modality: the label party's classifier f_c and the
 sites' local heads (FixMatch classifier, contrastive projection g)."""
+
 from __future__ import annotations
 
 import torch

@@ -21,6 +21,7 @@ Which model each benchmark uses:
     benchmarks/images_simulator.py          cnn, width 32 (the default), small runs and all of MNIST
     tests (test_image_jobs, test_poc)       cnn, width 32
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -44,8 +45,9 @@ def _check_inputs(model: str, in_channels: int, image_size: Sequence[int], rep_d
         raise ValueError(f"{model}: image_size must be (height, width), got {tuple(image_size)}")
     height, width = size
     if min(height, width) < MIN_SIDE:
-        raise ValueError(f"{model}: image_size {height}x{width} (height x width) is too small; both sides "
-                         f"must be >= {MIN_SIDE} px")
+        raise ValueError(
+            f"{model}: image_size {height}x{width} (height x width) is too small; both sides must be >= {MIN_SIDE} px"
+        )
     return height, width
 
 
@@ -59,9 +61,7 @@ class SmallCNN(nn.Module):
     """A three-layer CNN, fast on CPU: the default for MNIST strips (as small as 14x14) and for CI,
     where a deep network would only add time. Global average pooling makes it size-agnostic."""
 
-    def __init__(
-        self, in_channels: int, image_size: tuple[int, int], width: int = 32, rep_dim: int = 32
-    ) -> None:
+    def __init__(self, in_channels: int, image_size: tuple[int, int], width: int = 32, rep_dim: int = 32) -> None:
         super().__init__()
         self.image_size = _check_inputs("SmallCNN", in_channels, image_size, rep_dim)
         if width < 1:
@@ -72,10 +72,13 @@ class SmallCNN(nn.Module):
             return [nn.Conv2d(a, b, 3, padding=1, bias=False), nn.BatchNorm2d(b), nn.ReLU(inplace=True)]
 
         self.features = nn.Sequential(
-            *block(in_channels, width), nn.MaxPool2d(2),
-            *block(width, 2 * width), nn.MaxPool2d(2),
+            *block(in_channels, width),
+            nn.MaxPool2d(2),
+            *block(width, 2 * width),
+            nn.MaxPool2d(2),
             *block(2 * width, 2 * width),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
         )
         self.fc = nn.Linear(2 * width, rep_dim)
 
@@ -96,8 +99,9 @@ class _PreActBlock(nn.Module):
         self.conv2 = nn.Conv2d(planes, planes, 3, stride=1, padding=1, bias=False)
         self.relu = nn.ReLU(inplace=True)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
-        self.shortcut = (nn.Conv2d(in_planes, planes, 1, stride=stride, bias=False)
-                         if stride != 1 or in_planes != planes else None)
+        self.shortcut = (
+            nn.Conv2d(in_planes, planes, 1, stride=stride, bias=False) if stride != 1 or in_planes != planes else None
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         pre = self.relu(self.bn1(x))
@@ -130,8 +134,7 @@ class WideResNet(nn.Module):
         super().__init__()
         self.image_size = _check_inputs("WideResNet", in_channels, image_size, rep_dim)
         if depth < 10 or (depth - 4) % 6 != 0:
-            raise ValueError(f"WideResNet: depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, 40, ...), "
-                             f"got {depth}")
+            raise ValueError(f"WideResNet: depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, 40, ...), got {depth}")
         if widen_factor < 1:
             raise ValueError(f"WideResNet: widen_factor must be >= 1, got {widen_factor}")
         if not 0.0 <= dropout < 1.0:
@@ -144,8 +147,15 @@ class WideResNet(nn.Module):
         groups: list[nn.Module] = []
         for g, stride in enumerate((1, 2, 2)):
             for i in range(n):
-                groups.append(_PreActBlock(widths[g] if i == 0 else widths[g + 1], widths[g + 1],
-                                           stride if i == 0 else 1, dropout, momentum))
+                groups.append(
+                    _PreActBlock(
+                        widths[g] if i == 0 else widths[g + 1],
+                        widths[g + 1],
+                        stride if i == 0 else 1,
+                        dropout,
+                        momentum,
+                    )
+                )
         self.blocks = nn.Sequential(*groups)
         self.bn = nn.BatchNorm2d(widths[3], momentum=momentum)
         self.relu = nn.ReLU(inplace=True)

@@ -2,6 +2,7 @@
 
 Models only; the training loops live in ssl/ and algorithms/.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -2,6 +2,7 @@
 both built by the model factory from the site's `model` / `image_model`, so they exist for tables and
 images alike. The local encoder splits into a private bottom f_lb and a shareable top f_lt (Table III:
 the top layer of an MLP, the top blocks of a ResNet), named by `top_layers`."""
+
 from __future__ import annotations
 
 import torch
@@ -30,5 +31,7 @@ def top_layers(module: nn.Module, count: int) -> list[str]:
     BatchNorm, ...), in the order they were built: f_lt, the part of f_l that PMA shares."""
     holders = [name for name, m in module.named_modules() if name and any(True for _ in m.parameters(recurse=False))]
     if not 1 <= count <= len(holders):
-        raise ValueError(f"the local top encoder needs 1..{len(holders)} layers of {type(module).__name__}, got {count}")
+        raise ValueError(
+            f"the local top encoder needs 1..{len(holders)} layers of {type(module).__name__}, got {count}"
+        )
     return holders[-count:]

@@ -12,6 +12,7 @@ Neighbouring datasets differ in one row's label (replace-one).
   gradients). A split-NN top model is trained in the clear on every label, so later rows' gradients carry
   earlier labels, and that channel has no guarantee.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,42 +53,59 @@ def noise_for_epsilon(epsilon: float, releases: int, delta: float = DEFAULT_DELT
     from dp_accounting.rdp import rdp_privacy_accountant
 
     try:  # the RDP accountant's Gaussian has sensitivity 1: a label moves a row by 2C, so z / 2 per unit
-        return 2.0 * float(dp_accounting.calibrate_dp_mechanism(
-            rdp_privacy_accountant.RdpAccountant,
-            lambda half: dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(half), max(releases, 1)),
-            epsilon, delta, dp_accounting.ExplicitBracketInterval(0.025, 5e3), tol=1e-4))
+        return 2.0 * float(
+            dp_accounting.calibrate_dp_mechanism(
+                rdp_privacy_accountant.RdpAccountant,
+                lambda half: dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(half), max(releases, 1)),
+                epsilon,
+                delta,
+                dp_accounting.ExplicitBracketInterval(0.025, 5e3),
+                tol=1e-4,
+            )
+        )
     except ValueError as error:
-        raise ValueError(f"gradient_dp_epsilon {epsilon} at delta {delta} over {releases} passes needs a noise "
-                         f"multiplier outside [0.05, 10000]: {error}") from error
+        raise ValueError(
+            f"gradient_dp_epsilon {epsilon} at delta {delta} over {releases} passes needs a noise "
+            f"multiplier outside [0.05, 10000]: {error}"
+        ) from error
 
 
-def account(cfg: Any, num_classes: int, aligned_rows: int, released: dict[str, int], receivers: int,
-            noise_multiplier: float) -> dict[str, Any]:
+def account(
+    cfg: Any, num_classes: int, aligned_rows: int, released: dict[str, int], receivers: int, noise_multiplier: float
+) -> dict[str, Any]:
     """The run's DP record. released: gradient rows the label party sent each receiving site, by the head
     they came from ("fresh": a head untrained on labels; "trained": a split-NN top model); receivers: the
     sites without labels that got them; noise_multiplier: the z the label party used (0: no noise)."""
     streams: dict[str, dict[str, Any]] = {}
-    uncovered = ["validation early stopping and the reported scores: computed on the true validation and test "
-                 "labels"]
+    uncovered = ["validation early stopping and the reported scores: computed on the true validation and test labels"]
     if cfg.label_dp_epsilon > 0:
-        streams["labels"] = {"mechanism": "randomized response", "epsilon": randomized_response_epsilon(
-            cfg.label_dp_epsilon, num_classes), "delta": 0.0,
-            "covers": "everything computed from the aligned training labels (gradients, p^, heads)"}
+        streams["labels"] = {
+            "mechanism": "randomized response",
+            "epsilon": randomized_response_epsilon(cfg.label_dp_epsilon, num_classes),
+            "delta": 0.0,
+            "covers": "everything computed from the aligned training labels (gradients, p^, heads)",
+        }
     passes = {kind: math.ceil(rows / aligned_rows) for kind, rows in released.items() if rows}
     if passes and noise_multiplier > 0 and cfg.gradient_clip > 0:
         delta = cfg.gradient_dp_delta
         total = sum(passes.values())
         streams["gradients"] = {
-            "mechanism": "Gaussian (clip C, noise z x C)", "noise_multiplier": noise_multiplier, "delta": delta,
-            "passes": total, "epsilon": gaussian_epsilon(noise_multiplier, total, delta),
+            "mechanism": "Gaussian (clip C, noise z x C)",
+            "noise_multiplier": noise_multiplier,
+            "delta": delta,
+            "passes": total,
+            "epsilon": gaussian_epsilon(noise_multiplier, total, delta),
             "epsilon_colluding_sites": gaussian_epsilon(noise_multiplier, total * receivers, delta),
-            "covers": "each row's own gradient, to one site and to all sites without labels together"}
+            "covers": "each row's own gradient, to one site and to all sites without labels together",
+        }
     if passes and cfg.label_dp_epsilon == 0:
         if noise_multiplier == 0 or cfg.gradient_clip == 0:
             uncovered.append("gradients: sent without clipping and Gaussian noise")
         if "trained" in passes:
-            uncovered.append("split NN's top model: trained in the clear on every label, it carries earlier labels "
-                             "into later rows' gradients")
+            uncovered.append(
+                "split NN's top model: trained in the clear on every label, it carries earlier labels "
+                "into later rows' gradients"
+            )
         if cfg.gradient_marvell:
             uncovered.append("Marvell: noise optimised against the attacks, no DP guarantee")
         if getattr(cfg, "iso_gradients", 0.0):
@@ -103,8 +121,10 @@ def describe(dp: dict[str, Any]) -> list[str]:
     for name, stream in dp.get("streams", {}).items():
         line = f"  label DP, {name}: eps {stream['epsilon']:.3f} at delta {stream['delta']:g} ({stream['mechanism']}"
         if "passes" in stream:
-            line += f", z {stream['noise_multiplier']:.3f}, {stream['passes']} pass(es); all sites without labels " \
-                    f"together: eps {stream['epsilon_colluding_sites']:.3f}"
+            line += (
+                f", z {stream['noise_multiplier']:.3f}, {stream['passes']} pass(es); all sites without labels "
+                f"together: eps {stream['epsilon_colluding_sites']:.3f}"
+            )
         lines.append(line + ")")
     lines += [f"  no DP guarantee: {channel}" for channel in dp.get("no_guarantee", [])]
     return lines

@@ -23,14 +23,16 @@ gets a clear error instead of garbage, and the coordinator refuses to add cipher
 Pure: no NVFlare import. The NVFlare side (finding the files in the startup kit, Filters) is
 `vflflare.flare.he_filters`.
 """
+
 from __future__ import annotations
 
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -199,12 +201,18 @@ def make_key_pair(like: HEContext, owner: str) -> tuple[HEContext, bytes]:
     secret key; its public context as bytes, no secret key, to publish)."""
     ts = _ts()
     parms = like.context.seal_context().data.key_context_data().parms()
-    own = ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=int(parms.poly_modulus_degree()),
-                     coeff_mod_bit_sizes=list(COEFF_MOD_BIT_SIZES), encryption_type=ts.ENCRYPTION_TYPE.ASYMMETRIC)
+    own = ts.context(
+        ts.SCHEME_TYPE.CKKS,
+        poly_modulus_degree=int(parms.poly_modulus_degree()),
+        coeff_mod_bit_sizes=list(COEFF_MOD_BIT_SIZES),
+        encryption_type=ts.ENCRYPTION_TYPE.ASYMMETRIC,
+    )
     own.global_scale = like.context.global_scale
     if _parms_id(own) != _parms_id(like.context):
-        raise HEContextError(f"{like.source} has CKKS parameters other than HEBuilder's defaults "
-                             f"(degree {POLY_MODULUS_DEGREE}, moduli {list(COEFF_MOD_BIT_SIZES)}): per-party keys need those")
+        raise HEContextError(
+            f"{like.source} has CKKS parameters other than HEBuilder's defaults "
+            f"(degree {POLY_MODULUS_DEGREE}, moduli {list(COEFF_MOD_BIT_SIZES)}): per-party keys need those"
+        )
     public = own.serialize(save_public_key=True, save_secret_key=False, save_galois_keys=False, save_relin_keys=False)
     return HEContext(own, "client", f"{owner}'s own key", like.slot_count, party_key_id(public)), public
 
@@ -241,7 +249,13 @@ def encrypt(array: np.ndarray, ctx: HEContext) -> dict:
     ts = _ts()
     n = ctx.slot_count
     chunks = [ts.ckks_vector(ctx.context, flat[i : i + n]).serialize() for i in range(0, flat.size, n)]
-    return {ENCRYPTED_KEY: True, "dtype": array.dtype.str, "shape": list(array.shape), "chunks": chunks, "key": ctx.key_id}
+    return {
+        ENCRYPTED_KEY: True,
+        "dtype": array.dtype.str,
+        "shape": list(array.shape),
+        "chunks": chunks,
+        "key": ctx.key_id,
+    }
 
 
 def _check(enc: Any) -> None:

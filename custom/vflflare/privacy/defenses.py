@@ -15,6 +15,7 @@ uploads.
 - Representation noise: Gaussian noise scaled to the uploaded values' root mean square, against the
   label party reconstructing a site's columns from its representations.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,14 +30,20 @@ def keep_probability(epsilon: float, num_classes: int) -> float:
     return 1.0 / (1.0 + (num_classes - 1) * math.exp(-epsilon))
 
 
-def randomized_response(labels: torch.Tensor, num_classes: int, epsilon: float, generator: torch.Generator) -> torch.Tensor:
+def randomized_response(
+    labels: torch.Tensor, num_classes: int, epsilon: float, generator: torch.Generator
+) -> torch.Tensor:
     """K-ary randomized response with privacy budget epsilon > 0."""
     if epsilon <= 0:
         raise ValueError(f"randomized response needs epsilon > 0, got {epsilon}")
     labels = torch.as_tensor(labels, dtype=torch.int64)
     keep = torch.rand(labels.shape, generator=generator) < keep_probability(epsilon, num_classes)
     # another class, uniformly: shift by 1..K-1
-    shift = torch.randint(1, num_classes, labels.shape, generator=generator) if num_classes > 1 else torch.zeros_like(labels)
+    shift = (
+        torch.randint(1, num_classes, labels.shape, generator=generator)
+        if num_classes > 1
+        else torch.zeros_like(labels)
+    )
     return torch.where(keep, labels, (labels + shift) % num_classes)
 
 
@@ -66,9 +73,16 @@ def keep_largest(grads: torch.Tensor, share: float) -> torch.Tensor:
     return torch.where(rows.abs() >= threshold, rows, torch.zeros_like(rows)).reshape(grads.shape)
 
 
-def defend_gradients(grads: torch.Tensor, clip: float, noise: float, keep: float, generator: torch.Generator,
-                     marvell_strength: float = 0.0, labels: torch.Tensor | None = None,
-                     normalize: bool = False) -> torch.Tensor:
+def defend_gradients(
+    grads: torch.Tensor,
+    clip: float,
+    noise: float,
+    keep: float,
+    generator: torch.Generator,
+    marvell_strength: float = 0.0,
+    labels: torch.Tensor | None = None,
+    normalize: bool = False,
+) -> torch.Tensor:
     """Clip each row to `clip` (0 = no clipping; `normalize`: scale every row to exactly `clip`), add
     N(0, (noise x clip)^2), add Marvell's noise of strength `marvell_strength` given the rows' binary `labels`,
     keep the `keep` share of each row's largest entries. With every setting off the gradients are returned as

@@ -15,6 +15,7 @@ The job's results record what each party's file changed, under `privacy.enforced
 `{party: {key: {"job": <the job's value>, "enforced": <the one used>, "by": "<party> local/vflflare.json"}}}`;
 the label party's DP accounting is computed from the values used. The file never travels; only that record.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,10 @@ ENFORCEABLE: dict[str, tuple[str, str]] = {
 }
 _SITE_KEYS = [k for k, (role, _) in ENFORCEABLE.items() if role == SITE_ROLE]
 _LABEL_KEYS = [k for k, (role, _) in ENFORCEABLE.items() if role == LABEL_ROLE]
-_WHO = (f"a site enforces {', '.join(_SITE_KEYS)} on what it uploads; the label party {', '.join(_LABEL_KEYS)} "
-        f"on what it sends computed from its labels")
+_WHO = (
+    f"a site enforces {', '.join(_SITE_KEYS)} on what it uploads; the label party {', '.join(_LABEL_KEYS)} "
+    f"on what it sends computed from its labels"
+)
 
 
 @dataclass(frozen=True)
@@ -65,19 +68,20 @@ def parse_enforcement(value: Any, path: str | Path, party: str) -> Enforcement |
         return None
     owner = site_owner(party)
     if not isinstance(value, dict):
-        raise DataError.at(owner, path, f"'{ENFORCE_KEY}' must be an object like "
-                                        f'{{"representation_noise": 0.5}}, got {value!r}')
+        raise DataError.at(
+            owner, path, f"'{ENFORCE_KEY}' must be an object like {{\"representation_noise\": 0.5}}, got {value!r}"
+        )
     found = Enforcement(party, {}, str(path))
     for key, number in value.items():
         if key not in ENFORCEABLE:
             raise found.error(key, f"is not a defense a party can enforce: {_WHO}")
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) \
-                or number <= 0:
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) or number <= 0:
             kind = "a noise floor" if ENFORCEABLE[key][1] == FLOOR else "an epsilon ceiling"
             raise found.error(key, f"must be a number > 0 ({kind}), got {number!r}")
         if party == SERVER and ENFORCEABLE[key][0] == SITE_ROLE:
-            raise found.error(key, f"is a site's defense: the server uploads no representations, so it cannot "
-                                   f"apply it ({_WHO})")
+            raise found.error(
+                key, f"is a site's defense: the server uploads no representations, so it cannot apply it ({_WHO})"
+            )
         found.values[key] = float(number)
     return found
 
@@ -86,23 +90,31 @@ def _record(enforcement: Enforcement, job: float, used: float) -> dict[str, Any]
     return {"job": job, "enforced": used, "by": enforcement.by}
 
 
-def apply_enforcement(cfg: JobConfig, enforcement: Enforcement | None, *, hosts_label: bool,
-                      hosts_site: bool) -> tuple[JobConfig, dict[str, dict[str, Any]]]:
+def apply_enforcement(
+    cfg: JobConfig, enforcement: Enforcement | None, *, hosts_label: bool, hosts_site: bool
+) -> tuple[JobConfig, dict[str, dict[str, Any]]]:
     """The config this party runs the job with (the job's, each enforced defense made the stricter of the two)
     and the record of what its file changed (empty: nothing; then `cfg` itself is returned).
     hosts_label / hosts_site: the party holds the job's labels / is a feature site in it."""
     if enforcement is None or not enforcement.values:
         return cfg, {}
     values, channels = enforcement.values, cfg.privacy_channels
-    has = {"representation_noise": "representations" in channels, "label_dp_epsilon": bool(channels & LABEL_CHANNELS),
-           "gradient_noise": "gradients" in channels, "gradient_dp_epsilon": "gradients" in channels}
+    has = {
+        "representation_noise": "representations" in channels,
+        "label_dp_epsilon": bool(channels & LABEL_CHANNELS),
+        "gradient_noise": "gradients" in channels,
+        "gradient_dp_epsilon": "gradients" in channels,
+    }
     for key in values:
         role = ENFORCEABLE[key][0]
         if has[key] and not (hosts_label if role == LABEL_ROLE else hosts_site):
             held = f"this job's label party is '{cfg.label_owner}'" if role == LABEL_ROLE else "it is no site"
-            raise enforcement.error(key, f"is a defense of the {role}, which '{enforcement.party}' is not in this job "
-                                         f"({held}), so it cannot apply it. A party enforces only the defenses it "
-                                         f"applies itself: {_WHO}")
+            raise enforcement.error(
+                key,
+                f"is a defense of the {role}, which '{enforcement.party}' is not in this job "
+                f"({held}), so it cannot apply it. A party enforces only the defenses it "
+                f"applies itself: {_WHO}",
+            )
     changes: dict[str, float] = {}
     records: dict[str, dict[str, Any]] = {}
     floor = values.get("representation_noise")
@@ -131,9 +143,12 @@ def _gradient_noise(cfg: JobConfig, enforcement: Enforcement) -> tuple[dict[str,
     floor, ceiling = enforcement.values.get("gradient_noise"), enforcement.values.get("gradient_dp_epsilon")
     if cfg.gradient_clip <= 0:
         key = "gradient_noise" if floor else "gradient_dp_epsilon"
-        raise enforcement.error(key, f"needs the job's gradient_clip > 0 (the noise std is a multiple of it), and "
-                                     f"this job sends the gradients unclipped: set gradient_clip in the job "
-                                     f"(1 with gradient_normalize: true works on any data)")
+        raise enforcement.error(
+            key,
+            "needs the job's gradient_clip > 0 (the noise std is a multiple of it), and "
+            "this job sends the gradients unclipped: set gradient_clip in the job "
+            "(1 with gradient_normalize: true works on any data)",
+        )
 
     def multiplier(epsilon: float) -> float:
         return noise_for_epsilon(epsilon, cfg.gradient_passes, cfg.gradient_dp_delta)
@@ -146,11 +161,15 @@ def _gradient_noise(cfg: JobConfig, enforcement: Enforcement) -> tuple[dict[str,
         if z > best_z:
             best, best_z = "gradient_dp_epsilon", z
     if best == "gradient_noise":
-        return ({"gradient_noise": floor, "gradient_dp_epsilon": 0.0},
-                {"gradient_noise": _record(enforcement, cfg.gradient_noise, floor)})
+        return (
+            {"gradient_noise": floor, "gradient_dp_epsilon": 0.0},
+            {"gradient_noise": _record(enforcement, cfg.gradient_noise, floor)},
+        )
     if best == "gradient_dp_epsilon":
-        return ({"gradient_dp_epsilon": ceiling, "gradient_noise": 0.0},
-                {"gradient_dp_epsilon": _record(enforcement, cfg.gradient_dp_epsilon, ceiling)})
+        return (
+            {"gradient_dp_epsilon": ceiling, "gradient_noise": 0.0},
+            {"gradient_dp_epsilon": _record(enforcement, cfg.gradient_dp_epsilon, ceiling)},
+        )
     return {}, {}
 
 

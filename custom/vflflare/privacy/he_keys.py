@@ -19,6 +19,7 @@ coordinator is encrypted with the RECEIVER's key, so only the receiver can decry
 
 Pure: no NVFlare import (the site side is vflflare.flare.he_filters, the coordinator's flare/transport.py).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -48,7 +49,11 @@ def is_multi(value: Any) -> bool:
 
 def _map(value: Any, fn) -> Any:
     """fn on every encrypted tensor and envelope (and plaintext float array) of a payload."""
-    if is_encrypted(value) or is_multi(value) or (isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating)):
+    if (
+        is_encrypted(value)
+        or is_multi(value)
+        or (isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating))
+    ):
         return fn(value)
     if isinstance(value, dict):
         return {k: _map(v, fn) for k, v in value.items()}
@@ -64,8 +69,10 @@ def address(payload: Payload, site: str) -> Payload:
         if not is_multi(value):
             return value
         if site not in value[MULTI_KEY]:
-            raise ckks.HEContextError(f"a ciphertext for {sorted(value[MULTI_KEY])} was about to be sent to site "
-                                      f"'{site}', which it was not encrypted for")
+            raise ckks.HEContextError(
+                f"a ciphertext for {sorted(value[MULTI_KEY])} was about to be sent to site "
+                f"'{site}', which it was not encrypted for"
+            )
         return value[MULTI_KEY][site]
 
     return _map(payload, pick)
@@ -132,7 +139,9 @@ class PartyKeys:
         def decrypt(value: Any) -> Any:
             if is_multi(value):
                 if self.site not in value[MULTI_KEY]:
-                    raise ckks.HEContextError(f"site '{self.site}' got a ciphertext encrypted for {sorted(value[MULTI_KEY])}")
+                    raise ckks.HEContextError(
+                        f"site '{self.site}' got a ciphertext encrypted for {sorted(value[MULTI_KEY])}"
+                    )
                 value = value[MULTI_KEY][self.site]
             if not is_encrypted(value):
                 return value

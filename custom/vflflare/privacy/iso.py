@@ -6,6 +6,7 @@ Li et al., "Label Leakage and Protection in Two-party Split Learning"):
 for a batch d in R^{b x m}, ||d_max||_2 the largest row 2-norm of the batch. The party that owns the
 labels applies it to what the others see: its cross-party representations and shared weights during
 pretraining (lambda_p), the gradients it sends back during finetuning (lambda_f)."""
+
 from __future__ import annotations
 
 import math

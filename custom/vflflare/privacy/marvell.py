@@ -13,6 +13,7 @@ Choices the paper leaves open, written down here: a batch with rows of one class
 (there is no Delta to hide inside it; at batch 32 and 22 % positives that is 3 batches in 10,000); the
 four variables are found by SLSQP from scipy, starting from the whole budget along e.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,7 +31,7 @@ def class_statistics(rows: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, 
     for c in (0, 1):
         centered = rows[labels == c] - means[c]
         along = float(np.mean((centered @ e) ** 2))
-        total = float(np.mean(np.sum(centered ** 2, axis=1)))
+        total = float(np.mean(np.sum(centered**2, axis=1)))
         spread[c] = (along, max(total - along, 0.0) / (width - 1) if width > 1 else 0.0)
     return delta, spread
 
@@ -42,11 +43,12 @@ def symmetric_kl(noise: np.ndarray, gap: float, spread: dict[int, tuple[float, f
     b1, b0 = spread[1][1] + v1, spread[0][1] + v0
     floor = 1e-12
     a1, a0, b1, b0 = max(a1, floor), max(a0, floor), max(b1, floor), max(b0, floor)
-    return (a1 / a0 + a0 / a1 - 2 + (width - 1) * (b1 / b0 + b0 / b1 - 2) + gap * (1 / a0 + 1 / a1))
+    return a1 / a0 + a0 / a1 - 2 + (width - 1) * (b1 / b0 + b0 / b1 - 2) + gap * (1 / a0 + 1 / a1)
 
 
-def optimal_noise(gap: float, spread: dict[int, tuple[float, float]], width: int, share: float,
-                  budget: float) -> np.ndarray:
+def optimal_noise(
+    gap: float, spread: dict[int, tuple[float, float]], width: int, share: float, budget: float
+) -> np.ndarray:
     """(u_1, u_0, v_1, v_0) minimising the symmetrised KL under the power budget."""
     if budget <= 0:
         return np.zeros(4)
@@ -55,8 +57,10 @@ def optimal_noise(gap: float, spread: dict[int, tuple[float, float]], width: int
     cost = np.array([share, 1 - share, share * (width - 1), (1 - share) * (width - 1)])
     scale = budget  # the variables in units of the budget keep SLSQP well conditioned
     result = minimize(
-        lambda x: symmetric_kl(x * scale, gap, spread, width), x0=np.array([1.0, 1.0, 0.0, 0.0]),
-        method="SLSQP", bounds=[(0, None)] * 4,
+        lambda x: symmetric_kl(x * scale, gap, spread, width),
+        x0=np.array([1.0, 1.0, 0.0, 0.0]),
+        method="SLSQP",
+        bounds=[(0, None)] * 4,
         constraints=[{"type": "ineq", "fun": lambda x: 1.0 - cost @ x}],
     )
     return np.clip(result.x, 0, None) * scale

@@ -7,6 +7,7 @@ configuration, for benchmarks that must repeat: `private_seed` in its kit's `loc
 environment variable VFLFLARE_PRIVATE_SEED at that party. The seed never goes in the job and never leaves
 the party; results record which kind of source was used, never its value.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,7 +43,7 @@ class PrivateRandomness:
     _drawn: set[str] = field(default_factory=set, repr=False)
 
     @classmethod
-    def from_environment(cls, party: str, local_seed: str | None = None) -> "PrivateRandomness":
+    def from_environment(cls, party: str, local_seed: str | None = None) -> PrivateRandomness:
         """The party's local configuration first (`local_seed`, read from its local/vflflare.json by the
         caller), then VFLFLARE_PRIVATE_SEED, then the OS."""
         secret = local_seed if local_seed not in (None, "") else os.environ.get(PRIVATE_SEED_ENV) or None

@@ -16,15 +16,16 @@ The PSI items are the site's train and test IDs tagged ``train:<id>`` and ``test
 PSI run aligns both tables. The intersection is stored as ``psi_intersection.csv`` (columns
 ``part,id``) in ``<psi root>/<site>/``.
 """
+
 from __future__ import annotations
 
 import csv
 import hashlib
 import io
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -58,8 +59,9 @@ def positions_of(digests: list[str], order: list[str]) -> np.ndarray:
     return np.asarray([index[d] for d in order], dtype=np.int64)
 
 
-def aligned_order(train_digests: dict[str, list[str]], test_digests: dict[str, list[str]],
-                  seed: int) -> tuple[list[str], list[str]]:
+def aligned_order(
+    train_digests: dict[str, list[str]], test_digests: dict[str, list[str]], seed: int
+) -> tuple[list[str], list[str]]:
     """The rows every party has (the label party's train digests are its labeled rows): the train
     intersection as sorted digests shuffled by the job seed, so the order reveals nothing about any
     party's file order, and the test intersection sorted."""
@@ -75,8 +77,9 @@ def aligned_order(train_digests: dict[str, list[str]], test_digests: dict[str, l
     return order, sorted(common_test)
 
 
-def aligned_unlabeled(train_digests: dict[str, list[str]], sites: list[str], labeled: Sequence[str],
-                      seed: int) -> list[str]:
+def aligned_unlabeled(
+    train_digests: dict[str, list[str]], sites: list[str], labeled: Sequence[str], seed: int
+) -> list[str]:
     """The training rows every site has but the label party cannot label here: rows it has no label for,
     and labeled rows that labeled_fraction leaves out. Shuffled by the job seed like the labeled rows;
     FedHSSL's cross-party SSL pretrains on them."""
@@ -100,10 +103,23 @@ def align(
     knows the `labels` of its train digests (the validation split is stratified by them)."""
     order, test = aligned_order(train_digests, test_digests, seed)
     sizes = ", ".join(f"{p}: {len(d)}" for p, d in train_digests.items())
-    train, val = holdout(order, [labels[d] for d in order], val_fraction, num_classes, label_party,
-                         f"train rows per party: {sizes}", labeled_fraction)
-    return {p: PartyRows(positions_of(train_digests[p], train), positions_of(train_digests[p], val),
-                         positions_of(test_digests[p], test)) for p in train_digests}
+    train, val = holdout(
+        order,
+        [labels[d] for d in order],
+        val_fraction,
+        num_classes,
+        label_party,
+        f"train rows per party: {sizes}",
+        labeled_fraction,
+    )
+    return {
+        p: PartyRows(
+            positions_of(train_digests[p], train),
+            positions_of(train_digests[p], val),
+            positions_of(test_digests[p], test),
+        )
+        for p in train_digests
+    }
 
 
 def labeled_rows(order: list, labeled_fraction: float) -> list:
@@ -131,8 +147,15 @@ def stratified_val_mask(labels: Sequence[int] | np.ndarray, val_fraction: float)
     return mask
 
 
-def split_by_mask(labeled: list, val_mask: np.ndarray, num_classes: int, label_party: str, context: str,
-                  n_order: int, labeled_fraction: float = 1.0) -> tuple[list, list]:
+def split_by_mask(
+    labeled: list,
+    val_mask: np.ndarray,
+    num_classes: int,
+    label_party: str,
+    context: str,
+    n_order: int,
+    labeled_fraction: float = 1.0,
+) -> tuple[list, list]:
     """(train, val) of the labeled rows; fails when fewer training rows than classes remain."""
     val_mask = np.asarray(val_mask, dtype=bool).reshape(-1)
     if len(val_mask) != len(labeled):
@@ -140,7 +163,9 @@ def split_by_mask(labeled: list, val_mask: np.ndarray, num_classes: int, label_p
     train = [row for row, v in zip(labeled, val_mask) if not v]
     val = [row for row, v in zip(labeled, val_mask) if v]
     if len(train) < num_classes:
-        kept = f", labeled_fraction {labeled_fraction} keeps {len(labeled)} of {n_order}" if labeled_fraction < 1.0 else ""
+        kept = (
+            f", labeled_fraction {labeled_fraction} keeps {len(labeled)} of {n_order}" if labeled_fraction < 1.0 else ""
+        )
         raise AlignmentError(
             f"only {len(train)} aligned labeled rows for training ({n_order} shared{kept}, {len(val)} held out for "
             f"validation) but the task has {num_classes} classes; party '{label_party}' needs at least one "
@@ -150,7 +175,12 @@ def split_by_mask(labeled: list, val_mask: np.ndarray, num_classes: int, label_p
 
 
 def holdout(
-    order: list, labels: Sequence[int], val_fraction: float, num_classes: int, label_party: str, context: str,
+    order: list,
+    labels: Sequence[int],
+    val_fraction: float,
+    num_classes: int,
+    label_party: str,
+    context: str,
     labeled_fraction: float = 1.0,
 ) -> tuple[list, list]:
     """(train, val) of the canonical `order` whose rows have `labels`: validation comes out of the labeled
@@ -270,16 +300,17 @@ class PSIView:
     test: list[str]
 
     @classmethod
-    def of(cls, items: Sequence[str], seed: int, source: str) -> "PSIView":
+    def of(cls, items: Sequence[str], seed: int, source: str) -> PSIView:
         train, test = untag_items(items, source)
         return cls(canonical_order(train, seed, "train"), canonical_order(test, seed, "test"))
 
     def items(self) -> list[str]:
         return tag_items(self.train, self.test)
 
-    def labeled(self, train_keep: np.ndarray | None, test_keep: np.ndarray | None) -> "PSIView":
+    def labeled(self, train_keep: np.ndarray | None, test_keep: np.ndarray | None) -> PSIView:
         """Restrict to the rows the label party has labels for (boolean masks over the canonical order;
         None keeps every row)."""
+
         def keep(order: list[str], mask: np.ndarray | None) -> list[str]:
             if mask is None:
                 return list(order)
@@ -292,18 +323,24 @@ class PSIView:
 
     def unmatched(self, train_ids: Sequence[str], test_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Positions of a party's train and test rows that are not in the intersection."""
-        return {"train": unmatched_positions(train_ids, set(self.train)),
-                "test": unmatched_positions(test_ids, set(self.test))}
+        return {
+            "train": unmatched_positions(train_ids, set(self.train)),
+            "test": unmatched_positions(test_ids, set(self.test)),
+        }
 
     def masks_for(self, train_ids: Iterable[str], test_ids: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
         """Which canonical rows a label party with these label IDs has labels for."""
         train_ids, test_ids = set(train_ids), set(test_ids)
-        return (np.asarray([i in train_ids for i in self.train], dtype=bool),
-                np.asarray([i in test_ids for i in self.test], dtype=bool))
+        return (
+            np.asarray([i in train_ids for i in self.train], dtype=bool),
+            np.asarray([i in test_ids for i in self.test], dtype=bool),
+        )
 
-    def masks_from_keys(self, seed: int, train_keys: Sequence[str] | None,
-                        test_keys: Sequence[str] | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    def masks_from_keys(
+        self, seed: int, train_keys: Sequence[str] | None, test_keys: Sequence[str] | None
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
         """Masks from the order keys of the rows a coordinator-hosted label party has labels for."""
+
         def mask(part: str, order: list[str], keys: Sequence[str] | None) -> np.ndarray | None:
             if keys is None:
                 return None
@@ -318,6 +355,7 @@ class PSIView:
 # OpenMined DH-PSI, with itself as PSI client and one site as PSI server. The site learns only the
 # number of label IDs; the coordinator learns only which of its label IDs are in the intersection
 # (and the intersection's size). RAW setup: exact, no Bloom-filter false positives.
+
 
 def _psi():
     import private_set_intersection.python as psi  # noqa: PLC0415 - optional native dependency

@@ -8,6 +8,7 @@ and sends on only counts. A test row or test label without partner fails the job
 *training* rows are normal in few-overlap VFL (they are each site's unlabeled rows) and only
 reported; ``min_aligned`` guards against training on a sliver.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +40,9 @@ def with_variants(digests: Sequence[str], variants: Mapping | None, part: str) -
 
 
 def normalization_hint(
-    train: Mapping[str, Sequence[str]], test: Mapping[str, Sequence[str]], variants: Mapping[str, Mapping | None],
+    train: Mapping[str, Sequence[str]],
+    test: Mapping[str, Sequence[str]],
+    variants: Mapping[str, Mapping | None],
     matched: tuple[int, int],
 ) -> str | None:
     """How many more rows would align if every party normalised its IDs, and with which steps; None
@@ -53,8 +56,10 @@ def normalization_hint(
         gains.append(len(after) - before)
     if max(gains) <= 0:
         return None
-    return (f"{gains[0]} more train and {gains[1]} more test rows would align with id_normalize: {steps} "
-            f"(IDs that differ only in those ways)")
+    return (
+        f"{gains[0]} more train and {gains[1]} more test rows would align with id_normalize: {steps} "
+        f"(IDs that differ only in those ways)"
+    )
 
 
 def check_shared(report: Mapping) -> None:
@@ -75,15 +80,19 @@ def check_min_aligned(aligned: int, min_aligned: float, report: Mapping, sites: 
     needed = int(np.ceil(min_aligned * smallest)) if min_aligned < 1 else int(min_aligned)
     if aligned < needed:
         what = f"{min_aligned:g} of the smallest site's {smallest} training rows" if min_aligned < 1 else "rows"
-        raise AlignmentError(f"only {aligned} training rows align across all parties, min_aligned asks for {needed} "
-                             f"({what}); alignment report:\n{format_report(report)}")
+        raise AlignmentError(
+            f"only {aligned} training rows align across all parties, min_aligned asks for {needed} "
+            f"({what}); alignment report:\n{format_report(report)}"
+        )
 
 
 def summarize(unmatched: Mapping[str, Sequence[int]]) -> dict[str, dict]:
     """Per part, the count of a party's unmatched rows and the positions of the first `EXAMPLES`: all a
     party needs for its log (sending every position would cost 8 bytes per unaligned row)."""
-    return {part: {"first": np.asarray(positions[:EXAMPLES], dtype=np.int64), "count": len(positions)}
-            for part, positions in unmatched.items()}
+    return {
+        part: {"first": np.asarray(positions[:EXAMPLES], dtype=np.int64), "count": len(positions)}
+        for part, positions in unmatched.items()
+    }
 
 
 def withheld(owner: str) -> str:
@@ -111,8 +120,9 @@ def _problem(full: str, public: str, allowed: bool, log: Callable[[str], None]) 
     return [public]
 
 
-def partial_test(owner: str, file: str, ids: Sequence[str], unmatched: Mapping, allowed: bool,
-                 log: Callable[[str], None]) -> list[str]:
+def partial_test(
+    owner: str, file: str, ids: Sequence[str], unmatched: Mapping, allowed: bool, log: Callable[[str], None]
+) -> list[str]:
     """A test row or test label with no partner would silently go unscored. When no test row matches at
     all, the coordinator's "share no test rows" error says it better."""
     if not unmatched["count"] or unmatched["count"] == len(ids):
@@ -121,8 +131,9 @@ def partial_test(owner: str, file: str, ids: Sequence[str], unmatched: Mapping, 
     return _problem(describe_unmatched(owner, file, ids, unmatched, "test rows"), public, allowed, log)
 
 
-def unlabeled_test(who: str, file: str, unlabeled: Sequence[str] | int, n_test: int, allowed: bool,
-                   log: Callable[[str], None]) -> list[str]:
+def unlabeled_test(
+    who: str, file: str, unlabeled: Sequence[str] | int, n_test: int, allowed: bool, log: Callable[[str], None]
+) -> list[str]:
     """Test rows every site shares but the label party has no label for (`unlabeled`: their IDs where
     the label party knows them, else their number) would go unscored, like `partial_test`."""
     count = unlabeled if isinstance(unlabeled, int) else len(unlabeled)
@@ -161,8 +172,10 @@ def test_labels_source(labels: LabelTables) -> str:
 def raise_partial_test(problems: Sequence[str], hint: str | None = None) -> None:
     if problems:
         tail = f"\nhint: {hint}" if hint else ""
-        raise AlignmentError("\n".join(problems) + "\nevery party's test file must hold the same IDs (set "
-                             "allow_partial_test: true to score only the shared rows)" + tail)
+        raise AlignmentError(
+            "\n".join(problems) + "\nevery party's test file must hold the same IDs (set "
+            "allow_partial_test: true to score only the shared rows)" + tail
+        )
 
 
 def progress_line(report: Mapping) -> str:
@@ -172,11 +185,17 @@ def progress_line(report: Mapping) -> str:
         return "alignment:\n" + format_report(report)
     notes = sum(len(describe_checks(f"site {site!r}", c)) for site, c in report.get("data_checks", {}).items())
     counts = [f"{k} {report[k]}" for k in ("aligned_train", "val", "test") if k in report]
-    matched = ", ".join(f"{party} {parts['train']['matched']}/{parts['train']['rows']}"
-                        for party, parts in report["parties"].items() if "train" in parts)
+    matched = ", ".join(
+        f"{party} {parts['train']['matched']}/{parts['train']['rows']}"
+        for party, parts in report["parties"].items()
+        if "train" in parts
+    )
     noted = f"; {notes} data note{'s' if notes > 1 else ''} in the results table" if notes else ""
-    return (f"alignment: {', '.join(counts)} (train rows matched: {matched}){noted}" if counts else
-            f"alignment: train rows matched per party: {matched}{noted}")
+    return (
+        f"alignment: {', '.join(counts)} (train rows matched: {matched}){noted}"
+        if counts
+        else f"alignment: train rows matched per party: {matched}{noted}"
+    )
 
 
 def format_report(report: Mapping) -> str:
@@ -209,8 +228,9 @@ def id_variants(train_ids: Sequence[str], test_ids: Sequence[str], salt: str, ap
     return variants
 
 
-def hash_report(train: Mapping[str, Sequence[str]], test: Mapping[str, Sequence[str]],
-                variants: Mapping[str, Mapping | None]) -> tuple[dict, set[str], set[str]]:
+def hash_report(
+    train: Mapping[str, Sequence[str]], test: Mapping[str, Sequence[str]], variants: Mapping[str, Mapping | None]
+) -> tuple[dict, set[str], set[str]]:
     """The report of a hash alignment, with the train and test intersections it was computed from."""
     common_train = set.intersection(*(set(d) for d in train.values()))
     common_test = set.intersection(*(set(d) for d in test.values()))

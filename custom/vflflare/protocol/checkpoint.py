@@ -19,14 +19,16 @@ A per-batch phase (split-NN) is not journaled batch by batch. Instead it marks s
 the journal the coordinator's loop state and its own label party's state. A run stopped inside the
 phase resumes from its last save point (`resume_point`).
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from vflflare import wire
 from vflflare.protocol.payload import Payload, decode, encode
@@ -90,13 +92,17 @@ class Journal:
         config_file = self.folder / "config.json"
         if resume:
             if not config_file.is_file():
-                raise ResumeError(f"resume {run_id!r}: no journal at {self.folder}; the run ids there: "
-                                  f"{sorted(p.name for p in self.folder.parents[1].glob('*'))}")
+                raise ResumeError(
+                    f"resume {run_id!r}: no journal at {self.folder}; the run ids there: "
+                    f"{sorted(p.name for p in self.folder.parents[1].glob('*'))}"
+                )
             before = json.loads(config_file.read_text())
             changed = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
             if changed:
-                raise ResumeError(f"resume {run_id!r}: the job's settings {changed} differ from the run's; resume "
-                                  f"with the same settings")
+                raise ResumeError(
+                    f"resume {run_id!r}: the job's settings {changed} differ from the run's; resume "
+                    f"with the same settings"
+                )
         else:
             if self.index.exists():
                 raise ResumeError(f"run {run_id!r} already has a journal at {self.folder}; resume it or use another id")
@@ -114,17 +120,38 @@ class Journal:
                 if file is not None and (not file.is_file() or file_hash(file) != digest):
                     raise ResumeError(f"resume {self.run_id!r}: journal entry {file} is missing or altered")
             data = wire.loads(path.read_bytes())
-            out.append(Entry(record["seq"], record["task"], {s: decode(r) for s, r in data["replies"].items()},
-                             record["hashes"], json.loads(data["coordinator"]), label))
+            out.append(
+                Entry(
+                    record["seq"],
+                    record["task"],
+                    {s: decode(r) for s, r in data["replies"].items()},
+                    record["hashes"],
+                    json.loads(data["coordinator"]),
+                    label,
+                )
+            )
         return out
 
-    def write(self, seq: int, task: str, replies: Mapping[str, Payload], hashes: Mapping[str, str],
-              coordinator: Mapping[str, Any] | None = None, label: PartyState | None = None) -> None:
+    def write(
+        self,
+        seq: int,
+        task: str,
+        replies: Mapping[str, Payload],
+        hashes: Mapping[str, str],
+        coordinator: Mapping[str, Any] | None = None,
+        label: PartyState | None = None,
+    ) -> None:
         """coordinator, label: a save point's loop state (JSON: a generator's state holds 128-bit ints)
         and the coordinator's label party."""
         path = self.folder / f"{seq:05d}-{task}.bin"
-        path.write_bytes(wire.dumps({"replies": {s: encode(r, "float32") for s, r in replies.items()},
-                                     "coordinator": json.dumps(dict(coordinator or {}))}))
+        path.write_bytes(
+            wire.dumps(
+                {
+                    "replies": {s: encode(r, "float32") for s, r in replies.items()},
+                    "coordinator": json.dumps(dict(coordinator or {})),
+                }
+            )
+        )
         record = {"seq": seq, "task": task, "file": path.name, "sha256": file_hash(path), "hashes": dict(hashes)}
         if label is not None:
             label_path = label.save(self.folder / f"{seq:05d}-{task}.label.pt")
@@ -169,9 +196,11 @@ class CheckpointedTransport:
             if self._seq < len(self._replay):
                 entry = self._replay[self._seq]
                 if entry.task != task or sorted(entry.replies) != sorted(payloads):
-                    raise ResumeError(f"resume {self.journal.run_id!r}: exchange {self._seq} of the run was "
-                                      f"'{entry.task}' to {sorted(entry.replies)}, the job now asks '{task}' to "
-                                      f"{sorted(payloads)}: the run is not the same")
+                    raise ResumeError(
+                        f"resume {self.journal.run_id!r}: exchange {self._seq} of the run was "
+                        f"'{entry.task}' to {sorted(entry.replies)}, the job now asks '{task}' to "
+                        f"{sorted(payloads)}: the run is not the same"
+                    )
                 self._seq += 1
                 return entry.replies
             self._go_live()
@@ -205,7 +234,9 @@ class CheckpointedTransport:
         coordinator's label party loaded as it was there (the sites load theirs when the run goes live).
         None when the journal holds none there."""
         found = None
-        while not self._live and self._seq < len(self._replay) and self._replay[self._seq].task == f"{SAVE_TASK}.{name}":
+        while (
+            not self._live and self._seq < len(self._replay) and self._replay[self._seq].task == f"{SAVE_TASK}.{name}"
+        ):
             found = self._replay[self._seq]
             self._seq += 1
         if found is None:
@@ -221,8 +252,10 @@ class CheckpointedTransport:
             for site in entry.replies:
                 last[site] = entry
         if last:
-            self.net.exchange(RESTORE_TASK, {s: {"run": self.journal.run_id, "seq": e.seq, "hash": e.hashes[s]}
-                                             for s, e in last.items()})
+            self.net.exchange(
+                RESTORE_TASK,
+                {s: {"run": self.journal.run_id, "seq": e.seq, "hash": e.hashes[s]} for s, e in last.items()},
+            )
         self.journal.truncate(self._seq)
         self._replayed, self._live = self._seq, True
 
@@ -248,11 +281,15 @@ class SiteCheckpoints:
     def load(self, request: Mapping[str, Any], party: PartyState | None, label: PartyState | None) -> None:
         party_path, label_path = self._paths(str(request["run"]), int(request["seq"]))
         if not (party_path.is_file() and label_path.is_file()):
-            raise ResumeError(f"site '{self.site}': no checkpoint {party_path} to resume run {request['run']!r} "
-                              f"from; was the site's workspace changed?")
+            raise ResumeError(
+                f"site '{self.site}': no checkpoint {party_path} to resume run {request['run']!r} "
+                f"from; was the site's workspace changed?"
+            )
         if file_hash(party_path, label_path) != request["hash"]:
-            raise ResumeError(f"site '{self.site}': checkpoint {party_path} does not match the coordinator's journal "
-                              f"of run {request['run']!r}; it was altered or comes from another run")
+            raise ResumeError(
+                f"site '{self.site}': checkpoint {party_path} does not match the coordinator's journal "
+                f"of run {request['run']!r}; it was altered or comes from another run"
+            )
         if party is not None:
             party.load(party_path)
         if label is not None:

@@ -11,6 +11,7 @@ stays in the party's own log.
 - An error raised inside a library (numpy, torch, csv, ...) may quote whatever it was given, row
   values included: only its type and the vflflare function it escaped from travel.
 """
+
 from __future__ import annotations
 
 import traceback

@@ -5,6 +5,7 @@ upload. An algorithm's own site steps live in a subclass in its plug-in (or in a
 split-NN); the steps a site answers are the names in the `steps` tuples along the class's MRO.
 Only representations (never features, never temporary labels) leave this object.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,13 +15,13 @@ import numpy as np
 import torch
 
 from vflflare.config import JobConfig
+from vflflare.data.views import SiteView
 from vflflare.privacy.defenses import noisy_representations
 from vflflare.privacy.iso import iso
 from vflflare.privacy.private_randomness import PrivateRandomness
-from vflflare.data.views import SiteView
-from vflflare.seeding import derive_seed, seeded_init
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.state import PartyState
+from vflflare.seeding import derive_seed, seeded_init
 from vflflare.torch_runtime import site_device
 from vflflare.tracking import LogTracker, Tracker
 
@@ -44,8 +45,16 @@ class FeatureParty:
     steps: tuple[str, ...] = ("represent",)
     colocated: Any = None  # the label party this site hosts, if it owns the labels (site_runtime._host_label)
 
-    def __init__(self, site: str, view: SiteView, cfg: JobConfig, tracker: Tracker | None = None, *,
-                 position: int, private: PrivateRandomness | None = None) -> None:
+    def __init__(
+        self,
+        site: str,
+        view: SiteView,
+        cfg: JobConfig,
+        tracker: Tracker | None = None,
+        *,
+        position: int,
+        private: PrivateRandomness | None = None,
+    ) -> None:
         """Build f_k from cfg.model (cfg.image_model for a site holding images), seeded by the job seed and
         the site's `position` in the job's site list, never its name: the same data and seed give the same
         numbers whatever the sites are called (the k-th site seeds as "site-k" always did).
@@ -77,8 +86,13 @@ class FeatureParty:
         return self.state["generator"]
 
     # ------------------------------------------------------------------ rows
-    def align(self, train_rows: np.ndarray, val_rows: np.ndarray, test_rows: np.ndarray,
-              aligned_unlabeled: np.ndarray | None = None) -> None:
+    def align(
+        self,
+        train_rows: np.ndarray,
+        val_rows: np.ndarray,
+        test_rows: np.ndarray,
+        aligned_unlabeled: np.ndarray | None = None,
+    ) -> None:
         """Row indices into the train table (aligned labeled rows, validation rows, aligned rows without a
         label) and the test table, each in the canonical order shared by all parties. Unaligned = the train
         rows neither labeled nor validation."""
@@ -96,8 +110,9 @@ class FeatureParty:
         if len(parts["aligned"]) == 0:
             raise ValueError(f"{self.site}: no aligned labeled rows")
         parts["unaligned"] = np.setdiff1d(np.arange(n_train), np.concatenate([parts["aligned"], parts["val"]]))
-        parts["aligned_unlabeled"] = self._check_rows("aligned_unlabeled", np.asarray(
-            [] if aligned_unlabeled is None else aligned_unlabeled), n_train, "train")
+        parts["aligned_unlabeled"] = self._check_rows(
+            "aligned_unlabeled", np.asarray([] if aligned_unlabeled is None else aligned_unlabeled), n_train, "train"
+        )
         if not np.isin(parts["aligned_unlabeled"], parts["unaligned"]).all():
             raise ValueError(f"{self.site}: some aligned unlabeled rows are also labeled or validation rows")
         self.state["rows"] = {name: torch.as_tensor(rows, dtype=torch.int64) for name, rows in parts.items()}
@@ -141,7 +156,8 @@ class FeatureParty:
         if not math.isfinite(value):
             raise FloatingPointError(
                 f"site '{self.site}': {phase} diverged, loss {value} at epoch {epoch + 1}, step {step + 1}; "
-                f"a lower learning rate or a check of the site's inputs for NaN/inf may help")
+                f"a lower learning rate or a check of the site's inputs for NaN/inf may help"
+            )
         return value
 
     def with_iso(self, d: torch.Tensor, strength: float) -> torch.Tensor:

@@ -1,12 +1,15 @@
 """The same phases without NVFlare: sites are objects in this process, messages are still encoded
 to bytes so payload and wire accounting match the NVFlare path. For fast tests and as the reference
 for measuring NVFlare's overhead."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from vflflare import wire
+from vflflare.config import SERVER, JobConfig
+from vflflare.data.loading import load_label_tables
 from vflflare.privacy.enforcement import Enforcement
 from vflflare.protocol.ledger import CommLedger
 from vflflare.protocol.model_ids import new_model_id
@@ -14,8 +17,6 @@ from vflflare.protocol.payload import Payload, decode, encode
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.protocol.topology import COORDINATOR, check_job_sites
-from vflflare.config import SERVER, JobConfig
-from vflflare.data.loading import load_label_tables
 from vflflare.torch_runtime import prepare_torch
 from vflflare.tracking import LogTracker
 
@@ -52,11 +53,17 @@ class InProcessTransport:
         return replies
 
 
-def run_inprocess(cfg: JobConfig, sites: list[str], data_root: str | None, runs_root: str | None = None,
-                  enforce: Mapping[str, Enforcement] | None = None) -> dict:
+def run_inprocess(
+    cfg: JobConfig,
+    sites: list[str],
+    data_root: str | None,
+    runs_root: str | None = None,
+    enforce: Mapping[str, Enforcement] | None = None,
+) -> dict:
     """runs_root: where the coordinator (runs_root/server) and each site (runs_root/<site>) keep the
     checkpoints of a run with cfg.checkpoint or cfg.resume, and the models it leaves (`model_id` in the
-    result names them: `inprocess-<algorithm>-<time>`, also its `job_id`, as no NVFlare job runs). enforce: by party (a site or "server"), the defenses its local configuration
+    result names them: `inprocess-<algorithm>-<time>`, also its `job_id`, as no NVFlare job runs). enforce: by party
+    (a site or "server"), the defenses its local configuration
     enforces (privacy/enforcement.py), as a deployment's parties read them from their local/vflflare.json."""
     enforce = enforce or {}
     check_job_sites(COORDINATOR, sites, cfg.sites, 2, data_root)  # a site left out fails, named (topology.py)
@@ -69,8 +76,13 @@ def run_inprocess(cfg: JobConfig, sites: list[str], data_root: str | None, runs_
     net = InProcessTransport(runtimes, cfg.wire_dtype)
     job_id = new_model_id("inprocess", cfg.algorithm, [root(p) for p in (SERVER, *sites)]) if runs_root else None
     results = run_algorithm(
-        net, cfg, lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
-        LogTracker("vflflare.server"), runs_root=root(SERVER), job_id=job_id, enforce=enforce.get(SERVER),
+        net,
+        cfg,
+        lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
+        LogTracker("vflflare.server"),
+        runs_root=root(SERVER),
+        job_id=job_id,
+        enforce=enforce.get(SERVER),
         model_id=job_id,
     )
     if job_id is not None:  # NVFlare's sites save at the job's end (END_RUN); here, once it has run

@@ -4,24 +4,24 @@ algorithm's own label steps live in a subclass in its plug-in (or a block mixin)
 channel they travel on in `channels`. Representation dicts are keyed by site name; concatenation
 follows `sites` order.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from vflflare.algorithms.blocks.classifier import fit_head, predict_proba
 from vflflare.config import JobConfig
-from vflflare.protocol.alignment import AlignmentError
-from vflflare.protocol.state import PartyState
 from vflflare.data.types import LabelTables
 from vflflare.metrics import metric_name, score
 from vflflare.models.heads import MLPHead
 from vflflare.privacy.accounting import account, noise_for_epsilon
 from vflflare.privacy.defenses import defend_gradients, randomized_response
 from vflflare.privacy.private_randomness import PrivateRandomness
-from vflflare.seeding import derive_seed, seeded_init
+from vflflare.protocol.alignment import AlignmentError
 from vflflare.protocol.feature_party import declared
+from vflflare.protocol.state import PartyState
+from vflflare.seeding import derive_seed, seeded_init
 from vflflare.tracking import LogTracker, Tracker
 
 LABEL_PARTS = ("aligned", "val", "test")
@@ -42,7 +42,8 @@ def check_classes(who: str, labels: dict[str, np.ndarray]) -> None:
             raise AlignmentError(
                 f"{who}: the {part} rows hold only class(es) {sorted(seen)} (rows per class: {summary}); a "
                 f"classifier needs at least 2 classes in each: align more rows of the missing class (more overlap "
-                f"or labels), or change val_fraction / labeled_fraction")
+                f"or labels), or change val_fraction / labeled_fraction"
+            )
 
 
 class LabelParty:
@@ -51,8 +52,14 @@ class LabelParty:
     channels = {"fit_classifier": "exchange", "evaluate": "step", "privacy_account": "step"}
     colocated = None  # the hosting site's feature party, when a site owns the labels (site_runtime._host_label)
 
-    def __init__(self, tables: LabelTables, sites: list[str], cfg: JobConfig, tracker: Tracker | None = None,
-                 private: PrivateRandomness | None = None) -> None:
+    def __init__(
+        self,
+        tables: LabelTables,
+        sites: list[str],
+        cfg: JobConfig,
+        tracker: Tracker | None = None,
+        private: PrivateRandomness | None = None,
+    ) -> None:
         """private: the source of every draw that protects the labels (privacy/private_randomness.py); default:
         VFLFLARE_PRIVATE_SEED at this party, else the OS."""
         if len(sites) < 1 or len(set(sites)) != len(sites):
@@ -99,8 +106,11 @@ class LabelParty:
         self.state["labels"] = {part: torch.as_tensor(y) for part, y in labels.items()}
         if self.cfg.label_dp_epsilon > 0:  # before anything is computed from them; validation and test stay true
             self.state["labels"]["aligned"] = randomized_response(
-                self.state["labels"]["aligned"], self.num_classes, self.cfg.label_dp_epsilon,
-                self.private.generator("label-dp"))
+                self.state["labels"]["aligned"],
+                self.num_classes,
+                self.cfg.label_dp_epsilon,
+                self.private.generator("label-dp"),
+            )
         self.test_ids = [self.tables.test_ids[i] for i in np.asarray(test_rows, dtype=np.int64).reshape(-1)]
 
     def _labels_of(self, part: str, rows: np.ndarray, all_labels: np.ndarray, table: str) -> np.ndarray:
@@ -138,15 +148,28 @@ class LabelParty:
         if cfg.gradient_clip == 0 and cfg.gradient_keep == 1 and cfg.gradient_marvell == 0:
             return grads
         if cfg.gradient_marvell and self.num_classes != 2:
-            raise ValueError(f"gradient_marvell is for binary labels; this job's labels have {self.num_classes} "
-                             f"classes (use gradient_clip with gradient_noise)")
+            raise ValueError(
+                f"gradient_marvell is for binary labels; this job's labels have {self.num_classes} "
+                f"classes (use gradient_clip with gradient_noise)"
+            )
         if "gradient_defense_generator" not in self.state:
             self.state["gradient_defense_generator"] = self.private.generator("gradient-defense")
         generator = self.state["gradient_defense_generator"]
-        return {site: g if site == cfg.label_owner else
-                defend_gradients(g, cfg.gradient_clip, self.noise_multiplier, cfg.gradient_keep, generator,
-                                 cfg.gradient_marvell, labels, cfg.gradient_normalize)
-                for site, g in grads.items()}
+        return {
+            site: g
+            if site == cfg.label_owner
+            else defend_gradients(
+                g,
+                cfg.gradient_clip,
+                self.noise_multiplier,
+                cfg.gradient_keep,
+                generator,
+                cfg.gradient_marvell,
+                labels,
+                cfg.gradient_normalize,
+            )
+            for site, g in grads.items()
+        }
 
     @property
     def noise_multiplier(self) -> float:
@@ -155,15 +178,22 @@ class LabelParty:
         if not cfg.gradient_dp_epsilon:
             return cfg.gradient_noise
         if "noise_multiplier" not in self.state:
-            self.state["noise_multiplier"] = noise_for_epsilon(cfg.gradient_dp_epsilon, cfg.gradient_passes,
-                                                               cfg.gradient_dp_delta)
+            self.state["noise_multiplier"] = noise_for_epsilon(
+                cfg.gradient_dp_epsilon, cfg.gradient_passes, cfg.gradient_dp_delta
+            )
         return self.state["noise_multiplier"]
 
     def privacy_account(self) -> dict:
         """The run's label-DP record (privacy/accounting.py), for the results."""
         receivers = len([s for s in self.sites if s != self.cfg.label_owner])
-        return account(self.cfg, self.num_classes, len(self.part_labels("aligned")),
-                       self.state.get("gradient_rows_released", {}), receivers, self.noise_multiplier)
+        return account(
+            self.cfg,
+            self.num_classes,
+            len(self.part_labels("aligned")),
+            self.state.get("gradient_rows_released", {}),
+            receivers,
+            self.noise_multiplier,
+        )
 
     def part_labels(self, part: str) -> torch.Tensor:
         if "labels" not in self.state:
@@ -190,15 +220,24 @@ class LabelParty:
         """Representations from a site whose training diverged end the job here, not in a chance-level model."""
         bad = int(np.size(reps) - np.isfinite(reps).sum())
         if bad:
-            raise ValueError(f"label party: {site} sent {part} representations with {bad} NaN or infinite "
-                             f"values; its local training has diverged")
+            raise ValueError(
+                f"label party: {site} sent {part} representations with {bad} NaN or infinite "
+                f"values; its local training has diverged"
+            )
 
     def fit(self, purpose: str, train: torch.Tensor, val: torch.Tensor | None) -> MLPHead:
         head = self.new_head(train.shape[1], purpose)
         val_pair = None if val is None else (val, self.part_labels("val"))
         fit_head(
-            head, train, self.part_labels("aligned"), self.cfg, self.num_classes, self.generator(purpose),
-            self.tracker, purpose, val_pair,
+            head,
+            train,
+            self.part_labels("aligned"),
+            self.cfg,
+            self.num_classes,
+            self.generator(purpose),
+            self.tracker,
+            purpose,
+            val_pair,
         )
         return head
 

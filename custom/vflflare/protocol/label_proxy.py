@@ -1,6 +1,7 @@
 """The label party as the coordinator sees it when a site owns the labels: the same methods as the
 plug-in's LabelParty, each a message to that site over the channel the plug-in declared for it; the
 coordinator only relays."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -3,6 +3,7 @@
 An upload is one site->coordinator message carrying payload, a download one coordinator->site
 message carrying payload; messages without payload are control and only add wire bytes.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -10,7 +11,7 @@ import statistics
 import threading
 import time
 from collections import defaultdict
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from vflflare.protocol.payload import Payload, payload_bytes, tensor_kinds
 
@@ -113,7 +114,9 @@ class CommLedger:
             "total": total,
             "per_site": {k: dict(v) for k, v in sorted(self.per_site.items())},
             "per_phase": {k: dict(v) for k, v in self.per_phase.items()},
-            "per_phase_site": {p: {s: dict(v) for s, v in sorted(row.items())} for p, row in self.per_phase_site.items()},
+            "per_phase_site": {
+                p: {s: dict(v) for s, v in sorted(row.items())} for p, row in self.per_phase_site.items()
+            },
             "tensor_kinds": {d: dict(v) for d, v in self.tensor_kinds.items()},
             "wire_dtype": self.wire_dtype,
             "rounds": dict(self.rounds),

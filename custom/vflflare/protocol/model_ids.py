@@ -7,14 +7,16 @@ first adds a folder (the simulator calls every job `simulate_job`: its NVFlare j
 An ID already taken under any runs root the coordinator can see gets `-2`, `-3`, ...; a party never
 writes into a model folder that already holds its manifest (model_store.py).
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 MODELS_DIR = "vflflare_models"
 LABEL_DIR = "label"
@@ -28,8 +30,9 @@ def _part(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).strip("._-") or "job"
 
 
-def new_model_id(job_name: str, algorithm: str, roots: Iterable[str | Path | None] = (),
-                 now: float | None = None) -> str:
+def new_model_id(
+    job_name: str, algorithm: str, roots: Iterable[str | Path | None] = (), now: float | None = None
+) -> str:
     """`<job name>-<algorithm>-<YYYYmmddTHHMMSS>` (local time), with `-2`, `-3`, ... while a model of that ID
     is already under one of `roots` (the runs roots this party knows of)."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(now))
@@ -62,17 +65,19 @@ def list_models(root: str | Path) -> list[dict[str, Any]]:
         label = manifests.get(LABEL_DIR, {})
         first = label or next(iter(manifests.values()))
         sites = label.get("sites") or [party for party in manifests if party != LABEL_DIR]
-        found.append({
-            "model_id": folder.name,
-            "algorithm": first.get("algorithm"),
-            "created_at": min(str(m.get("created_at", "")) for m in manifests.values()),
-            "sites": list(sites),
-            "label_owner": first.get("label_owner"),
-            "metrics": dict(label.get("metrics") or {}),
-            "classes": label.get("classes"),
-            "parties_here": sorted(manifests),
-            "job_id": first.get("job_id"),
-        })
+        found.append(
+            {
+                "model_id": folder.name,
+                "algorithm": first.get("algorithm"),
+                "created_at": min(str(m.get("created_at", "")) for m in manifests.values()),
+                "sites": list(sites),
+                "label_owner": first.get("label_owner"),
+                "metrics": dict(label.get("metrics") or {}),
+                "classes": label.get("classes"),
+                "parties_here": sorted(manifests),
+                "job_id": first.get("job_id"),
+            }
+        )
     return sorted(found, key=lambda m: (m["created_at"], m["model_id"]))
 
 
@@ -101,8 +106,17 @@ def format_models(root: str | Path, models: list[dict[str, Any]]) -> str:
     rows = [("model id", "algorithm", "created", "sites", "label owner", "metric", "files here")]
     for m in models:
         metric = ", ".join(f"{k} {v:.4f}" for k, v in sorted(m["metrics"].items())) or "-"
-        rows.append((m["model_id"], str(m["algorithm"]), m["created_at"][:19].replace("T", " "), ",".join(m["sites"]),
-                     str(m["label_owner"]), metric, ",".join(m["parties_here"])))
+        rows.append(
+            (
+                m["model_id"],
+                str(m["algorithm"]),
+                m["created_at"][:19].replace("T", " "),
+                ",".join(m["sites"]),
+                str(m["label_owner"]),
+                metric,
+                ",".join(m["parties_here"]),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     return "\n".join([f"{len(models)} saved model(s) under {where}:", *lines])

@@ -17,6 +17,7 @@ the same), the model ID and the NVFlare job id that trained it, where the label 
 input schema (a site) or the sites in the head's input order, the test metric and the class names, if any
 (the label party), when it was written, and the sha256 of each file, which loading checks.
 """
+
 from __future__ import annotations
 
 import csv
@@ -51,7 +52,9 @@ def models_dir(root: str | Path, model_id: str) -> Path:
 
 def latest_job(root: str | Path, party: str) -> str:
     """The model ID of the newest model of `party` (a site, or LABEL_DIR) saved under `root`."""
-    manifests = sorted((p.stat().st_mtime, p.parent.parent.name) for p in Path(root, MODELS_DIR).glob(f"*/{party}/{MANIFEST}"))
+    manifests = sorted(
+        (p.stat().st_mtime, p.parent.parent.name) for p in Path(root, MODELS_DIR).glob(f"*/{party}/{MANIFEST}")
+    )
     if not manifests:
         raise ModelStoreError(f"{party}: no saved model under {Path(root, MODELS_DIR)}; run a training job first")
     return manifests[-1][1]
@@ -66,14 +69,19 @@ def config_hash(config: dict[str, Any]) -> str:
 def _new_folder(folder: Path, party: str) -> None:
     """A party's model folder, which must not hold a saved model yet: a model is never overwritten."""
     if (folder / MANIFEST).exists():
-        raise ModelStoreError(f"{party}: a model is already saved at {folder}; a saved model is never overwritten "
-                              f"(each training run has a model ID of its own)")
+        raise ModelStoreError(
+            f"{party}: a model is already saved at {folder}; a saved model is never overwritten "
+            f"(each training run has a model ID of its own)"
+        )
     folder.mkdir(parents=True, exist_ok=True)
 
 
 def _write_manifest(folder: Path, fields: dict[str, Any], files: list[str]) -> Path:
-    manifest = {**fields, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "files": {name: file_hash(folder / name) for name in files}}
+    manifest = {
+        **fields,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "files": {name: file_hash(folder / name) for name in files},
+    }
     path = folder / MANIFEST
     path.write_text(json.dumps(manifest, indent=2))
     return path
@@ -89,13 +97,15 @@ def read_manifest(folder: Path, party: str) -> dict[str, Any]:
         if not (folder / name).is_file():
             raise ModelStoreError(f"{party}: {folder / name} is listed in {path} but missing")
         if file_hash(folder / name) != digest:
-            raise ModelStoreError(f"{party}: {folder / name} changed since it was saved (its sha256 differs "
-                                  f"from {path})")
+            raise ModelStoreError(
+                f"{party}: {folder / name} changed since it was saved (its sha256 differs from {path})"
+            )
     return manifest
 
 
-def save_site_model(folder: Path, site: str, encoder: torch.nn.Module, site_input: SiteInput | None,
-                    fields: dict[str, Any]) -> Path:
+def save_site_model(
+    folder: Path, site: str, encoder: torch.nn.Module, site_input: SiteInput | None, fields: dict[str, Any]
+) -> Path:
     """fields: algorithm, config_hash, model_id, job_id. A site without a tabular input (images) saves its encoder
     only."""
     _new_folder(folder, f"site '{site}'")
@@ -105,25 +115,38 @@ def save_site_model(folder: Path, site: str, encoder: torch.nn.Module, site_inpu
     if site_input is not None:
         (folder / PREPROCESSING_FILE).write_text(json.dumps(site_input.to_dict(), indent=2))
         files.append(PREPROCESSING_FILE)
-        schema = {"id_column": site_input.id_column, "columns": list(site_input.preprocessor.columns),
-                  "categorical_columns": site_input.categorical_columns}
+        schema = {
+            "id_column": site_input.id_column,
+            "columns": list(site_input.preprocessor.columns),
+            "categorical_columns": site_input.categorical_columns,
+        }
     return _write_manifest(folder, {**fields, "party": site, "input_schema": schema}, files)
 
 
 def load_site_model(folder: Path, site: str) -> tuple[torch.nn.Module, SiteInput, dict[str, Any]]:
     manifest = read_manifest(folder, f"site '{site}'")
     if PREPROCESSING_FILE not in manifest["files"]:
-        raise ModelStoreError(f"site '{site}': the model at {folder} has no tabular preprocessing (an image "
-                              f"site); scoring new rows needs a table site")
+        raise ModelStoreError(
+            f"site '{site}': the model at {folder} has no tabular preprocessing (an image "
+            f"site); scoring new rows needs a table site"
+        )
     # the site's own file, checked against its manifest's hash just above
     encoder = torch.load(folder / ENCODER_FILE, map_location="cpu", weights_only=False)
     site_input = SiteInput.from_dict(json.loads((folder / PREPROCESSING_FILE).read_text()))
     return encoder.eval(), site_input, manifest
 
 
-def save_label_model(folder: Path, head: torch.nn.Module, sites: list[str], metrics: dict[str, float],
-                     test_ids: list[str] | None, test_probs: np.ndarray | None, fields: dict[str, Any],
-                     id_column: str = "id", classes: list[str] | None = None) -> Path:
+def save_label_model(
+    folder: Path,
+    head: torch.nn.Module,
+    sites: list[str],
+    metrics: dict[str, float],
+    test_ids: list[str] | None,
+    test_probs: np.ndarray | None,
+    fields: dict[str, Any],
+    id_column: str = "id",
+    classes: list[str] | None = None,
+) -> Path:
     """The head over the sites' representations side by side in `sites` order, and the test rows' class
     probabilities it gave (the training job's test predictions, to compare scoring with), under the label
     files' ID column name; `classes`: the names labels.json gives the classes (None: numbered 0..C-1)."""
@@ -134,8 +157,9 @@ def save_label_model(folder: Path, head: torch.nn.Module, sites: list[str], metr
         write_predictions(folder / PREDICTIONS_FILE, test_ids, test_probs, id_column, classes)
         files.append(PREDICTIONS_FILE)
     named = {"classes": list(classes)} if classes else {}
-    return _write_manifest(folder, {**fields, "party": LABEL_DIR, "sites": list(sites), "metrics": metrics,
-                                    **named}, files)
+    return _write_manifest(
+        folder, {**fields, "party": LABEL_DIR, "sites": list(sites), "metrics": metrics, **named}, files
+    )
 
 
 def label_owner(folder: Path) -> str | None:
@@ -164,8 +188,9 @@ def prediction_columns(num_classes: int, classes: list[str] | None = None) -> li
     return columns + ([PREDICTED_COLUMN] if classes else [])
 
 
-def write_predictions(path: Path, ids: list[str], probs: np.ndarray, id_column: str = "id",
-                      classes: list[str] | None = None) -> None:
+def write_predictions(
+    path: Path, ids: list[str], probs: np.ndarray, id_column: str = "id", classes: list[str] | None = None
+) -> None:
     """ID, then the probability of each class (binary: `score`, the positive class's); with class names
     (labels.json `classes`), also the predicted class by its name."""
     probs = np.asarray(probs, dtype=np.float64)
@@ -188,22 +213,34 @@ def read_predictions(path: Path) -> dict[str, list[float]]:
 
 
 def _fields(cfg: JobConfig, model_id: str, job_id: str | None) -> dict[str, Any]:
-    return {"algorithm": cfg.algorithm, "config_hash": config_hash(cfg.to_dict()), "model_id": model_id,
-            "job_id": job_id or model_id, "label_owner": cfg.label_owner}
+    return {
+        "algorithm": cfg.algorithm,
+        "config_hash": config_hash(cfg.to_dict()),
+        "model_id": model_id,
+        "job_id": job_id or model_id,
+        "label_owner": cfg.label_owner,
+    }
 
 
-def save_feature_party(root: str | Path, model_id: str, party: FeatureParty, job_id: str | None = None,
-                       job_cfg: JobConfig | None = None) -> Path:
+def save_feature_party(
+    root: str | Path, model_id: str, party: FeatureParty, job_id: str | None = None, job_cfg: JobConfig | None = None
+) -> Path:
     """A site's f_k as it stands now (the job's end) and, for a table site, its preprocessing; job_id: the
     NVFlare job that trained it (default: the model ID); job_cfg: the job's config as every party got it, the
     one `config_hash` names (default: the party's own, which holds the defenses its site enforces)."""
     site_input = getattr(getattr(party.view, "tables", None), "site_input", None)
-    return save_site_model(models_dir(root, model_id) / party.site, party.site, party.encoder, site_input,
-                           _fields(job_cfg or party.cfg, model_id, job_id))
+    return save_site_model(
+        models_dir(root, model_id) / party.site,
+        party.site,
+        party.encoder,
+        site_input,
+        _fields(job_cfg or party.cfg, model_id, job_id),
+    )
 
 
-def save_label_party(root: str | Path, model_id: str, label: LabelParty, job_id: str | None = None,
-                     job_cfg: JobConfig | None = None) -> Path | None:
+def save_label_party(
+    root: str | Path, model_id: str, label: LabelParty, job_id: str | None = None, job_cfg: JobConfig | None = None
+) -> Path | None:
     """The label party's head and its last test predictions; None when it trained no head (a job that
     ended before its classifier, or an algorithm without one)."""
     if "classifier" not in label.state:
@@ -212,6 +249,14 @@ def save_label_party(root: str | Path, model_id: str, label: LabelParty, job_id:
     if label.test_probs is not None:
         name, value = score(label.test_probs, label.part_labels("test").numpy(), label.num_classes)
         metrics[f"test_{name}"] = value
-    return save_label_model(models_dir(root, model_id) / LABEL_DIR, label.state["classifier"], label.sites, metrics,
-                            label.test_ids, label.test_probs, _fields(job_cfg or label.cfg, model_id, job_id),
-                            getattr(label.tables, "id_column", "id"), getattr(label.tables, "classes", None))
+    return save_label_model(
+        models_dir(root, model_id) / LABEL_DIR,
+        label.state["classifier"],
+        label.sites,
+        metrics,
+        label.test_ids,
+        label.test_probs,
+        _fields(job_cfg or label.cfg, model_id, job_id),
+        getattr(label.tables, "id_column", "id"),
+        getattr(label.tables, "classes", None),
+    )

@@ -3,6 +3,7 @@
 Floating-point arrays are algorithm payload (representations, gradients, probabilities, weights) and
 count as communication; integer arrays (row positions), numbers and strings are control.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,10 +19,6 @@ ENCRYPTED_KEY = "__ckks__"
 # or {PACKED_KEY: "int8", "q": int8, "scale": float}. Counts as payload; decode unpacks it to float32.
 PACKED_KEY = "__packed__"
 WIRE_DTYPES = ("float32", "float16", "bfloat16", "int8")
-
-
-def is_encrypted(value: Any) -> bool:
-    return isinstance(value, dict) and value.get(ENCRYPTED_KEY) is True
 
 
 def is_encrypted(value: Any) -> bool:

@@ -1,14 +1,16 @@
 """Run one algorithm plug-in end to end on any Transport and produce the job's result record."""
+
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from vflflare.algorithms.registry import get_algorithm
 from vflflare.config import SERVER, JobConfig
+from vflflare.data.types import LabelTables
 from vflflare.privacy.enforcement import Enforcement, apply_enforcement
 from vflflare.privacy.private_randomness import PrivateRandomness
-from vflflare.data.types import LabelTables
 from vflflare.protocol.checkpoint import CheckpointedTransport, Journal
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.model_store import save_label_party
@@ -19,9 +21,17 @@ from vflflare.tracking import Tracker
 
 
 def run_algorithm(
-    net: Transport, cfg: JobConfig, load_server_labels: Callable[[], LabelTables], tracker: Tracker,
-    he_context: Any = None, runs_root: str | None = None, run_id: str | None = None, job_id: str | None = None,
-    private: PrivateRandomness | None = None, enforce: Enforcement | None = None, model_id: str | None = None,
+    net: Transport,
+    cfg: JobConfig,
+    load_server_labels: Callable[[], LabelTables],
+    tracker: Tracker,
+    he_context: Any = None,
+    runs_root: str | None = None,
+    run_id: str | None = None,
+    job_id: str | None = None,
+    private: PrivateRandomness | None = None,
+    enforce: Enforcement | None = None,
+    model_id: str | None = None,
 ) -> dict:
     """he_context: the coordinator's public CKKS context when cfg.he (it can add, never decrypt).
     runs_root, run_id: where the coordinator journals a run with cfg.checkpoint, and its id (default:
@@ -44,15 +54,17 @@ def run_algorithm(
     plugin = get_algorithm(cfg.algorithm, cfg.plugins)
     hosts_label = cfg.label_owner == SERVER and plugin.needs_data and not plugin.silo_space
     # a label party at the coordinator runs with the stricter of the job's defenses and the server's own
-    label_cfg, enforced = apply_enforcement(cfg, enforce, hosts_label=hosts_label, hosts_site=False) \
-        if plugin.needs_data else (cfg, {})
+    label_cfg, enforced = (
+        apply_enforcement(cfg, enforce, hosts_label=hosts_label, hosts_site=False) if plugin.needs_data else (cfg, {})
+    )
     enforced = {SERVER: enforced} if enforced else {}
     model_id = (model_id or job_id) if job_id is not None else None  # nothing is saved without a job id
     if plugin.silo_space:
         label, rows, alignment = setup_silo_space(net, cfg, tracker)
     elif plugin.needs_data:
-        label, rows, alignment = setup_parties(net, cfg, plugin, load_server_labels, tracker, private, label_cfg,
-                                               model_id)
+        label, rows, alignment = setup_parties(
+            net, cfg, plugin, load_server_labels, tracker, private, label_cfg, model_id
+        )
     else:
         label, rows, alignment = None, {}, {}
     flow = plugin(cfg, tracker, he_context)
@@ -106,5 +118,10 @@ def privacy_record(cfg: JobConfig, label: Any, alignment: dict, enforced: dict |
     if isinstance(label, LabelParty) and label.cfg.defended:
         sources = {SERVER: label.private.source, **sources}
     dp = label.privacy_account() if label is not None else {}
-    return {"privacy": {"private_randomness": sources, **({"dp": dp} if dp else {}),
-                        **({"enforced": enforced} if enforced else {})}}
+    return {
+        "privacy": {
+            "private_randomness": sources,
+            **({"dp": dp} if dp else {}),
+            **({"enforced": enforced} if enforced else {}),
+        }
+    }

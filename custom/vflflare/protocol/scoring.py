@@ -10,13 +10,15 @@ With alignment "psi", the rows every site has come from NVFlare's DH-PSI over th
 first in the same job (flare/psi.py `ScoreFilePSI`); every site orders them locally (`canonical_order`)
 and the coordinator sees only a fingerprint of that order. Raw features never leave a site, as in training.
 """
+
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,16 +31,27 @@ from vflflare.data.preprocess import SiteInput
 from vflflare.data.schema import TableSchema
 from vflflare.data.table import parse_features, read_csv
 from vflflare.data.types import FeatureBlock
-from vflflare.protocol.alignment import (
-    AlignmentError, canonical_order, hash_ids, intersection_fingerprint, positions_in,
-)
-from vflflare.protocol.model_store import (
-    LABEL_DIR, ModelStoreError, label_owner, latest_job, load_label_model, load_site_model, models_dir,
-    prediction_columns, write_predictions,
-)
 from vflflare.privacy.defenses import noisy_representations
 from vflflare.privacy.enforcement import Enforcement, enforced_floor
 from vflflare.privacy.private_randomness import PrivateRandomness
+from vflflare.protocol.alignment import (
+    AlignmentError,
+    canonical_order,
+    hash_ids,
+    intersection_fingerprint,
+    positions_in,
+)
+from vflflare.protocol.model_store import (
+    LABEL_DIR,
+    ModelStoreError,
+    label_owner,
+    latest_job,
+    load_label_model,
+    load_site_model,
+    models_dir,
+    prediction_columns,
+    write_predictions,
+)
 from vflflare.protocol.payload import Payload
 from vflflare.ssl.augment import TabularBatch
 
@@ -58,9 +71,11 @@ def score_ids_of(items: list[str], owner: str) -> list[str]:
     """The score-file IDs of a PSI intersection; none means this job ran no PSI over the score files."""
     ids = [value for part, _, value in (str(item).partition(":") for item in items) if part == SCORE_PART]
     if not ids:
-        raise AlignmentError(f"{owner}: scoring with alignment 'psi' needs NVFlare's DH-PSI over the score files "
-                             f"in the same job (VFLRecipe(algorithm='vertical_inference', psi=True), or `vflflare "
-                             f"jobs --algorithm vertical_inference --psi`); the PSI result here has no score rows")
+        raise AlignmentError(
+            f"{owner}: scoring with alignment 'psi' needs NVFlare's DH-PSI over the score files "
+            f"in the same job (VFLRecipe(algorithm='vertical_inference', psi=True), or `vflflare "
+            f"jobs --algorithm vertical_inference --psi`); the PSI result here has no score rows"
+        )
     return ids
 
 
@@ -74,15 +89,26 @@ def read_new_rows(site: str, path: Path, site_input: SiteInput) -> tuple[list[st
     given = [name for name in table.header if name != site_input.id_column]
     missing = [name for name in trained if name not in given]
     if missing:
-        raise DataError.at(owner, path, f"no column {missing[0]!r} ({len(missing)} of the {len(trained)} training "
-                           f"columns missing: {missing}); the model was trained on {trained}", column=missing[0])
+        raise DataError.at(
+            owner,
+            path,
+            f"no column {missing[0]!r} ({len(missing)} of the {len(trained)} training "
+            f"columns missing: {missing}); the model was trained on {trained}",
+            column=missing[0],
+        )
     extra = [name for name in given if name not in trained]
     if extra:
-        raise DataError.at(owner, path, f"column {extra[0]!r} was not a training column ({len(extra)} such: {extra}); "
-                           f"the model was trained on {trained}: remove the others", column=extra[0])
+        raise DataError.at(
+            owner,
+            path,
+            f"column {extra[0]!r} was not a training column ({len(extra)} such: {extra}); "
+            f"the model was trained on {trained}: remove the others",
+            column=extra[0],
+        )
     normalize_table_ids(table, site_input.id_column, site_input.id_normalize)
-    features = parse_features(table, TableSchema(site_input.id_column, tuple(site_input.categorical_columns),
-                                                 missing=site_input.missing))
+    features = parse_features(
+        table, TableSchema(site_input.id_column, tuple(site_input.categorical_columns), missing=site_input.missing)
+    )
     checks = site_input.preprocessor.check(features)
     return features.ids, site_input.preprocessor.transform(features), checks
 
@@ -114,14 +140,25 @@ class SiteScorer:
         folder = models_dir(self.runs_root, job)
         encoder, site_input, manifest = load_site_model(folder / self.site, self.site)
         if self.data_root is None:
-            raise DataError(f"{site_owner(self.site)}: scoring reads the new rows from the site's data root "
-                            f"(<data root>/{self.site}/{score_file}); this site has none set")
+            raise DataError(
+                f"{site_owner(self.site)}: scoring reads the new rows from the site's data root "
+                f"(<data root>/{self.site}/{score_file}); this site has none set"
+            )
         path = Path(self.data_root) / self.site / score_file
         ids, block, checks = read_new_rows(self.site, path, site_input)
         for line in describe_checks(site_owner(self.site), checks) if self.log is not None else []:
             self.log(line)  # with the values: the site's own log
-        return {"job": job, "folder": folder, "encoder": encoder, "manifest": manifest, "path": path, "ids": ids,
-                "block": block, "checks": checks, "id_column": site_input.id_column}
+        return {
+            "job": job,
+            "folder": folder,
+            "encoder": encoder,
+            "manifest": manifest,
+            "path": path,
+            "ids": ids,
+            "block": block,
+            "checks": checks,
+            "id_column": site_input.id_column,
+        }
 
     def load(self, payload: Payload) -> Payload:
         """payload: model_job (a job id, or "latest": this site's newest saved model), score_file, and salt
@@ -136,15 +173,28 @@ class SiteScorer:
             with torch.no_grad():
                 rows["encoder"](*batch.take(torch.arange(min(1, len(ids)))))
         except RuntimeError as error:
-            raise ModelStoreError(f"site '{self.site}': the model saved at {folder / self.site} does not match its "
-                                  f"preprocessing ({rows['block'].numeric.shape[1]} numeric inputs, "
-                                  f"{rows['block'].categorical.shape[1]} categorical): {error}") from error
-        self._loaded = {"ids": ids, "batch": batch, "encoder": rows["encoder"], "folder": folder, "path": str(path),
-                        "id_column": rows["id_column"]}
-        reply = {"job_id": rows["job"], "config_hash": rows["manifest"]["config_hash"],
-                 "algorithm": rows["manifest"]["algorithm"], "rows": len(ids),
-                 "data_checks": public_checks(rows["checks"]),
-                 "file": str(path), "label_model": label_owner(folder / LABEL_DIR) == self.site}
+            raise ModelStoreError(
+                f"site '{self.site}': the model saved at {folder / self.site} does not match its "
+                f"preprocessing ({rows['block'].numeric.shape[1]} numeric inputs, "
+                f"{rows['block'].categorical.shape[1]} categorical): {error}"
+            ) from error
+        self._loaded = {
+            "ids": ids,
+            "batch": batch,
+            "encoder": rows["encoder"],
+            "folder": folder,
+            "path": str(path),
+            "id_column": rows["id_column"],
+        }
+        reply = {
+            "job_id": rows["job"],
+            "config_hash": rows["manifest"]["config_hash"],
+            "algorithm": rows["manifest"]["algorithm"],
+            "rows": len(ids),
+            "data_checks": public_checks(rows["checks"]),
+            "file": str(path),
+            "label_model": label_owner(folder / LABEL_DIR) == self.site,
+        }
         if "salt" in payload:
             return {**reply, "ids": hash_ids(ids, payload["salt"])}
         try:  # a PSI output file, if any, is a training job's: train and test IDs only
@@ -164,8 +214,9 @@ class SiteScorer:
         with torch.no_grad():
             reps = loaded["encoder"](*loaded["batch"].take(positions))
         # the stricter of the job's noise and the floor this site's local configuration enforces
-        strength, enforced = enforced_floor(self.enforce, "representation_noise",
-                                            float(payload.get("representation_noise") or 0.0))
+        strength, enforced = enforced_floor(
+            self.enforce, "representation_noise", float(payload.get("representation_noise") or 0.0)
+        )
         if strength:
             if self._noise is None:
                 private = self.private or PrivateRandomness.from_environment(f"scorer:{self.site}")
@@ -188,8 +239,9 @@ class SiteScorer:
         model_id = payload.get("model_id") or loaded["folder"].name
         out = predictions_path(self.runs_root, model_id)
         about = {**dict(payload.get("about") or {}), "score_file": loaded["path"]}
-        return apply_head(loaded["folder"] / LABEL_DIR, payload["reps"], ids, out, positions, loaded["id_column"],
-                          about)
+        return apply_head(
+            loaded["folder"] / LABEL_DIR, payload["reps"], ids, out, positions, loaded["id_column"], about
+        )
 
     def _positions(self, payload: Payload) -> list[int]:
         given = payload.get("positions")
@@ -212,8 +264,15 @@ def predictions_path(runs_root: str | None, model_id: str) -> Path:
     return path
 
 
-def apply_head(folder: Path, reps: dict[str, np.ndarray], ids: list[str], out: Path, rows: list[int],
-               id_column: str, about: dict[str, Any] | None = None) -> Payload:
+def apply_head(
+    folder: Path,
+    reps: dict[str, np.ndarray],
+    ids: list[str],
+    out: Path,
+    rows: list[int],
+    id_column: str,
+    about: dict[str, Any] | None = None,
+) -> Payload:
     """The label party's step: class probabilities of the head saved in `folder` over the sites'
     representations (in the order it was trained with), written to `out` in the score file's row order
     (`rows`: each row's place in it) under its ID column's name, with the predicted class by name when the
@@ -223,34 +282,52 @@ def apply_head(folder: Path, reps: dict[str, np.ndarray], ids: list[str], out: P
     head, manifest = load_label_model(folder)
     missing = [s for s in manifest["sites"] if s not in reps]
     if missing:
-        raise ModelStoreError(f"label party: the head at {folder} was trained on the representations of "
-                              f"{manifest['sites']}; none came from {missing}")
+        raise ModelStoreError(
+            f"label party: the head at {folder} was trained on the representations of "
+            f"{manifest['sites']}; none came from {missing}"
+        )
     joint = torch.as_tensor(np.concatenate([np.asarray(reps[s], dtype=np.float32) for s in manifest["sites"]], axis=1))
     try:
         probs = predict_proba(head, joint)
     except RuntimeError as error:
-        raise ModelStoreError(f"label party: the head at {folder} does not take these representations "
-                              f"({joint.shape[1]} wide): {error}") from error
+        raise ModelStoreError(
+            f"label party: the head at {folder} does not take these representations ({joint.shape[1]} wide): {error}"
+        ) from error
     order = np.argsort(np.asarray(rows), kind="stable")
     out.parent.mkdir(parents=True, exist_ok=True)
     classes = manifest.get("classes")
     probs = np.asarray(probs)
     write_predictions(out, [ids[i] for i in order], probs[order], id_column, classes)
     sidecar = out.with_suffix(".json")
-    sidecar.write_text(json.dumps({
-        "predictions": out.name,
-        "model_id": manifest.get("model_id") or folder.parent.name,
-        "model": {"algorithm": manifest.get("algorithm"), "trained_at": manifest.get("created_at"),
-                  "trained_by_job": manifest.get("job_id"), "sites": manifest.get("sites"),
-                  "label_owner": manifest.get("label_owner"), "metrics": manifest.get("metrics"),
-                  "folder": str(folder.parent)},
-        "rows": {"score_file": (about or {}).get("score_file"), "scored": len(ids), "id_column": id_column},
-        "columns": prediction_columns(probs.shape[1], classes),
-        "score": ("probability of class 1" + (f" ({classes[1]!r})" if classes else "")) if probs.shape[1] == 2
-        else "one probability per class",
+    sidecar.write_text(
+        json.dumps(
+            {
+                "predictions": out.name,
+                "model_id": manifest.get("model_id") or folder.parent.name,
+                "model": {
+                    "algorithm": manifest.get("algorithm"),
+                    "trained_at": manifest.get("created_at"),
+                    "trained_by_job": manifest.get("job_id"),
+                    "sites": manifest.get("sites"),
+                    "label_owner": manifest.get("label_owner"),
+                    "metrics": manifest.get("metrics"),
+                    "folder": str(folder.parent),
+                },
+                "rows": {"score_file": (about or {}).get("score_file"), "scored": len(ids), "id_column": id_column},
+                "columns": prediction_columns(probs.shape[1], classes),
+                "score": ("probability of class 1" + (f" ({classes[1]!r})" if classes else ""))
+                if probs.shape[1] == 2
+                else "one probability per class",
+                **({"classes": classes} if classes else {}),
+                "scored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "scoring_job_id": (about or {}).get("scoring_job_id"),
+            },
+            indent=2,
+        )
+    )
+    return {
+        "predictions": str(out),
+        "rows": len(ids),
+        "sidecar": str(sidecar),
         **({"classes": classes} if classes else {}),
-        "scored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "scoring_job_id": (about or {}).get("scoring_job_id"),
-    }, indent=2))
-    return {"predictions": str(out), "rows": len(ids), "sidecar": str(sidecar),
-            **({"classes": classes} if classes else {})}
+    }

@@ -6,26 +6,33 @@ alignment "psi": the sites already hold their DH-PSI intersection; each derives 
 locally, and the coordinator only checks that all sites hold the same intersection (sizes and one
 fingerprint) and tells them which aligned rows the label party has labels for.
 """
+
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from vflflare.config import SERVER, JobConfig
+from vflflare.data.checks import collect_checks
+from vflflare.data.types import LabelTables
+from vflflare.privacy.enforcement import collect_enforced
+from vflflare.privacy.private_randomness import PrivateRandomness, collect_sources
 from vflflare.protocol.alignment import (
     AlignmentError,
     LabelMatchClient,
     aligned_order,
     aligned_unlabeled,
+    canonical_order,
+    hash_ids,
     labeled_rows,
+    order_key,
+    positions_in,
     positions_of,
     split_by_mask,
     stratified_val_mask,
-    canonical_order,
-    hash_ids,
-    order_key,
-    positions_in,
     tag_items,
     unmatched_positions,
     untag_items,
@@ -33,27 +40,21 @@ from vflflare.protocol.alignment import (
 from vflflare.protocol.alignment_report import (
     check_min_aligned,
     check_shared,
-    progress_line,
     hash_report,
     id_variants,
     lacking_counts,
     lacking_test,
     partial_test,
+    progress_line,
     raise_partial_test,
     summarize,
     test_labels_source,
     unlabeled_test,
 )
 from vflflare.protocol.label_party import LabelParty
-from vflflare.privacy.enforcement import collect_enforced
-from vflflare.privacy.private_randomness import PrivateRandomness, collect_sources
 from vflflare.protocol.label_proxy import RemoteLabelParty
 from vflflare.protocol.transport import Transport
-from vflflare.config import SERVER, JobConfig
-from vflflare.data.checks import collect_checks
-from vflflare.data.types import LabelTables
 from vflflare.tracking import Tracker
-
 
 
 def alignment_salt(seed: int) -> str:
@@ -63,13 +64,20 @@ def alignment_salt(seed: int) -> str:
 
 
 def setup_parties(
-    net: Transport, cfg: JobConfig, plugin: Any, load_server_labels: Callable[[], LabelTables], tracker: Tracker,
-    private: PrivateRandomness | None = None, label_cfg: JobConfig | None = None, model_id: str | None = None,
+    net: Transport,
+    cfg: JobConfig,
+    plugin: Any,
+    load_server_labels: Callable[[], LabelTables],
+    tracker: Tracker,
+    private: PrivateRandomness | None = None,
+    label_cfg: JobConfig | None = None,
+    model_id: str | None = None,
 ) -> tuple[LabelParty | RemoteLabelParty, dict[str, int], dict]:
     """private: the coordinator's private source, for a label party hosted there; label_cfg: that label party's
     config, the job's with the defenses the server's local configuration enforces (default: the job's).
     model_id: the ID the sites save their models under at the job's end (model_ids.py), announced to them
-    outside the counted messages. Returns the label party handle (plugin.Label here, or a proxy of the one on the label-owning site),
+    outside the counted messages. Returns the label party handle (plugin.Label here, or a proxy of the one on the
+    label-owning site),
     the row counts of the aligned parts and the alignment report (alignment_report.py)."""
     if cfg.label_owner != SERVER and cfg.label_owner not in net.sites:
         raise ValueError(f"label_owner '{cfg.label_owner}' is neither 'server' nor one of the sites {net.sites}")
@@ -88,14 +96,19 @@ def setup_parties(
         label_key = "label:" + cfg.label_owner
         if cfg.label_owner == SERVER:
             tables = load_server_labels()
-            label: LabelParty | RemoteLabelParty = plugin.Label(tables, net.sites, label_cfg or cfg, tracker,
-                                                                private=private)
+            label: LabelParty | RemoteLabelParty = plugin.Label(
+                tables, net.sites, label_cfg or cfg, tracker, private=private
+            )
             train[label_key], test[label_key] = hash_ids(tables.train_ids, salt), hash_ids(tables.test_ids, salt)
             variants[label_key] = id_variants(tables.train_ids, tables.test_ids, salt, cfg.id_normalize)
             num_classes = tables.num_classes
         else:
             info = replies[cfg.label_owner]["label"]
-            train[label_key], test[label_key], num_classes = info["train_ids"], info["test_ids"], int(info["num_classes"])
+            train[label_key], test[label_key], num_classes = (
+                info["train_ids"],
+                info["test_ids"],
+                int(info["num_classes"]),
+            )
             variants[label_key] = info.get("variants")
             label = RemoteLabelParty(net, cfg.label_owner, num_classes, plugin.Label.label_channels())
             label.classes = info.get("classes")
@@ -115,8 +128,12 @@ def setup_parties(
             return positions_of(digests[party], part)
 
         def unmatched(party: str) -> dict:
-            return summarize({part: unmatched_positions(digests[party], common)
-                              for part, digests, common in (("train", train, common_train), ("test", test, common_test))})
+            return summarize(
+                {
+                    part: unmatched_positions(digests[party], common)
+                    for part, digests, common in (("train", train, common_train), ("test", test, common_test))
+                }
+            )
 
         blame, problems, replies = [], [], {}
         extra = {}  # positions of the aligned rows without a label, for plug-ins that pretrain on them
@@ -130,25 +147,63 @@ def setup_parties(
             # the label site splits its labeled rows into training and validation rows, stratified by class,
             # before the other sites learn which of their rows are which
             owner = cfg.label_owner
-            replies = net.exchange("align", {owner: {
-                **extra.get(owner, {}), "labeled": rows_of(owner, labeled), "test": rows_of(owner, test_order, test), "unmatched": unmatched(owner),
-                **lacking.get(owner, {}),
-                "label": {"labeled": rows_of(label_key, labeled), "test": rows_of(label_key, test_order, test),
-                          "unmatched": unmatched(label_key), **lacking.get(label_key, {})}}})
+            replies = net.exchange(
+                "align",
+                {
+                    owner: {
+                        **extra.get(owner, {}),
+                        "labeled": rows_of(owner, labeled),
+                        "test": rows_of(owner, test_order, test),
+                        "unmatched": unmatched(owner),
+                        **lacking.get(owner, {}),
+                        "label": {
+                            "labeled": rows_of(label_key, labeled),
+                            "test": rows_of(label_key, test_order, test),
+                            "unmatched": unmatched(label_key),
+                            **lacking.get(label_key, {}),
+                        },
+                    }
+                },
+            )
             val_mask = replies[owner]["val_mask"]
         sizes = ", ".join(f"{p}: {len(d)}" for p, d in train.items())
-        train_rows, val_rows = split_by_mask(labeled, val_mask, num_classes, cfg.label_owner,
-                                             f"train rows per party: {sizes}", len(order), cfg.labeled_fraction)
+        train_rows, val_rows = split_by_mask(
+            labeled,
+            val_mask,
+            num_classes,
+            cfg.label_owner,
+            f"train rows per party: {sizes}",
+            len(order),
+            cfg.labeled_fraction,
+        )
         if cfg.label_owner == SERVER:
             who, file = "label party 'server'", test_labels_source(tables)
-            blame = lacking_test(who, file, lacking.get(label_key, {}).get("lacking", 0), cfg.allow_partial_test,
-                                 tracker.info)
-            problems = partial_test(who, file, tables.test_ids, unmatched(label_key)["test"], cfg.allow_partial_test,
-                                     tracker.info)
-            label.align(rows_of(label_key, train_rows), rows_of(label_key, val_rows), rows_of(label_key, test_order, test))
-        replies.update(net.exchange("align", {
-            s: {"train": rows_of(s, train_rows), "val": rows_of(s, val_rows), "test": rows_of(s, test_order, test),
-                "unmatched": unmatched(s), **extra.get(s, {}), **lacking.get(s, {})} for s in net.sites if s not in replies}))
+            blame = lacking_test(
+                who, file, lacking.get(label_key, {}).get("lacking", 0), cfg.allow_partial_test, tracker.info
+            )
+            problems = partial_test(
+                who, file, tables.test_ids, unmatched(label_key)["test"], cfg.allow_partial_test, tracker.info
+            )
+            label.align(
+                rows_of(label_key, train_rows), rows_of(label_key, val_rows), rows_of(label_key, test_order, test)
+            )
+        replies.update(
+            net.exchange(
+                "align",
+                {
+                    s: {
+                        "train": rows_of(s, train_rows),
+                        "val": rows_of(s, val_rows),
+                        "test": rows_of(s, test_order, test),
+                        "unmatched": unmatched(s),
+                        **extra.get(s, {}),
+                        **lacking.get(s, {}),
+                    }
+                    for s in net.sites
+                    if s not in replies
+                },
+            )
+        )
 
         def collected(key: str) -> list[str]:
             return [p for s in net.sites for p in replies[s].get(key, [])]
@@ -163,8 +218,14 @@ def setup_parties(
 
 
 def _setup_with_psi(
-    net: Transport, cfg: JobConfig, plugin: Any, load_server_labels: Callable[[], LabelTables], tracker: Tracker,
-    private: PrivateRandomness | None, label_cfg: JobConfig | None = None, model_id: str | None = None,
+    net: Transport,
+    cfg: JobConfig,
+    plugin: Any,
+    load_server_labels: Callable[[], LabelTables],
+    tracker: Tracker,
+    private: PrivateRandomness | None,
+    label_cfg: JobConfig | None = None,
+    model_id: str | None = None,
 ) -> tuple[LabelParty | RemoteLabelParty, dict[str, int], dict]:
     """Sites read their PSI intersection and order it locally. What reaches the coordinator: each
     site's intersection sizes and fingerprint; from a label site, boolean masks over the canonical
@@ -178,17 +239,24 @@ def _setup_with_psi(
         problems = [p for s in net.sites for p in replies[s].get("problems", [])]
         n_train, n_test = _check_same_intersection(views)
         context = "PSI intersection: " + f"{n_train} train and {n_test} test IDs shared by sites {', '.join(net.sites)}"
-        report: dict = {"parties": {s: {"train": {"rows": int(views[s]["rows"]["train"]), "matched": n_train},
-                                        "test": {"rows": int(views[s]["rows"]["test"]), "matched": n_test}}
-                                    for s in net.sites}}
+        report: dict = {
+            "parties": {
+                s: {
+                    "train": {"rows": int(views[s]["rows"]["train"]), "matched": n_train},
+                    "test": {"rows": int(views[s]["rows"]["test"]), "matched": n_test},
+                }
+                for s in net.sites
+            }
+        }
         collect_checks(report, replies, net.sites)
         collect_sources(report, replies, net.sites)
         collect_enforced(report, replies, net.sites)
         keep: dict = {"train_keys": None, "test_keys": None, "train_mask": None, "test_mask": None, "val_mask": None}
         if cfg.label_owner == SERVER:
             tables = load_server_labels()
-            label: LabelParty | RemoteLabelParty = plugin.Label(tables, net.sites, label_cfg or cfg, tracker,
-                                                                private=private)
+            label: LabelParty | RemoteLabelParty = plugin.Label(
+                tables, net.sites, label_cfg or cfg, tracker, private=private
+            )
             num_classes = tables.num_classes
             # one more DH-PSI round, coordinator = PSI client, first site = PSI server over the intersection
             client = LabelMatchClient(tag_items(tables.train_ids, tables.test_ids))
@@ -201,12 +269,18 @@ def _setup_with_psi(
                 keep["test_keys"] = [order_key(cfg.seed, "test", i) for i in test_ids]
             report["parties"]["label:server"] = {
                 "train": {"rows": len(tables.train_ids), "matched": len(train_ids)},
-                "test": {"rows": len(tables.test_ids), "matched": len(test_ids)}}
+                "test": {"rows": len(tables.test_ids), "matched": len(test_ids)},
+            }
             tracker.info(progress_line(report))
             who, file = "label party 'server'", test_labels_source(tables)
-            problems += partial_test(who, file, tables.test_ids,
-                                     summarize({"test": unmatched_positions(tables.test_ids, set(test_ids))})["test"],
-                                     cfg.allow_partial_test, tracker.info)
+            problems += partial_test(
+                who,
+                file,
+                tables.test_ids,
+                summarize({"test": unmatched_positions(tables.test_ids, set(test_ids))})["test"],
+                cfg.allow_partial_test,
+                tracker.info,
+            )
             problems += unlabeled_test(who, file, n_test - len(test_ids), n_test, cfg.allow_partial_test, tracker.info)
             raise_partial_test(problems)
             check_shared(report)
@@ -214,13 +288,21 @@ def _setup_with_psi(
             labeled = labeled_rows(canonical_order(train_ids, cfg.seed, "train"), cfg.labeled_fraction)
             label_of = dict(zip(tables.train_ids, tables.train_labels.tolist()))
             keep["val_mask"] = stratified_val_mask([label_of[i] for i in labeled], cfg.val_fraction)
-            train, val = split_by_mask(labeled, keep["val_mask"], num_classes, cfg.label_owner,
-                                       _labeled(context, len(train_ids), len(test_ids)), len(train_ids),
-                                       cfg.labeled_fraction)
+            train, val = split_by_mask(
+                labeled,
+                keep["val_mask"],
+                num_classes,
+                cfg.label_owner,
+                _labeled(context, len(train_ids), len(test_ids)),
+                len(train_ids),
+                cfg.labeled_fraction,
+            )
             test = canonical_order(test_ids, cfg.seed, "test")
-            label.align(positions_in(tables.train_ids, train, "label party 'server'", "train labels"),
-                        positions_in(tables.train_ids, val, "label party 'server'", "train labels"),
-                        positions_in(tables.test_ids, test, "label party 'server'", "test labels"))
+            label.align(
+                positions_in(tables.train_ids, train, "label party 'server'", "train labels"),
+                positions_in(tables.train_ids, val, "label party 'server'", "train labels"),
+                positions_in(tables.test_ids, test, "label party 'server'", "test labels"),
+            )
             counts = {"aligned_train": len(train), "val": len(val), "test": len(test)}
         else:
             info = replies[cfg.label_owner]["label"]
@@ -231,15 +313,22 @@ def _setup_with_psi(
             n_labeled, n_labeled_test = int(train_mask.sum()), int(test_mask.sum())
             report["parties"][f"label:{cfg.label_owner}"] = {
                 "train": {"rows": int(info["rows"]["train"]), "matched": n_labeled},
-                "test": {"rows": int(info["rows"]["test"]), "matched": n_labeled_test}}
+                "test": {"rows": int(info["rows"]["test"]), "matched": n_labeled_test},
+            }
             tracker.info(progress_line(report))
             raise_partial_test(problems)
             check_shared(report)
             check_min_aligned(n_labeled, cfg.min_aligned, report, net.sites)
             keep["val_mask"] = np.asarray(info["val_mask"], dtype=bool)
-            train, val = split_by_mask(labeled_rows(list(range(n_labeled)), cfg.labeled_fraction), keep["val_mask"],
-                                       num_classes, cfg.label_owner, _labeled(context, n_labeled, n_labeled_test),
-                                       n_labeled, cfg.labeled_fraction)
+            train, val = split_by_mask(
+                labeled_rows(list(range(n_labeled)), cfg.labeled_fraction),
+                keep["val_mask"],
+                num_classes,
+                cfg.label_owner,
+                _labeled(context, n_labeled, n_labeled_test),
+                n_labeled,
+                cfg.labeled_fraction,
+            )
             keep["train_mask"] = None if n_labeled == n_train else train_mask
             keep["test_mask"] = None if n_labeled_test == n_test else test_mask
             counts = {"aligned_train": len(train), "val": len(val), "test": n_labeled_test}
@@ -251,7 +340,9 @@ def _setup_with_psi(
         if plugin.uses_aligned_unlabeled:
             unlabeled_counts = {s: int(aligned[s]["aligned_unlabeled"]) for s in net.sites}
             if len(set(unlabeled_counts.values())) != 1:
-                raise AlignmentError(f"the sites found different numbers of aligned rows without a label: {unlabeled_counts}")
+                raise AlignmentError(
+                    f"the sites found different numbers of aligned rows without a label: {unlabeled_counts}"
+                )
             counts["aligned_unlabeled"] = unlabeled_counts[net.sites[0]]
     report.update(counts)
     return label, counts, report

@@ -3,6 +3,7 @@ setup.py's aligned-rows setup: every silo holds its own rows and labels, so noth
 no label party is chosen. The coordinator forms the *union* of the silos' salted training-ID digests in
 a canonical order from the job's seed, and tells each silo, for every union position, which of its own
 rows it is (or -1: a row it lacks, which it trains on as a null representation, a zero row)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,15 +25,19 @@ def setup_silo_space(net: Transport, cfg: JobConfig, tracker: Tracker) -> tuple[
     """Returns (no label party, row counts, the union report)."""
     salt = alignment_salt(cfg.seed)
     with net.ledger.phase("setup"):
-        replies = net.exchange("setup", {s: {"config": cfg.to_dict(), "sites": net.sites, "salt": salt} for s in net.sites})
+        replies = net.exchange(
+            "setup", {s: {"config": cfg.to_dict(), "sites": net.sites, "salt": salt} for s in net.sites}
+        )
         train = {s: list(replies[s]["train_ids"]) for s in net.sites}
         union = canonical_order(set().union(*map(set, train.values())), cfg.seed, "union")
         net.exchange("align", {s: {"union": union_positions(train[s], union)} for s in net.sites})
     every = set.intersection(*map(set, train.values()))
     report = {"union": len(union), "in_every_silo": len(every), "per_site": {s: len(d) for s, d in train.items()}}
     collect_checks(report, replies, net.sites)
-    tracker.info(f"silo space: {len(union)} training rows in the union, {len(every)} in every silo; rows per silo "
-                 + ", ".join(f"{s}: {n}" for s, n in report["per_site"].items()))
+    tracker.info(
+        f"silo space: {len(union)} training rows in the union, {len(every)} in every silo; rows per silo "
+        + ", ".join(f"{s}: {n}" for s, n in report["per_site"].items())
+    )
     for site, checks in report.get("data_checks", {}).items():
         for line in describe_checks(f"site {site!r}", checks):
             tracker.info(line)

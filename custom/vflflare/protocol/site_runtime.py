@@ -5,34 +5,14 @@ The runtime itself answers the protocol tasks (setup, alignment, PSI label match
 other task to the party the job's algorithm plug-in built at setup (`plugin.Site`, its `steps`), to
 the label party a label-owning site hosts (`label.<method>`, `plugin.Label.channels`), or, for
 plug-ins that use no site data, to the plug-in's stateless steps."""
+
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
 
 import torch
 
-from vflflare.protocol.alignment import (
-    AlignmentError,
-    PSIView,
-    answer_label_match,
-    hash_ids,
-    labeled_rows,
-    split_by_mask,
-    stratified_val_mask,
-    intersection_fingerprint,
-    positions_in,
-    psi_file,
-    psi_root,
-    read_psi_file,
-)
-from vflflare.protocol.checkpoint import MARK, RESTORE_TASK, SAVE_TASK, SiteCheckpoints
-from vflflare.protocol.model_store import save_feature_party, save_label_party
-from vflflare.tracking import DETAILS
-from vflflare.protocol.scoring import SiteScorer
-from vflflare.protocol.alignment_report import (
-    describe_unmatched, id_variants, lacking_test, partial_test, summarize, test_labels_source, unlabeled_test,
-)
 from vflflare.algorithms.registry import ALGORITHMS, get_algorithm, make_config
 from vflflare.config import JobConfig
 from vflflare.data.checks import describe_checks, has_findings, public_checks
@@ -40,13 +20,39 @@ from vflflare.data.loading import load_label_tables, load_site_view
 from vflflare.data.silo_split import check_silo_space
 from vflflare.data.split import TEST_FILE, TRAIN_FILE
 from vflflare.data.views import describe_view
+from vflflare.privacy.enforcement import Enforcement, apply_enforcement
+from vflflare.privacy.private_randomness import PrivateRandomness
+from vflflare.protocol.alignment import (
+    AlignmentError,
+    PSIView,
+    answer_label_match,
+    hash_ids,
+    intersection_fingerprint,
+    labeled_rows,
+    positions_in,
+    psi_file,
+    psi_root,
+    read_psi_file,
+    split_by_mask,
+    stratified_val_mask,
+)
+from vflflare.protocol.alignment_report import (
+    describe_unmatched,
+    id_variants,
+    lacking_test,
+    partial_test,
+    summarize,
+    test_labels_source,
+    unlabeled_test,
+)
+from vflflare.protocol.checkpoint import MARK, RESTORE_TASK, SAVE_TASK, SiteCheckpoints
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.label_proxy import LABEL_PREFIX
+from vflflare.protocol.model_store import save_feature_party, save_label_party
 from vflflare.protocol.payload import Payload
-from vflflare.privacy.enforcement import Enforcement, apply_enforcement
-from vflflare.privacy.private_randomness import PrivateRandomness
-from vflflare.tracking import LogTracker, Tracker
+from vflflare.protocol.scoring import SiteScorer
+from vflflare.tracking import DETAILS, LogTracker, Tracker
 
 
 def _named(classes: list[str] | None) -> Payload:
@@ -98,8 +104,15 @@ class SiteRuntime:
             SAVE_TASK: lambda payload: {},  # its MARK makes `handle` save
         }
         # a scoring job (vertical_inference) needs no setup: it reads a saved model and new rows
-        self._scorer = SiteScorer(site, data_root, runs_root, self.psi_source, self.tracker.info,
-                                  self._private(f"scorer:{site}"), enforce=enforce)
+        self._scorer = SiteScorer(
+            site,
+            data_root,
+            runs_root,
+            self.psi_source,
+            self.tracker.info,
+            self._private(f"scorer:{site}"),
+            enforce=enforce,
+        )
         self._tasks.update(self._scorer.tasks)
         self._without_setup = {"setup", *self._scorer.tasks}
 
@@ -127,8 +140,10 @@ class SiteRuntime:
         return paths
 
     def _states(self) -> tuple:
-        return (self.party.state if self.party is not None else None,
-                self.label.state if self.label is not None else None)
+        return (
+            self.party.state if self.party is not None else None,
+            self.label.state if self.label is not None else None,
+        )
 
     def _restore(self, payload: Payload) -> Payload:
         self.checkpoints.load(payload, *self._states())
@@ -141,7 +156,7 @@ class SiteRuntime:
                 raise RuntimeError(f"site '{self.site}': task '{task}' before setup")
             return self._tasks[task](payload)
         if task.startswith(LABEL_PREFIX):
-            return self._label_call(task[len(LABEL_PREFIX):], payload)
+            return self._label_call(task[len(LABEL_PREFIX) :], payload)
         if self.party is not None and task in self._steps:
             return getattr(self.party, task)(payload)
         for plugin in ALGORITHMS.values():
@@ -149,15 +164,17 @@ class SiteRuntime:
                 return plugin.stateless_steps[task](self.site, payload)
         if self.party is None:
             raise RuntimeError(f"site '{self.site}': task '{task}' before setup")
-        raise ValueError(f"site '{self.site}': algorithm '{self._cfg.algorithm}' has no site step '{task}'; "
-                         f"its steps: {self._steps}")
+        raise ValueError(
+            f"site '{self.site}': algorithm '{self._cfg.algorithm}' has no site step '{task}'; its steps: {self._steps}"
+        )
 
     def _setup(self, payload: Payload) -> Payload:
         cfg = self.job_cfg = make_config(payload["config"])  # as every party got it (the saved model's hash)
         self._plugin = get_algorithm(cfg.algorithm)
         # the stricter of the job's defenses and the ones this site's local configuration enforces
-        cfg, enforced = apply_enforcement(cfg, self.enforce, hosts_site=True,
-                                          hosts_label=cfg.label_owner == self.site or self._plugin.silo_space)
+        cfg, enforced = apply_enforcement(
+            cfg, self.enforce, hosts_site=True, hosts_label=cfg.label_owner == self.site or self._plugin.silo_space
+        )
         if enforced:
             self.tracker.info(f"site '{self.site}' enforces {enforced}")
         self._steps = self._plugin.Site.site_steps()
@@ -171,8 +188,9 @@ class SiteRuntime:
         for line in describe_checks(f"site '{self.site}'", tables.data_checks):  # with values: stays here
             DETAILS.info(line)  # the coordinator's report lists them (counts only) for whoever runs the job
         position = sites.index(self.site)
-        self.party = self._plugin.Site(self.site, tables, cfg, self.tracker, position=position,
-                                       private=self._private(f"site-{position + 1}"))
+        self.party = self._plugin.Site(
+            self.site, tables, cfg, self.tracker, position=position, private=self._private(f"site-{position + 1}")
+        )
         self._cfg = cfg
         # column names and counts go into the job's alignment report (setup.py)
         checks = {"data_checks": public_checks(tables.data_checks)} if has_findings(tables.data_checks) else {}
@@ -180,22 +198,29 @@ class SiteRuntime:
             checks["enforced"] = enforced
         if cfg.alignment == "psi":
             return {**self._setup_psi(cfg, sites, tables), **checks, **self._randomness(cfg)}
-        reply = {**self._digests(tables.train_ids, tables.test_ids, salt, cfg.id_normalize), **checks,
-                 **self._randomness(cfg)}
+        reply = {
+            **self._digests(tables.train_ids, tables.test_ids, salt, cfg.id_normalize),
+            **checks,
+            **self._randomness(cfg),
+        }
         if self._plugin.silo_space:  # every silo holds the labels of its own rows
             self._host_label(cfg, sites)
         elif cfg.label_owner == self.site:
             labels = self._host_label(cfg, sites)
-            reply["label"] = {**self._digests(labels.train_ids, labels.test_ids, salt, cfg.id_normalize),
-                              "num_classes": labels.num_classes, **_named(labels.classes)}
+            reply["label"] = {
+                **self._digests(labels.train_ids, labels.test_ids, salt, cfg.id_normalize),
+                "num_classes": labels.num_classes,
+                **_named(labels.classes),
+            }
         return reply
 
     def _host_label(self, cfg: JobConfig, sites: list[str]):
         """The label party of a label-owning site. It and the site's feature party know each other
         (`colocated`): one institution, one process, so a plug-in may join its labels and features locally
         (VFLHLP's active party trains on both); nothing of either travels for it."""
-        labels = load_label_tables(self.site, sites, self.data_root, cfg.seed, cfg.id_normalize,
-                                   self._plugin.uses_active_site_labels)
+        labels = load_label_tables(
+            self.site, sites, self.data_root, cfg.seed, cfg.id_normalize, self._plugin.uses_active_site_labels
+        )
         self.label = self._plugin.Label(labels, sites, cfg, self.tracker, private=self._private("label"))
         self.label.colocated, self.party.colocated = self.party, self.label
         return labels
@@ -232,28 +257,52 @@ class SiteRuntime:
         self._psi = PSIView.of(self.psi_source(), cfg.seed, f"{owner} PSI output")
         positions_in(tables.train_ids, self._psi.train, owner, "train")
         positions_in(tables.test_ids, self._psi.test, owner, "test")
-        problems = self._report(owner, (TRAIN_FILE, TEST_FILE), tables.train_ids, tables.test_ids,
-                                summarize(self._psi.unmatched(tables.train_ids, tables.test_ids))).get("problems", [])
-        reply: Payload = {"psi": {"train": len(self._psi.train), "test": len(self._psi.test),
-                                  "fingerprint": intersection_fingerprint(cfg.seed, self._psi.train, self._psi.test),
-                                  "rows": {"train": len(tables.train_ids), "test": len(tables.test_ids)}}}
+        problems = self._report(
+            owner,
+            (TRAIN_FILE, TEST_FILE),
+            tables.train_ids,
+            tables.test_ids,
+            summarize(self._psi.unmatched(tables.train_ids, tables.test_ids)),
+        ).get("problems", [])
+        reply: Payload = {
+            "psi": {
+                "train": len(self._psi.train),
+                "test": len(self._psi.test),
+                "fingerprint": intersection_fingerprint(cfg.seed, self._psi.train, self._psi.test),
+                "rows": {"train": len(tables.train_ids), "test": len(tables.test_ids)},
+            }
+        }
         if cfg.label_owner == self.site:
             labels = self._host_label(cfg, sites)
             who = f"label party '{self.site}'"
-            problems += self._report(who, (labels.train_source, test_labels_source(labels)), labels.train_ids,
-                                     labels.test_ids,
-                                     summarize(self._psi.unmatched(labels.train_ids, labels.test_ids))).get("problems", [])
+            problems += self._report(
+                who,
+                (labels.train_source, test_labels_source(labels)),
+                labels.train_ids,
+                labels.test_ids,
+                summarize(self._psi.unmatched(labels.train_ids, labels.test_ids)),
+            ).get("problems", [])
             labeled = set(labels.test_ids)
-            problems += unlabeled_test(who, test_labels_source(labels), [i for i in self._psi.test if i not in labeled],
-                                       len(self._psi.test), cfg.allow_partial_test, self.tracker.info)
+            problems += unlabeled_test(
+                who,
+                test_labels_source(labels),
+                [i for i in self._psi.test if i not in labeled],
+                len(self._psi.test),
+                cfg.allow_partial_test,
+                self.tracker.info,
+            )
             train_mask, test_mask = self._psi.masks_for(labels.train_ids, labels.test_ids)
             label_of = dict(zip(labels.train_ids, labels.train_labels.tolist()))
             labeled = labeled_rows(self._psi.labeled(train_mask, None).train, cfg.labeled_fraction)
             val_mask = stratified_val_mask([label_of[i] for i in labeled], cfg.val_fraction)
-            reply["label"] = {"num_classes": labels.num_classes, **_named(labels.classes),
-                              "train_mask": train_mask, "test_mask": test_mask,
-                              "val_mask": val_mask,
-                              "rows": {"train": len(labels.train_ids), "test": len(labels.test_ids)}}
+            reply["label"] = {
+                "num_classes": labels.num_classes,
+                **_named(labels.classes),
+                "train_mask": train_mask,
+                "test_mask": test_mask,
+                "val_mask": val_mask,
+                "rows": {"train": len(labels.train_ids), "test": len(labels.test_ids)},
+            }
         if problems:
             reply["problems"] = problems
         return reply
@@ -276,17 +325,23 @@ class SiteRuntime:
         tables = self.party.view
         labeled_ids = set(train) | set(val)
         unlabeled = [i for i in self._psi.train if i not in labeled_ids]
-        self.party.align(positions_in(tables.train_ids, train, owner, "train"),
-                         positions_in(tables.train_ids, val, owner, "train"),
-                         positions_in(tables.test_ids, view.test, owner, "test"),
-                         positions_in(tables.train_ids, unlabeled, owner, "train"))
+        self.party.align(
+            positions_in(tables.train_ids, train, owner, "train"),
+            positions_in(tables.train_ids, val, owner, "train"),
+            positions_in(tables.test_ids, view.test, owner, "test"),
+            positions_in(tables.train_ids, unlabeled, owner, "train"),
+        )
         if self.label is not None:
             labels, who = self.label.tables, f"label party '{self.site}'"
-            self.label.align(positions_in(labels.train_ids, train, who, "train labels"),
-                             positions_in(labels.train_ids, val, who, "train labels"),
-                             positions_in(labels.test_ids, view.test, who, "test labels"))
-        return {"counts": {"aligned_train": len(train), "val": len(val), "test": len(view.test)},
-                "aligned_unlabeled": len(unlabeled)}
+            self.label.align(
+                positions_in(labels.train_ids, train, who, "train labels"),
+                positions_in(labels.train_ids, val, who, "train labels"),
+                positions_in(labels.test_ids, view.test, who, "test labels"),
+            )
+        return {
+            "counts": {"aligned_train": len(train), "val": len(val), "test": len(view.test)},
+            "aligned_unlabeled": len(unlabeled),
+        }
 
     def _align(self, payload: Payload) -> Payload:
         if "psi" in payload:
@@ -296,8 +351,14 @@ class SiteRuntime:
             return {}
         if "labeled" in payload:
             return self._align_label_site(payload)
-        problems = self._report(f"site '{self.site}'", (TRAIN_FILE, TEST_FILE), self.party.view.train_ids,
-                                self.party.view.test_ids, payload["unmatched"], payload.get("lacking", 0))
+        problems = self._report(
+            f"site '{self.site}'",
+            (TRAIN_FILE, TEST_FILE),
+            self.party.view.train_ids,
+            self.party.view.test_ids,
+            payload["unmatched"],
+            payload.get("lacking", 0),
+        )
         self.party.align(payload["train"], payload["val"], payload["test"], payload.get("aligned_unlabeled"))
         return problems
 
@@ -306,25 +367,47 @@ class SiteRuntime:
         and validation rows itself, stratified by its labels; the coordinator passes the split on."""
         rows, labels = payload["label"], self.label.tables
         val = stratified_val_mask(labels.train_labels[rows["labeled"]], self._cfg.val_fraction)
-        site = self._report(f"site '{self.site}'", (TRAIN_FILE, TEST_FILE), self.party.view.train_ids,
-                            self.party.view.test_ids, payload["unmatched"], payload.get("lacking", 0))
-        label = self._report(f"label party '{self.site}'", (labels.train_source, test_labels_source(labels)),
-                             labels.train_ids, labels.test_ids, rows["unmatched"], rows.get("lacking", 0))
-        self.party.align(payload["labeled"][~val], payload["labeled"][val], payload["test"],
-                         payload.get("aligned_unlabeled"))
+        site = self._report(
+            f"site '{self.site}'",
+            (TRAIN_FILE, TEST_FILE),
+            self.party.view.train_ids,
+            self.party.view.test_ids,
+            payload["unmatched"],
+            payload.get("lacking", 0),
+        )
+        label = self._report(
+            f"label party '{self.site}'",
+            (labels.train_source, test_labels_source(labels)),
+            labels.train_ids,
+            labels.test_ids,
+            rows["unmatched"],
+            rows.get("lacking", 0),
+        )
+        self.party.align(
+            payload["labeled"][~val], payload["labeled"][val], payload["test"], payload.get("aligned_unlabeled")
+        )
         self.label.align(rows["labeled"][~val], rows["labeled"][val], rows["test"])
         return {"val_mask": val, **{key: site.get(key, []) + label.get(key, []) for key in {*site, *label}}}
 
-    def _report(self, owner: str, files: tuple[str, str], train_ids: list[str], test_ids: list[str],
-                unmatched: Payload, lacking: int = 0) -> Payload:
+    def _report(
+        self,
+        owner: str,
+        files: tuple[str, str],
+        train_ids: list[str],
+        test_ids: list[str],
+        unmatched: Payload,
+        lacking: int = 0,
+    ) -> Payload:
         """Log this party's unmatched IDs (they stay at the site). Returns, for the coordinator to fail the job
         with, the problems of its test rows without IDs: "lacking" (rows every other party has and it
         lacks) and "problems" (its rows without partner), each key only when it has some."""
         if unmatched["train"]["count"]:
             self.tracker.info(describe_unmatched(owner, files[0], train_ids, unmatched["train"], "train rows"))
         allowed, log = self._cfg.allow_partial_test, self.tracker.info
-        found = {"lacking": lacking_test(owner, files[1], lacking, allowed, log),
-                 "problems": partial_test(owner, files[1], test_ids, unmatched["test"], allowed, log)}
+        found = {
+            "lacking": lacking_test(owner, files[1], lacking, allowed, log),
+            "problems": partial_test(owner, files[1], test_ids, unmatched["test"], allowed, log),
+        }
         return {key: problems for key, problems in found.items() if problems}
 
     def _label_call(self, method: str, payload: Payload) -> Payload:

@@ -5,10 +5,12 @@ Every phase reads and writes its state here and nowhere else, so `save` after a 
 into a fresh party resume from that point. What only lives inside one per-batch round trip (an
 autograd graph waiting for its gradient) is not state and stays on the party.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 

@@ -26,6 +26,7 @@ How NVFlare 2.9 starts a job, and why the job's meta.json asks for 2 sites whate
   the transport ends the wait on it after join_timeout (flare/liveness.py), naming it.
 - in the simulator every `-n`/`--sites` client is a participant from the start.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -55,8 +56,10 @@ def check_unique(names: Sequence[str], where: str) -> list[str]:
     """`names` as a list, or a TopologyError calling a repeated name a duplicate (not "too few sites")."""
     repeated = duplicates(names)
     if repeated:
-        raise TopologyError(f"duplicate site names in {where}: {repeated} given more than once in {list(names)}; "
-                         f"every site needs its own name")
+        raise TopologyError(
+            f"duplicate site names in {where}: {repeated} given more than once in {list(names)}; "
+            f"every site needs its own name"
+        )
     return list(names)
 
 
@@ -77,13 +80,18 @@ def check_joined(joined: Sequence[str], expected: Sequence[str], min_sites: int)
     if missing or extra:
         problems = [f"sites of the job that did not join: {missing}"] if missing else []
         problems += [f"sites that joined but are not in the job: {extra}"] if extra else []
-        raise TopologyError(f"the job's sites are {sorted(expected)} but {sorted(joined)} joined; " + "; ".join(problems)
-                            + " (NVFlare runs a job on the sites connected when it starts it: connect exactly the "
-                              "job's sites and submit it again; in the simulator, --sites " + ",".join(expected) + ")",
-                            site=(missing or extra)[0])
+        raise TopologyError(
+            f"the job's sites are {sorted(expected)} but {sorted(joined)} joined; "
+            + "; ".join(problems)
+            + " (NVFlare runs a job on the sites connected when it starts it: connect exactly the "
+            "job's sites and submit it again; in the simulator, --sites " + ",".join(expected) + ")",
+            site=(missing or extra)[0],
+        )
     if len(joined) < min_sites:
-        raise TopologyError(f"the job needs at least {min_sites} sites (min_clients) but only {len(joined)} joined: "
-                            f"{sorted(joined)}; {min_sites - len(joined)} more must be connected when it starts")
+        raise TopologyError(
+            f"the job needs at least {min_sites} sites (min_clients) but only {len(joined)} joined: "
+            f"{sorted(joined)}; {min_sites - len(joined)} more must be connected when it starts"
+        )
 
 
 def check_data_sites(owner: str, data_root: str | None, sites: Sequence[str]) -> None:
@@ -100,15 +108,20 @@ def check_data_sites(owner: str, data_root: str | None, sites: Sequence[str]) ->
         return
     unused = sorted(set(site_folders(data_root)) - set(sites))
     if unused:
-        error = DataError.at(owner, data_root, f"site folders {unused} are not used by the job, which runs with "
-                                               f"{sorted(sites)}: their columns would be left out (run with every "
-                                               f"site of the data, or move those folders out of the data root)")
+        error = DataError.at(
+            owner,
+            data_root,
+            f"site folders {unused} are not used by the job, which runs with "
+            f"{sorted(sites)}: their columns would be left out (run with every "
+            f"site of the data, or move those folders out of the data root)",
+        )
         error.site = unused[0]  # the results' "site"
         raise error
 
 
-def check_job_sites(owner: str, joined: Sequence[str], expected: Sequence[str], min_sites: int,
-                    data_root: str | None) -> None:
+def check_job_sites(
+    owner: str, joined: Sequence[str], expected: Sequence[str], min_sites: int, data_root: str | None
+) -> None:
     """All of the above, before any data moves: names unique, the job's sites joined, the data's used."""
     check_unique(joined, "the job's sites")
     check_joined(joined, expected, min_sites)

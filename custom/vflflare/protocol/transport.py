@@ -4,9 +4,11 @@
 round trip (an NVFlare aux message: no task scheduling cost). Both send each listed site its payload,
 run `task` there and return each site's reply, recording every message in `ledger`.
 """
+
 from __future__ import annotations
 
-from typing import Mapping, Protocol
+from collections.abc import Mapping
+from typing import Protocol
 
 from vflflare.protocol.ledger import CommLedger
 from vflflare.protocol.payload import Payload

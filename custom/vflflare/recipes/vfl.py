@@ -21,14 +21,15 @@ without it (`vflflare.staging.without_code_note`).
 party granting the `byoc` right runs it). Plug-ins outside vflflare travel as files in app/custom
 (`plugin_files`) and are imported by module name (`config["plugins"]`).
 """
+
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from nvflare.app_opt.tracking.tb.tb_receiver import TBAnalyticsReceiver
 from nvflare.apis.job_def import ALL_SITES, SERVER_SITE_NAME
+from nvflare.app_opt.tracking.tb.tb_receiver import TBAnalyticsReceiver
 from nvflare.job_config.api import FedJob
 from nvflare.job_config.defs import FilterType
 from nvflare.recipe.prod_env import ProdEnv
@@ -58,13 +59,30 @@ def _new_job(name: str, bundle_code: bool) -> FedJob:
     return job
 
 
-def _add_psi(job: FedJob, min_clients: int, seed: int, id_normalize: list[str] | None, score: Any = None,
-             sites: list[str] | None = None) -> None:
+def _add_psi(
+    job: FedJob,
+    min_clients: int,
+    seed: int,
+    id_normalize: list[str] | None,
+    score: Any = None,
+    sites: list[str] | None = None,
+) -> None:
     """NVFlare's DH-PSI workflow over the sites' IDs, each site storing its intersection for the VFL
     phases (or later jobs) to align on. With `score` (a scoring job's config), over the IDs of each site's
     file of new rows instead, kept in the job."""
-    from vflflare.flare.psi import LOCAL_PSI_ID, PSI_ALGO_ID, PSI_TASK, PSI_WRITER_ID, VFLPSIController, VFLPSIExecutor
-    from vflflare.flare.psi import ExactDhPSITaskHandler, InJobPSIWriter, ScoreFilePSI, VFLPSIWriter, VFLSitePSI
+    from vflflare.flare.psi import (
+        LOCAL_PSI_ID,
+        PSI_ALGO_ID,
+        PSI_TASK,
+        PSI_WRITER_ID,
+        ExactDhPSITaskHandler,
+        InJobPSIWriter,
+        ScoreFilePSI,
+        VFLPSIController,
+        VFLPSIExecutor,
+        VFLPSIWriter,
+        VFLSitePSI,
+    )
 
     job.to_server(VFLPSIController(min_sites=min_clients, sites=sites), id="psi_controller")
     job.to_clients(VFLPSIExecutor(psi_algo_id=PSI_ALGO_ID), id="psi_executor", tasks=[PSI_TASK])
@@ -73,8 +91,10 @@ def _add_psi(job: FedJob, min_clients: int, seed: int, id_normalize: list[str] |
         job.to_clients(VFLSitePSI(psi_writer_id=PSI_WRITER_ID, seed=seed, id_normalize=id_normalize), id=LOCAL_PSI_ID)
         job.to_clients(VFLPSIWriter(), id=PSI_WRITER_ID)
     else:
-        job.to_clients(ScoreFilePSI(psi_writer_id=PSI_WRITER_ID, model_job=score.model_job,
-                                    score_file=score.score_file), id=LOCAL_PSI_ID)
+        job.to_clients(
+            ScoreFilePSI(psi_writer_id=PSI_WRITER_ID, model_job=score.model_job, score_file=score.score_file),
+            id=LOCAL_PSI_ID,
+        )
         job.to_clients(InJobPSIWriter(), id=PSI_WRITER_ID)
 
 
@@ -87,8 +107,10 @@ def expected_count(min_clients: int | None, sites: list[str] | None) -> int:
         min_clients = len(sites)
     min_clients = MIN_SITES if min_clients is None else min_clients
     if min_clients < MIN_SITES:
-        raise ValueError(f"vertical FL needs at least {MIN_SITES} sites, got min_clients={min_clients}"
-                         + (f" (sites {list(sites)})" if sites else ""))
+        raise ValueError(
+            f"vertical FL needs at least {MIN_SITES} sites, got min_clients={min_clients}"
+            + (f" (sites {list(sites)})" if sites else "")
+        )
     return min_clients
 
 
@@ -115,8 +137,10 @@ class _VFLJobRecipe(Recipe):
     def process_env(self, env: ExecEnv) -> None:
         if isinstance(env, ProdEnv):
             if not self.sites:  # every connected site of the project would take part
-                raise ValueError("a job for a provisioned deployment names its sites (sites=[...], job.py --sites "
-                                 "a,b): its parties are explicit, so that no other site of the project takes part")
+                raise ValueError(
+                    "a job for a provisioned deployment names its sites (sites=[...], job.py --sites "
+                    "a,b): its parties are explicit, so that no other site of the project takes part"
+                )
             # NVFlare deploys the job to the server and these sites alone, not to every connected site
             self._job._set_all_apps()
             deploy_map = self._job.job.deploy_map
@@ -126,8 +150,13 @@ class _VFLJobRecipe(Recipe):
         else:  # a provisioned deployment names vflflare on its allow list; the simulator and a POC do not
             self._add_code_note()
 
-    def export(self, job_dir: str, server_exec_params: dict | None = None, client_exec_params: dict | None = None,
-               env: ExecEnv | None = None):
+    def export(
+        self,
+        job_dir: str,
+        server_exec_params: dict | None = None,
+        client_exec_params: dict | None = None,
+        env: ExecEnv | None = None,
+    ):
         if env is None:  # a job folder for `nvflare simulator` or `vflflare simulate`
             self._add_code_note()
         return super().export(job_dir, server_exec_params, client_exec_params, env)
@@ -176,8 +205,11 @@ class VFLRecipe(_VFLJobRecipe):
     ) -> None:
         min_clients = expected_count(min_clients, sites)
         settings = {**(config or {}), "algorithm": algorithm, **({"sites": list(sites)} if sites else {})}
-        for key, value, default in (("label_owner", label_owner, SERVER), ("he", he, False),
-                                    ("alignment", "psi" if psi else alignment, "hash")):
+        for key, value, default in (
+            ("label_owner", label_owner, SERVER),
+            ("he", he, False),
+            ("alignment", "psi" if psi else alignment, "hash"),
+        ):
             if value != default:
                 settings[key] = value
         cfg = make_config(settings)  # an unknown key or bad value fails here, naming the algorithm
@@ -185,17 +217,29 @@ class VFLRecipe(_VFLJobRecipe):
         self.config, self.min_clients = settings, min_clients
         job = _new_job(name or f"{algorithm}_vfl", bundle_code)
         if psi:
-            _add_psi(job, min_clients, cfg.seed, cfg.id_normalize or None,
-                     score=cfg if plugin.psi_items == "score_file" else None, sites=cfg.sites or None)
-        job.to_server(VFLController(config=settings, min_sites=min_clients, record_messages=record_messages),
-                      id="vfl_controller")
+            _add_psi(
+                job,
+                min_clients,
+                cfg.seed,
+                cfg.id_normalize or None,
+                score=cfg if plugin.psi_items == "score_file" else None,
+                sites=cfg.sites or None,
+            )
+        job.to_server(
+            VFLController(config=settings, min_sites=min_clients, record_messages=record_messages), id="vfl_controller"
+        )
         job.to_server(TBAnalyticsReceiver(events=TRACKING_EVENTS), id="tb_receiver")
         if mlflow_uri is not None:  # the same curves, streamed by NVFlare's own MLflow receiver
             from nvflare.app_opt.tracking.mlflow.mlflow_receiver import MLflowReceiver
 
-            job.to_server(MLflowReceiver(tracking_uri=mlflow_uri or None, events=TRACKING_EVENTS,
-                                         kw_args={"experiment_name": f"vflflare {algorithm}",
-                                                  "run_name": name or f"{algorithm}_vfl"}), id="mlflow_receiver")
+            job.to_server(
+                MLflowReceiver(
+                    tracking_uri=mlflow_uri or None,
+                    events=TRACKING_EVENTS,
+                    kw_args={"experiment_name": f"vflflare {algorithm}", "run_name": name or f"{algorithm}_vfl"},
+                ),
+                id="mlflow_receiver",
+            )
         tasks = plugin.site_tasks()
         if cfg.he and cfg.label_owner != SERVER:  # each site's own key pair for the job (privacy/he_keys.py)
             tasks = [*tasks, *KEY_TASKS]
@@ -213,8 +257,15 @@ class PSIRecipe(_VFLJobRecipe):
     """NVFlare's DH-PSI alone; each site stores the intersection for later jobs with alignment "psi".
     id_normalize: the ID normalisation those jobs set (the PSI must match IDs the same way)."""
 
-    def __init__(self, *, min_clients: int | None = None, name: str = "psi", bundle_code: bool = False,
-                 id_normalize: list[str] | None = None, sites: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        min_clients: int | None = None,
+        name: str = "psi",
+        bundle_code: bool = False,
+        id_normalize: list[str] | None = None,
+        sites: list[str] | None = None,
+    ) -> None:
         min_clients = expected_count(min_clients, sites)
         job = _new_job(name, bundle_code)
         _add_psi(job, min_clients, 0, id_normalize, sites=list(sites) if sites else None)

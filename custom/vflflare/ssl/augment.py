@@ -5,6 +5,7 @@ puts the local column mean in its place; the strong view adds N(0, sigma^2) nois
 The paper writes alpha(x) = m*x + (1-m)*mean with m ~ B(1, r_m) while calling r_m "the expected ratio
 of elements that are masked"; we follow the text: an entry is replaced with probability r_m.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -21,11 +22,11 @@ class TabularBatch(NamedTuple):
     categorical: torch.Tensor  # int64 [n, d_cat]
 
     @classmethod
-    def from_block(cls, block: FeatureBlock) -> "TabularBatch":
+    def from_block(cls, block: FeatureBlock) -> TabularBatch:
         numeric = torch.as_tensor(block.numeric, dtype=torch.float32)
         return cls(numeric, torch.as_tensor(block.categorical, dtype=torch.int64))
 
-    def take(self, rows: torch.Tensor) -> "TabularBatch":
+    def take(self, rows: torch.Tensor) -> TabularBatch:
         return TabularBatch(self.numeric[rows], self.categorical[rows])
 
     @property
@@ -33,7 +34,7 @@ class TabularBatch(NamedTuple):
         return int(self.numeric.shape[0])
 
     @classmethod
-    def cat(cls, batches: list["TabularBatch"]) -> "TabularBatch":
+    def cat(cls, batches: list[TabularBatch]) -> TabularBatch:
         """Rows of several batches as one, for a single forward pass."""
         return cls(torch.cat([b.numeric for b in batches]), torch.cat([b.categorical for b in batches]))
 
@@ -57,7 +58,7 @@ class MaskToLocalMean:
         self.generator = generator
 
     @classmethod
-    def from_block(cls, block: FeatureBlock, rate: float, generator: torch.Generator) -> "MaskToLocalMean":
+    def from_block(cls, block: FeatureBlock, rate: float, generator: torch.Generator) -> MaskToLocalMean:
         """Statistics over the rows of `block` (the paper's x-bar over the site's N local samples)."""
         mean = torch.as_tensor(block.numeric, dtype=torch.float32).mean(dim=0)
         mode = torch.as_tensor(
@@ -134,7 +135,7 @@ class ScarfCorruption:
     @classmethod
     def from_block(
         cls, block: FeatureBlock, rate: float = 0.6, generator: torch.Generator | None = None
-    ) -> "ScarfCorruption":
+    ) -> ScarfCorruption:
         return cls(TabularBatch.from_block(block), rate, generator)
 
     def _corrupt(self, values: torch.Tensor, marginal: torch.Tensor) -> torch.Tensor:
@@ -173,7 +174,7 @@ class RandomFeatureReplacement:
     @classmethod
     def from_block(
         cls, block: FeatureBlock, rate: float = 0.3, generator: torch.Generator | None = None
-    ) -> "RandomFeatureReplacement":
+    ) -> RandomFeatureReplacement:
         return cls(TabularBatch.from_block(block), rate, generator)
 
     def _mask(self, like: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,7 @@ with optional class balancing of the pseudo-labels (`class_balance`):
   predicted confidently. Classes the model has learned less get lower thresholds, so the pseudo-labels
   do not collapse onto the easy classes. Needs `num_unlabeled` and the batch's row positions.
 """
+
 from __future__ import annotations
 
 from collections import deque

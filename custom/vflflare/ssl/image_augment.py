@@ -55,6 +55,7 @@ The distributions are those of the per-image version. What differs is only how t
 Determinism: all draws come from the caller's torch.Generator (on its device), in a fixed order and with shapes
 that depend only on the batch size, so the same generator seed gives bit-identical views on one device.
 """
+
 from __future__ import annotations
 
 import math
@@ -223,9 +224,11 @@ def affine_warp(
     a10, a11 = sin + cos * shear_y, sin * shear_x + cos
     # affine_grid works in [-1, 1] coordinates, x scaled by 2 / width and y by 2 / height, which rescales the
     # off-diagonal terms and makes a shift of move * side a shift of 2 move
-    theta = torch.stack(
-        [a00, a01 * (height / width), 2.0 * move_x, a10 * (width / height), a11, 2.0 * move_y], dim=1
-    ).view(-1, 2, 3).to(images.dtype)
+    theta = (
+        torch.stack([a00, a01 * (height / width), 2.0 * move_x, a10 * (width / height), a11, 2.0 * move_y], dim=1)
+        .view(-1, 2, 3)
+        .to(images.dtype)
+    )
     grid = F.affine_grid(theta, list(images.shape), align_corners=False)
     return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
@@ -602,8 +605,9 @@ class SimSiamView(_BatchedView):
         self.sigma = _blur_sigma(self.image_size)
 
     def draw(self, n: int) -> SimSiamDraw:
-        box = draw_resized_crop_boxes(self._uniform(n, 2 * _CROP_ATTEMPTS + 2, dtype=torch.float64),
-                                      self.image_size, self.scale)
+        box = draw_resized_crop_boxes(
+            self._uniform(n, 2 * _CROP_ATTEMPTS + 2, dtype=torch.float64), self.image_size, self.scale
+        )
         u = self._uniform(n, 9)
         return SimSiamDraw(
             *box,
@@ -624,13 +628,17 @@ class SimSiamView(_BatchedView):
         colour = self.channels == 3
         out = resized_crop(images, drawn.top, drawn.left, drawn.height, drawn.width, drawn.flip)
         jitter = drawn.jitter
-        out = _on_rows(out, jitter, lambda x: color_jitter(
-            x,
-            drawn.brightness[jitter],
-            drawn.contrast[jitter],
-            drawn.saturation[jitter] if colour else None,
-            drawn.saturation_first[jitter],
-        ))
+        out = _on_rows(
+            out,
+            jitter,
+            lambda x: color_jitter(
+                x,
+                drawn.brightness[jitter],
+                drawn.contrast[jitter],
+                drawn.saturation[jitter] if colour else None,
+                drawn.saturation_first[jitter],
+            ),
+        )
         if colour:
             out = torch.where(_per_image(drawn.gray), to_grayscale(out), out)
         return _on_rows(out, drawn.blur, lambda x: gaussian_blur(x, drawn.sigma[drawn.blur]))

@@ -1,6 +1,7 @@
 """The SSL methods FedHSSL runs with, as Table II of the paper (He et al.) tells them apart: the target
 encoder (the online one for SimSiam, an EMA copy for BYOL and MoCo), the predictor (an MLP, or the
 identity for MoCo) and the pair loss L_SSL(p, z). Projector widths are Appendix B's."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,6 @@
 """Supervised training of a head on fixed representations (Alg. 1 lines 22-27 and the auxiliary
 classifiers of Alg. 2), with early stopping on a validation split."""
+
 from __future__ import annotations
 
 import copy

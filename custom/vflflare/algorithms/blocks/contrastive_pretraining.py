@@ -1,10 +1,10 @@
 """The local self-supervised pretraining block (SS-VFL's LocalCL, Castiglia, Wang, Patterson, "Self-
 Supervised Vertical Federated Learning", Alg. 4, Eq. 2): every site trains its f_k by contrastive
 learning on two augmented views of each of its rows, without labels and without communication."""
+
 from __future__ import annotations
 
 import time
-
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,11 +13,11 @@ from torch import nn
 
 from vflflare.config import Settings
 from vflflare.models.heads import ProjectionHead
-from vflflare.seeding import derive_seed, seeded_init
-from vflflare.tracking import Progress
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
+from vflflare.seeding import derive_seed, seeded_init
 from vflflare.ssl.losses import NTXentLoss
+from vflflare.tracking import Progress
 
 
 @dataclass
@@ -77,8 +77,9 @@ class ContrastivePretrainSite:
             raise ValueError(f"{self.site}: contrastive pretraining needs at least 2 training rows, got {n}")
         generator = torch.Generator().manual_seed(derive_seed(self.seed, "contrastive"))
         views, loss_fn, projection = self.pretext(rows, generator)
-        optimizer = torch.optim.Adam([*self.encoder.parameters(), *projection.parameters()], lr=cfg.pretrain_lr,
-                                     weight_decay=cfg.weight_decay)
+        optimizer = torch.optim.Adam(
+            [*self.encoder.parameters(), *projection.parameters()], lr=cfg.pretrain_lr, weight_decay=cfg.weight_decay
+        )
         batch = min(cfg.pretrain_batch_size, n)
         steps_per_epoch = n // batch  # full batches only: a trailing batch of 1 row has no negatives
         self.encoder.train()
@@ -98,8 +99,9 @@ class ContrastivePretrainSite:
                 steps += 1
             epoch_loss = total / steps_per_epoch
             self.tracker.scalar("pretrain/contrastive_loss", epoch_loss, epoch)
-            bar.step(epoch + 1, f"loss {epoch_loss:.4f}, "
-                                f"{steps_per_epoch * batch / (time.monotonic() - started):.0f} rows/s")
+            bar.step(
+                epoch + 1, f"loss {epoch_loss:.4f}, {steps_per_epoch * batch / (time.monotonic() - started):.0f} rows/s"
+            )
         self.tracker.info(
             f"{self.site}: contrastive pretraining done, {cfg.pretrain_epochs} epochs ({steps} steps of {batch}) "
             f"on {n} local training rows, last loss {epoch_loss:.4f}"

@@ -8,6 +8,7 @@ representations travel, never a gradient: the exchange is the stop-gradient.
 Like split-NN's loop, each round trip carries the targets of the previous batch and the rows of the
 next one, so an epoch of T batches costs T uploads and T downloads per site (T + 1 round trips).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,12 +33,14 @@ def full_batches(n_rows: int, batch_size: int) -> int:
 
 def targets_for(z: dict[str, np.ndarray], active: str) -> dict[str, dict[str, np.ndarray]]:
     """Eq. 5's pairing: the active party gets every passive party's z_c, a passive party the active one's."""
-    return {site: {"targets": {j: z[j] for j in z if j != active} if site == active else {active: z[active]}}
-            for site in z}
+    return {
+        site: {"targets": {j: z[j] for j in z if j != active} if site == active else {active: z[active]}} for site in z
+    }
 
 
-def cross_party_epoch(net: Transport, active: str, order: np.ndarray, batch_size: int,
-                      iso_strength: float = 0.0) -> dict[str, float]:
+def cross_party_epoch(
+    net: Transport, active: str, order: np.ndarray, batch_size: int, iso_strength: float = 0.0
+) -> dict[str, float]:
     """One epoch over the aligned rows in `order` (positions in the sites' cross-party rows); returns each
     site's mean Eq. 5 loss. iso_strength > 0: the active party sends its z_c with ISO noise (lambda_p)."""
     defense = {active: {"iso": iso_strength}} if iso_strength > 0 else {}
@@ -56,16 +59,26 @@ def cross_party_epoch(net: Transport, active: str, order: np.ndarray, batch_size
     return {site: float(np.mean(values)) for site, values in losses.items()}
 
 
-def cross_party_ssl(net: Transport, active: str, n_rows: int, batch_size: int, rng: np.random.Generator,
-                    tracker: Tracker, iteration: int, iso_strength: float = 0.0) -> None:
+def cross_party_ssl(
+    net: Transport,
+    active: str,
+    n_rows: int,
+    batch_size: int,
+    rng: np.random.Generator,
+    tracker: Tracker,
+    iteration: int,
+    iso_strength: float = 0.0,
+) -> None:
     if active not in net.sites:
         raise ValueError(f"cross-party SSL: the active party '{active}' is not one of the sites {net.sites}")
     with net.ledger.phase("cross_ssl"):
         losses = cross_party_epoch(net, active, rng.permutation(n_rows), batch_size, iso_strength)
     for site, loss in losses.items():
         tracker.scalar(f"cross_ssl/loss/{site}", loss, iteration)
-    tracker.info(f"cross-party SSL, global iteration {iteration + 1}: loss "
-                 + ", ".join(f"{s} {v:.4f}" for s, v in losses.items()))
+    tracker.info(
+        f"cross-party SSL, global iteration {iteration + 1}: loss "
+        + ", ".join(f"{s} {v:.4f}" for s, v in losses.items())
+    )
 
 
 def cross_party_communications(n_rows: int, batch_size: int) -> tuple[int, int]:

@@ -1,6 +1,7 @@
 """The local semi-supervised block of one-shot and few-shot VFL: a site trains f_k with FixMatch-tab
 (Eq. 4-6) on its labeled rows (temporary or pseudo-labels) and its unlabeled rows, with a local head
 that never leaves the site. `FixMatchSite` is mixed into a FeatureParty."""
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,8 @@ import torch
 from vflflare.config import Settings
 from vflflare.models.heads import MLPHead
 from vflflare.seeding import derive_seed, seeded_init
-from vflflare.tracking import Progress
 from vflflare.ssl.fixmatch import CLASS_BALANCE, FixMatchLoss
+from vflflare.tracking import Progress
 
 
 @dataclass
@@ -52,7 +53,8 @@ class FixMatchSite:
         with seeded_init(derive_seed(self.seed, "ssl_head")):
             self.state["ssl_head"] = self.on_device(MLPHead(self.cfg.rep_dim, num_classes))
         self.state["ssl_optimizer"] = torch.optim.Adam(
-            [*self.encoder.parameters(), *self.state["ssl_head"].parameters()], lr=self.cfg.lr,
+            [*self.encoder.parameters(), *self.state["ssl_head"].parameters()],
+            lr=self.cfg.lr,
             weight_decay=self.cfg.weight_decay,
         )
 
@@ -110,8 +112,11 @@ class FixMatchSite:
             epoch_loss, mask_rate = total / steps, masked / steps
             self.tracker.scalar(f"ssl/{phase}_loss", epoch_loss, epoch)
             self.tracker.scalar(f"ssl/{phase}_pseudo_label_rate", mask_rate, epoch)
-            bar.step(epoch + 1, f"loss {epoch_loss:.4f}, pseudo-labels {mask_rate:.2f}, "
-                                f"{n_u / (time.monotonic() - started):.0f} unlabeled rows/s")
+            bar.step(
+                epoch + 1,
+                f"loss {epoch_loss:.4f}, pseudo-labels {mask_rate:.2f}, "
+                f"{n_u / (time.monotonic() - started):.0f} unlabeled rows/s",
+            )
         self.tracker.info(
             f"{self.site}: {phase} SSL done, {cfg.ssl_epochs} epochs on {n_l} labeled + {n_u} unlabeled rows, "
             f"last loss {epoch_loss:.4f}"

@@ -1,5 +1,6 @@
 """Step (3) of one-shot VFL (Alg. 1 line 28): temporary labels of the aligned rows = k-means clusters
 of the partial gradients the label party sent down."""
+
 from __future__ import annotations
 
 import numpy as np

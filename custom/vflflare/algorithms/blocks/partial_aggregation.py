@@ -5,6 +5,7 @@ Plain: NVFlare's WeightedAggregationHelper averages the parties' tensors (equal 
 1/K sum). With `he: true`: the secure aggregation block, so the coordinator adds CKKS ciphertexts and
 never sees a party's weights or the average; each party divides the decrypted sum by K.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,22 +33,32 @@ def average(contributions: dict[str, dict[str, np.ndarray]]) -> dict[str, np.nda
             raise ValueError(f"PMA: {site} shares {sorted(theirs)}, {sites[0]} shares {sorted(first)}")
         for name, value in theirs.items():
             if np.shape(value) != np.shape(first[name]):
-                raise ValueError(f"PMA: {name} is {np.shape(value)} at {site} but {np.shape(first[name])} at "
-                                 f"{sites[0]}; the parties' local top encoders must have the same shape")
+                raise ValueError(
+                    f"PMA: {name} is {np.shape(value)} at {site} but {np.shape(first[name])} at "
+                    f"{sites[0]}; the parties' local top encoders must have the same shape"
+                )
     helper = WeightedAggregationHelper(weigh_by_local_iter=False)
     for site in sites:
         helper.add({k: np.asarray(v, dtype=np.float64) for k, v in contributions[site].items()}, 1.0, site, 0)
     return {k: np.asarray(v, dtype=np.float32) for k, v in helper.get_result().items()}
 
 
-def partial_model_aggregation(net: Transport, he_context: Any, phase: str = "pma",
-                              iso: dict[str, float] | None = None) -> None:
+def partial_model_aggregation(
+    net: Transport, he_context: Any, phase: str = "pma", iso: dict[str, float] | None = None
+) -> None:
     """One PMA round: one upload (the shared weights) and one download (their average, or encrypted sum)
     per site. iso: {site: lambda} for the sites that add ISO noise to their contribution."""
     requests = {s: {"iso": iso[s]} if iso and iso.get(s) else {} for s in net.sites}
     if he_context is not None:
-        secure_sum(net, CONTRIBUTE, requests, UPDATE, he_context,
-                   result_requests={s: {"parties": len(net.sites)} for s in net.sites}, phase=phase)
+        secure_sum(
+            net,
+            CONTRIBUTE,
+            requests,
+            UPDATE,
+            he_context,
+            result_requests={s: {"parties": len(net.sites)} for s in net.sites},
+            phase=phase,
+        )
         return
     with net.ledger.phase(phase):
         replies = net.exchange(CONTRIBUTE, requests)
@@ -64,8 +75,11 @@ class PartialAggregationSite:
         raise NotImplementedError
 
     def shared_weights(self) -> dict[str, np.ndarray]:
-        return {name: t.detach().cpu().numpy().astype(np.float32)
-                for name, t in self.shared_module().state_dict().items() if t.is_floating_point()}
+        return {
+            name: t.detach().cpu().numpy().astype(np.float32)
+            for name, t in self.shared_module().state_dict().items()
+            if t.is_floating_point()
+        }
 
     def pma_contribute(self, payload: Payload) -> Payload:
         weights = self.shared_weights()
@@ -76,7 +90,10 @@ class PartialAggregationSite:
 
     def pma_update(self, payload: Payload) -> Payload:
         if "sum" in payload:
-            weights = {k: np.asarray(v, dtype=np.float32) / int(payload["parties"]) for k, v in payload["sum"]["weights"].items()}
+            weights = {
+                k: np.asarray(v, dtype=np.float32) / int(payload["parties"])
+                for k, v in payload["sum"]["weights"].items()
+            }
         else:
             weights = payload["average"]["weights"]
         module = self.shared_module()
@@ -84,5 +101,7 @@ class PartialAggregationSite:
         missing = sorted({k for k, t in own.items() if t.is_floating_point()} - set(weights))
         if missing:
             raise ValueError(f"site '{self.site}': the PMA average lacks {missing}")
-        module.load_state_dict({**own, **{k: torch.as_tensor(np.asarray(v)).reshape(own[k].shape) for k, v in weights.items()}})
+        module.load_state_dict(
+            {**own, **{k: torch.as_tensor(np.asarray(v)).reshape(own[k].shape) for k, v in weights.items()}}
+        )
         return {}

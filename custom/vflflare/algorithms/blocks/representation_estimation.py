@@ -1,6 +1,7 @@
 """Few-shot VFL's server-side estimation (Alg. 2 InferProb): the missing representations of a party's
 unaligned rows (Eq. 10, scaled dot product attention over the aligned rows) and the probability that a
 row gets a pseudo-label (Eq. 8-9)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,8 +45,9 @@ def estimate_joint_representations(own_index: int, h_u_own: np.ndarray, aligned:
 FEWSHOT_THRESHOLD_MODES = ("global", "prior_relative")
 
 
-def class_thresholds(threshold: float, num_classes: int, mode: str = "global",
-                     class_prior: np.ndarray | None = None) -> np.ndarray:
+def class_thresholds(
+    threshold: float, num_classes: int, mode: str = "global", class_prior: np.ndarray | None = None
+) -> np.ndarray:
     """Per-class thresholds t_c for Eq. 9.
 
     "global" (the paper): t_c = t for every class.

@@ -1,5 +1,6 @@
 """The representation-upload block: sites send f_k's output for parts of their rows, and the label
 party trains its classifier f_c on them (one-shot Alg. 1 lines 2-4 and 22-27, SS-VFL-I)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -9,13 +9,15 @@ One round of `secure_sum`:
 2. The coordinator adds the replies under encryption (`ckks.add_payloads`, server context).
 3. `exchange(result_task)`: the encrypted sum goes down; the site's DecryptTaskData filter decrypts it.
 """
+
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
+from vflflare.privacy import ckks
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
-from vflflare.privacy import ckks
+
 
 def encrypted_sum(replies: Mapping[str, Payload], ctx: ckks.HEContext) -> Payload:
     """The sum of the sites' encrypted replies (same structure each), computed without decrypting."""

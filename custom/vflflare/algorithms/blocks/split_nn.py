@@ -10,6 +10,7 @@ rounds all train this way. Its three parts:
   of a group go forward before the earlier ones' updates (gradients up to m - 1 steps stale).
   Early stopping on the validation metric, every party keeping its best weights as a candidate.
 """
+
 from __future__ import annotations
 
 import copy
@@ -51,8 +52,14 @@ class SplitNNSettings(Settings):
     batches_per_step: int = 1
 
     privacy_channels = frozenset({"representations", "gradients"})  # dL/dH to every site without labels
-    bounds = {"split_epochs": (1, None), "split_patience": (1, None), "local_steps": (1, None),  # Settings.validate
-              "split_checkpoint_every": (1, None), "iso_gradients": (0, None), "batches_per_step": (1, None)}
+    bounds = {
+        "split_epochs": (1, None),
+        "split_patience": (1, None),
+        "local_steps": (1, None),  # Settings.validate
+        "split_checkpoint_every": (1, None),
+        "iso_gradients": (0, None),
+        "batches_per_step": (1, None),
+    }
 
     @property
     def gradient_passes(self) -> int:
@@ -100,8 +107,9 @@ class SplitNNSite:
         """Training-mode forward of positions `rows` within `part`; keeps the graph for split_backward."""
         batch = self.part(part, torch.as_tensor(np.asarray(rows, dtype=np.int64)))
         if "split_optimizer" not in self.state:
-            self.state["split_optimizer"] = torch.optim.Adam(self.encoder.parameters(), lr=self.cfg.lr,
-                                                                weight_decay=self.cfg.weight_decay)
+            self.state["split_optimizer"] = torch.optim.Adam(
+                self.encoder.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay
+            )
         self.encoder.train()
         out = self.encode(batch)
         self._pending = (self._pending or []) + [(batch, out)]
@@ -121,7 +129,9 @@ class SplitNNSite:
             batch, out = self._pending.pop(0)
             grad_t = torch.as_tensor(np.asarray(grad, dtype=np.float32), device=out.device)
             if grad_t.shape != out.shape:
-                raise ValueError(f"{self.site}: gradient shape {tuple(grad_t.shape)} != representations {tuple(out.shape)}")
+                raise ValueError(
+                    f"{self.site}: gradient shape {tuple(grad_t.shape)} != representations {tuple(out.shape)}"
+                )
             optimizer.zero_grad()
             out.backward(grad_t)
             staged.append((batch, grad_t, [p.grad for p in params]))
@@ -157,10 +167,12 @@ class SplitNNLabel:
             raise RuntimeError("label party: split_begin(keep_classifier=True) needs a fitted classifier")
         if not keep_classifier:
             # every site's encoder outputs cfg.representation_width, so the input width is known before any batch
-            self.state["classifier"] = self.new_head(self.cfg.representation_width * len(self.sites), "split_classifier",
-                                                    sends_gradients=True)
-        self.state["split_optimizer"] = torch.optim.Adam(self.state["classifier"].parameters(), lr=self.cfg.lr,
-                                                            weight_decay=self.cfg.weight_decay)
+            self.state["classifier"] = self.new_head(
+                self.cfg.representation_width * len(self.sites), "split_classifier", sends_gradients=True
+            )
+        self.state["split_optimizer"] = torch.optim.Adam(
+            self.state["classifier"].parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay
+        )
         self.state.pop("candidate")
         self.state.pop("best")
 
@@ -188,12 +200,15 @@ class SplitNNLabel:
         if self.cfg.iso_gradients > 0:
             if "iso_generator" not in self.state:
                 self.state["iso_generator"] = self.private.generator("iso")
-            grads = {s: g if s == self.cfg.label_owner else iso(g, self.cfg.iso_gradients, self.state["iso_generator"])
-                     for s, g in grads.items()}
+            grads = {
+                s: g if s == self.cfg.label_owner else iso(g, self.cfg.iso_gradients, self.state["iso_generator"])
+                for s, g in grads.items()
+            }
         return {s: g.numpy().astype(np.float32) for s, g in grads.items()}, loss.item()
 
-    def split_steps(self, rows: list[np.ndarray], reps: list[dict[str, np.ndarray]]
-                    ) -> list[tuple[dict[str, np.ndarray], float]]:
+    def split_steps(
+        self, rows: list[np.ndarray], reps: list[dict[str, np.ndarray]]
+    ) -> list[tuple[dict[str, np.ndarray], float]]:
         """split_step on each batch of a group in order: one call (one relay to a label site) per round trip."""
         return [self.split_step(r, h) for r, h in zip(rows, reps)]
 
@@ -226,8 +241,10 @@ def _train_epoch(net: Transport, label: Any, order: np.ndarray, batch_size: int,
     for first in range(0, len(batches), per_step):
         group = batches[first : first + per_step]
         with net.ledger.timed_step():
-            replies = net.step("split", {s: {"rows": message(group), **({"grad": message(pending[s])} if pending else {})}
-                                         for s in net.sites})
+            replies = net.step(
+                "split",
+                {s: {"rows": message(group), **({"grad": message(pending[s])} if pending else {})} for s in net.sites},
+            )
         reps = [{s: _batches(reply["h"])[i] for s, reply in replies.items()} for i in range(len(group))]
         results = label.split_steps(group, reps) if per_step > 1 else [label.split_step(group[0], reps[0])]
         pending = {s: [grads[s] for grads, _ in results] for s in net.sites}
@@ -240,7 +257,7 @@ def _validate(net: Transport, label: Any) -> tuple[str, float]:
     """Validation metric of the current weights, which every party keeps as its candidate best."""
     label.keep_candidate()
     val_reps = net.step("represent", {s: {"parts": ["val"], "keep_candidate": True} for s in net.sites})
-    (metric, score), = label.evaluate("val", reps_of(val_reps, "val")).items()
+    ((metric, score),) = label.evaluate("val", reps_of(val_reps, "val")).items()
     return metric, score
 
 
@@ -259,8 +276,15 @@ def _test_curve_point(net: Transport, label: Any, epoch: int) -> dict[str, float
     return {"epoch": epoch + 1, "training_payload_bytes": spent, **scored}
 
 
-def _save_point(net: Transport, label: Any, cfg: SplitNNSettings, progress: dict[str, Any], rng: np.random.Generator,
-                info: dict[str, Any], last: bool) -> None:
+def _save_point(
+    net: Transport,
+    label: Any,
+    cfg: SplitNNSettings,
+    progress: dict[str, Any],
+    rng: np.random.Generator,
+    info: dict[str, Any],
+    last: bool,
+) -> None:
     """Every cfg.split_checkpoint_every epochs and after the last one, in a checkpointed run."""
     if isinstance(net, CheckpointedTransport) and (last or progress["epochs_run"] % cfg.split_checkpoint_every == 0):
         loop = {**progress, "rng": rng.bit_generator.state, "test_curve": info.get("test_curve", [])}
@@ -268,7 +292,11 @@ def _save_point(net: Transport, label: Any, cfg: SplitNNSettings, progress: dict
 
 
 def _resume_point(net: Transport, label: Any, rng: np.random.Generator, info: dict[str, Any]) -> dict[str, Any] | None:
-    saved = net.resume_point("split_training", getattr(label, "state", None)) if isinstance(net, CheckpointedTransport) else None
+    saved = (
+        net.resume_point("split_training", getattr(label, "state", None))
+        if isinstance(net, CheckpointedTransport)
+        else None
+    )
     if saved is None:
         return None
     rng.bit_generator.state = saved.pop("rng")
@@ -278,8 +306,15 @@ def _resume_point(net: Transport, label: Any, rng: np.random.Generator, info: di
 
 
 def train_split_nn(
-    net: Transport, label: Any, cfg: SplitNNSettings, n_rows: int, epochs: int, keep_classifier: bool,
-    tracker: Tracker, info: dict[str, Any], phase: str = "split_training",
+    net: Transport,
+    label: Any,
+    cfg: SplitNNSettings,
+    n_rows: int,
+    epochs: int,
+    keep_classifier: bool,
+    tracker: Tracker,
+    info: dict[str, Any],
+    phase: str = "split_training",
 ) -> dict[str, float]:
     """Early stopping on the validation metric; returns 'val_*' and 'test_*' of the best state. Writes
     the number of epochs run to info['split_epochs'] and, with cfg.test_curve, the per-epoch test
@@ -317,8 +352,9 @@ def train_split_nn(
             progress.update(epochs_run=epoch + 1, metric=metric)
             bar.step(epoch + 1, f"train loss {loss:.4f}, {metric} {score:.4f}")
             _save_point(net, label, cfg, progress, rng, info, last=progress["stopped"] or epoch + 1 == epochs)
-        tracker.info(f"split-NN stopped after {progress['epochs_run']} epochs, best {progress['metric']} "
-                     f"{progress['best']:.4f}")
+        tracker.info(
+            f"split-NN stopped after {progress['epochs_run']} epochs, best {progress['metric']} {progress['best']:.4f}"
+        )
     with net.ledger.phase("evaluation"):
         label.restore_best()
         net.step("restore", {s: {} for s in net.sites})
@@ -335,7 +371,8 @@ def split_nn_communications(
     (uploads, downloads) more for the site that hosts the label party).
 
     Per epoch: one upload per round trip of batches_per_step batches (their representations) and one
-    download per round trip (their gradients), plus the validation upload; test_curve adds one test upload per epoch; the final evaluation one
+    download per round trip (their gradients), plus the validation upload; test_curve adds one test upload per epoch;
+    the final evaluation one
     upload; finetuning one validation upload before the first epoch. A label-owning site also gets
     every batch's representations (one download) and returns the gradients (one upload), and gets the
     representations of every evaluation: per epoch, plus test_curve's, plus val and test at the end."""

@@ -1,7 +1,9 @@
 """Clustering what a site receives into classes: one-shot's own ClientUpdate (Sun et al., ICCV 2023, Alg. 1
 line 28: k-means on the directions of the partial gradients, which become the site's temporary labels) used
-as an attack on every gradient pass, and few-shot's pseudo-label probabilities p^ (Alg. 2), read as a score. With a linear head on two classes every gradient row is a signed
+as an attack on every gradient pass, and few-shot's pseudo-label probabilities p^ (Alg. 2), read as a score. With a
+linear head on two classes every gradient row is a signed
 multiple of one vector, so the clusters are the labels up to renaming."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,8 +31,9 @@ def recovered(groups: np.ndarray, labels: np.ndarray, num_classes: int) -> float
 
 def gradient_cluster_leak(rounds: list[GradientRound], labels: np.ndarray, num_classes: int, seed: int = 0) -> float:
     """Mean over passes of what k-means on the gradient directions recovers."""
-    return float(np.mean([recovered(clusters_of(r.grads, num_classes, seed), labels[r.positions], num_classes)
-                          for r in rounds]))
+    return float(
+        np.mean([recovered(clusters_of(r.grads, num_classes, seed), labels[r.positions], num_classes) for r in rounds])
+    )
 
 
 def probability_leak(probs: np.ndarray, labels: np.ndarray, num_classes: int) -> float | None:

@@ -4,6 +4,7 @@ parties, the sites without labels pool what they received. For a row, each site'
 block of dL/dH: side by side they are the row's gradient on the concatenated representation, with every
 site's independent defense noise, so the pooled row carries every site's evidence at once. The pooled
 rounds are then scored by the single-site attacks (norm, direction, clusters, multi-pass, known head)."""
+
 from __future__ import annotations
 
 import numpy as np

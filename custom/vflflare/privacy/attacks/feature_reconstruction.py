@@ -4,6 +4,7 @@ inference attacks): from the representations a site uploaded, predict the site's
 ridge regression fitted on auxiliary rows whose both sides the label party is assumed to know. Scored per
 column as R² against predicting the auxiliary rows' mean, on the other rows: 0 = learned nothing, 1 = the
 column exactly."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,10 @@ def reconstruction_r2(reps: np.ndarray, columns: np.ndarray, aux_rows: int = AUX
     first rows, against their mean."""
     reps, columns = np.asarray(reps, dtype=np.float64), np.asarray(columns, dtype=np.float64)
     if len(reps) != len(columns) or len(reps) < 4:
-        raise ValueError(f"feature reconstruction needs as many representations as rows of columns, at least 4: "
-                         f"got {len(reps)} and {len(columns)}")
+        raise ValueError(
+            f"feature reconstruction needs as many representations as rows of columns, at least 4: "
+            f"got {len(reps)} and {len(columns)}"
+        )
     aux_rows = min(aux_rows, len(reps) // 2)
     model = make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13)))
     model.fit(reps[:aux_rows], columns[:aux_rows])

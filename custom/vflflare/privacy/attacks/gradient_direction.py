@@ -3,6 +3,7 @@ Sec. 3.2): for a binary cross-entropy loss the gradients of two rows point the s
 a label and opposite ways otherwise. Without any known label the site takes, in each message, the row with
 the largest gradient norm as its reference (likely of the rare class, see gradient_norm.py) and scores every
 row of the message by the cosine of its gradient with the reference's."""
+
 from __future__ import annotations
 
 import numpy as np

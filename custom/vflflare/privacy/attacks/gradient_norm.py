@@ -1,6 +1,7 @@
 """Norm scoring (Li et al., "Label Leakage and Protection in Two-party Split Learning", ICLR 2022, Sec. 3.1):
 with a skewed binary task, the rows of the rare class get larger cross-entropy gradients, so a site without
 labels ranks the rows of each pass by the L2 norm of the gradient it received for them."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -9,6 +9,7 @@ throws away every noise component outside it (all but C - 1 of rep_dim dimension
 This only works while the head is the one derived from the public seed; a head initialised from the label
 party's private randomness (the fix) leaves the attacker a random W, and the projection scores chance.
 With a hidden layer the input gradient depends on each row's hidden activations: it does not apply."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -77,8 +78,9 @@ def decoded_labels(grads: np.ndarray, weight: np.ndarray) -> np.ndarray:
     return decoded_label_error(grads, weight).argmin(axis=1).astype(np.int64)
 
 
-def public_site_weight(seed: int, purpose: str, width: int, num_sites: int, positions: Sequence[int],
-                       num_classes: int, hidden: int) -> np.ndarray | None:
+def public_site_weight(
+    seed: int, purpose: str, width: int, num_sites: int, positions: Sequence[int], num_classes: int, hidden: int
+) -> np.ndarray | None:
     """W_k: the public head's columns of the sites at `positions`; None with a hidden layer."""
     weight = public_head_weight(seed, purpose, width * num_sites, num_classes, hidden)
     return None if weight is None else weight[:, site_columns(positions, width)]

@@ -2,6 +2,7 @@
 max(AUC, 1 - AUC) of the attack's score against the true labels (the attacker need not know which end of
 its score is the positive class: 0.5 is chance, 1 is every label); for more classes the recovery accuracy
 under the best renaming of the attacker's groups to classes, to be read beside the majority-class rate."""
+
 from __future__ import annotations
 
 import numpy as np

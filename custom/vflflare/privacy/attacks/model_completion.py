@@ -13,6 +13,7 @@ CAP (Eq. 8): the mean over protection strengths lambda of U(model_lambda) * E(re
 with U the main task metric and E the label recovery error (1 - MC accuracy): high when a defense keeps
 utility while the attack fails.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -20,8 +21,8 @@ from collections.abc import Sequence
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
-from sklearn.preprocessing import StandardScaler
 from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 AUX_ROWS = 80  # the paper's auxiliary labeled rows
 
@@ -41,8 +42,13 @@ def auxiliary_rows(labels: np.ndarray, count: int, rng: np.random.Generator) -> 
     return np.sort(np.concatenate(picked))
 
 
-def model_completion_attack(aux_reps: np.ndarray, aux_labels: np.ndarray, inference_reps: np.ndarray,
-                            inference_labels: np.ndarray, seed: int = 0) -> dict[str, float]:
+def model_completion_attack(
+    aux_reps: np.ndarray,
+    aux_labels: np.ndarray,
+    inference_reps: np.ndarray,
+    inference_labels: np.ndarray,
+    seed: int = 0,
+) -> dict[str, float]:
     """Label recovery of an inference head fitted on the adversary's own representations: its accuracy (the
     paper's measure) and, for two classes, its AUC (on a skewed table, accuracy alone can sit below the
     majority-class rate even when the head ranks rows well)."""

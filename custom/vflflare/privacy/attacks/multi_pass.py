@@ -11,6 +11,7 @@ do, whose reported leak is the mean over passes):
   against the running mean;
 - clusters: k-means per pass (one-shot's ClientUpdate), each pass's cluster ids renamed to pass 0's by
   Hungarian matching on their co-occurrence, then each row's share of votes per cluster."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -74,8 +75,9 @@ def aligned_direction(rounds: list[GradientRound], n_rows: int) -> tuple[np.ndar
     return consensus[seen], seen
 
 
-def renamed_to(reference: np.ndarray, reference_rows: np.ndarray, clusters: np.ndarray, rows: np.ndarray,
-               num_clusters: int) -> np.ndarray:
+def renamed_to(
+    reference: np.ndarray, reference_rows: np.ndarray, clusters: np.ndarray, rows: np.ndarray, num_clusters: int
+) -> np.ndarray:
     """clusters with their ids renamed to the reference's by the matching that maximises co-occurrence."""
     common, in_ref, in_clusters = np.intersect1d(reference_rows, rows, return_indices=True)
     together = np.zeros((num_clusters, num_clusters), dtype=np.int64)
@@ -86,13 +88,15 @@ def renamed_to(reference: np.ndarray, reference_rows: np.ndarray, clusters: np.n
     return rename[clusters]
 
 
-def cluster_votes(rounds: list[GradientRound], num_classes: int, n_rows: int,
-                  seed: int) -> tuple[np.ndarray, np.ndarray]:
+def cluster_votes(
+    rounds: list[GradientRound], num_classes: int, n_rows: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Each row's share of votes per cluster [rows seen, num_classes], and the rows seen."""
     clusters = [clusters_of(r.grads, num_classes, seed) for r in rounds]
     first = rounds[0].positions
-    clusters = [clusters[0]] + [renamed_to(clusters[0], first, c, r.positions, num_classes)
-                                for c, r in zip(clusters[1:], rounds[1:])]
+    clusters = [clusters[0]] + [
+        renamed_to(clusters[0], first, c, r.positions, num_classes) for c, r in zip(clusters[1:], rounds[1:])
+    ]
     votes = np.zeros((n_rows, num_classes))
     for r, c in zip(rounds, clusters):
         np.add.at(votes, (r.positions, c), 1)
@@ -100,8 +104,9 @@ def cluster_votes(rounds: list[GradientRound], num_classes: int, n_rows: int,
     return votes[seen] / votes[seen].sum(axis=1, keepdims=True), seen
 
 
-def multi_pass_leaks(rounds: list[GradientRound], labels: np.ndarray, num_classes: int,
-                     seed: int = 0) -> dict[str, float]:
+def multi_pass_leaks(
+    rounds: list[GradientRound], labels: np.ndarray, num_classes: int, seed: int = 0
+) -> dict[str, float]:
     """Each aggregated attack's leak (AUC for two classes, recovery accuracy for more) against the aligned
     rows' `labels`; empty with fewer than 2 passes (nothing to aggregate)."""
     if len(rounds) < 2:
@@ -112,6 +117,8 @@ def multi_pass_leaks(rounds: list[GradientRound], labels: np.ndarray, num_classe
         return {"multi_pass_clusters": cluster_label_agreement(share.argmax(axis=1), labels[seen])}
     norms, norm_rows = mean_norm(rounds, n_rows)
     direction, direction_rows = aligned_direction(rounds, n_rows)
-    return {"multi_pass_norm": leak_auc(norms, labels[norm_rows]),
-            "multi_pass_direction": leak_auc(direction, labels[direction_rows]),
-            "multi_pass_clusters": leak_auc(share[:, 1], labels[seen])}
+    return {
+        "multi_pass_norm": leak_auc(norms, labels[norm_rows]),
+        "multi_pass_direction": leak_auc(direction, labels[direction_rows]),
+        "multi_pass_clusters": leak_auc(share[:, 1], labels[seen]),
+    }

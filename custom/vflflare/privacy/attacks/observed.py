@@ -5,11 +5,12 @@ A site receives the requests the coordinator sends it (per-row gradients, pseudo
 label party receives every site's replies (representations), wherever it runs: at the coordinator, or at a
 label-owning site to which the coordinator relays them.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 import torch
@@ -91,8 +92,13 @@ def received_gradients(messages: list[Message], site: str) -> list[GradientRound
     def close() -> None:
         nonlocal current, seen
         if current:
-            rounds.append(GradientRound(np.concatenate([p for p, _, _ in current]), np.concatenate([g for _, g, _ in current]),
-                                        np.concatenate([np.full(len(p), i) for p, _, i in current])))
+            rounds.append(
+                GradientRound(
+                    np.concatenate([p for p, _, _ in current]),
+                    np.concatenate([g for _, g, _ in current]),
+                    np.concatenate([np.full(len(p), i) for p, _, i in current]),
+                )
+            )
         current, seen = [], set()
 
     for index, message in enumerate(m for m in messages if m.site == site):

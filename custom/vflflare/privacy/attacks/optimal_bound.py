@@ -6,6 +6,7 @@ ROC curve has AUC Phi(sensitivity / (sigma sqrt 2)), and `releases` independent 
 distance by sqrt(releases). With rows clipped to C and noise std z C, the sensitivity of a row's gradient to
 its label is 2C: one release reaches at most Phi(sqrt(2) / z). Beside it, a measured leak says how much of
 that bound the attacks actually take."""
+
 from __future__ import annotations
 
 import math

@@ -13,6 +13,7 @@ must score no better than the plain ones. Each replay mirrors the old derivation
 - representation noise: site k's seed(seed(job seed, f"site-{k}"), "rep-noise"), one draw of the upload's
   shape per `FeatureParty.to_upload`, in the order the site uploaded (its scale, strength x the clean RMS,
   is fitted by least squares, the clean RMS being unknown to the label party)."""
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,9 @@ def label_stream(seed: int, purpose: str) -> torch.Generator:
     return torch.Generator().manual_seed(derive_seed(derive_seed(seed, "label"), purpose))
 
 
-def gradient_replay_blocker(clip: float, noise: float, keep: float, marvell: float, iso: float,
-                            batches_per_step: int) -> str | None:
+def gradient_replay_blocker(
+    clip: float, noise: float, keep: float, marvell: float, iso: float, batches_per_step: int
+) -> str | None:
     """Why the gradient noise cannot be replayed (None: it can)."""
     if clip <= 0 or noise <= 0:
         return "no gradient noise to replay"
@@ -56,8 +58,9 @@ def calls_of(rounds: list[GradientRound]) -> list[int]:
     return sizes
 
 
-def replay_gradient_noise(seed: int, call_rows: list[int], width: int, site_index: int, defended_sites: int,
-                          std: float) -> np.ndarray:
+def replay_gradient_noise(
+    seed: int, call_rows: list[int], width: int, site_index: int, defended_sites: int, std: float
+) -> np.ndarray:
     """The noise site number `site_index` (among the `defended_sites` sites without labels, in the job's
     order) got in each call, concatenated in received order [sum(call_rows), width]."""
     generator = label_stream(seed, "gradient-defense:batches")
@@ -75,7 +78,7 @@ def cleaned_rounds(rounds: list[GradientRound], noise: np.ndarray) -> list[Gradi
     cleaned, start = [], 0
     for r in rounds:
         flat = r.grads.reshape(len(r.grads), -1).astype(np.float64)
-        cleaned.append(GradientRound(r.positions, flat - noise[start:start + len(flat)], r.message))
+        cleaned.append(GradientRound(r.positions, flat - noise[start : start + len(flat)], r.message))
         start += len(flat)
     return cleaned
 
@@ -111,8 +114,9 @@ def noised_uploads(messages: list[Message], site: str) -> tuple[list[tuple[str, 
             batches = message.reply["h"] if isinstance(message.reply["h"], list) else [message.reply["h"]]
             uploads += [("split:h", np.asarray(batch)) for batch in batches]
         elif any(np.ndim(v) == 2 and np.asarray(v).dtype.kind == "f" for v in message.reply.values()):
-            return uploads, (f"not attempted: the site uploads through '{message.task}', whose noise draws are not "
-                             f"replayed")
+            return uploads, (
+                f"not attempted: the site uploads through '{message.task}', whose noise draws are not replayed"
+            )
     return uploads, None
 
 
@@ -127,5 +131,5 @@ def remove_representation_noise(received: np.ndarray, unit_noise: np.ndarray) ->
     uncorrelated with the noise, so a is the strength x clean RMS up to O(1/sqrt(size)))."""
     received = np.asarray(received, dtype=np.float64)
     unit_noise = np.asarray(unit_noise, dtype=np.float64)
-    scale = float((received * unit_noise).sum() / max(float((unit_noise ** 2).sum()), 1e-12))
+    scale = float((received * unit_noise).sum() / max(float((unit_noise**2).sum()), 1e-12))
     return received - scale * unit_noise

@@ -10,6 +10,7 @@
 
 Projectors / predictors are model pieces: Predictor lives in byol.py and serves SimSiam too.
 """
+
 from vflflare.ssl.losses.byol import BYOL_MOMENTUM, BYOLLoss, Predictor
 from vflflare.ssl.losses.moco import MOCO_MOMENTUM, MoCoLoss, momentum_update, target_copy
 from vflflare.ssl.losses.ntxent import NTXentLoss

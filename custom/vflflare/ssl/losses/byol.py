@@ -9,6 +9,7 @@ predictor h, z~_i = f~(v_i) from the target encoder, a momentum copy of f update
 
 The predictor is a model piece; `Predictor` is here (and SimSiam uses it too).
 """
+
 from __future__ import annotations
 
 import torch

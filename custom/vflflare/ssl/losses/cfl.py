@@ -8,6 +8,7 @@ views x'^a = D(E(x^a)), x'^b = D(E(x^b)) of a tuple pair:
   (a bare dot product is unbounded below); temperature `temperature`.
 - L_d, distance: mean Euclidean distance |x'^a - x'^b|_2 per row (the paper's C(.)).
 """
+
 from __future__ import annotations
 
 import torch

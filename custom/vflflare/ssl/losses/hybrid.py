@@ -14,6 +14,7 @@ with p_kl = h_l(f_l(v_k)), z~_kl = f~_l(v_k) from the local target encoder, z_kc
 party's cross-party encoder, which only guides here (step 2 updates f_l and h_l alone). gamma = 0.5 in
 the paper.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -37,8 +38,10 @@ def cross_party_loss(pair_loss: PairLoss, prediction: torch.Tensor, received: Se
         raise ValueError("cross-party SSL needs at least one other party's representations")
     for z in received:
         if z.shape != prediction.shape:
-            raise ValueError(f"received representations {tuple(z.shape)} do not match the prediction "
-                             f"{tuple(prediction.shape)}: the parties' cross-party encoders must share rep_dim")
+            raise ValueError(
+                f"received representations {tuple(z.shape)} do not match the prediction "
+                f"{tuple(prediction.shape)}: the parties' cross-party encoders must share rep_dim"
+            )
     return torch.stack([pair_loss(prediction, z.detach()) for z in received]).mean()
 
 

@@ -10,6 +10,7 @@ The loss does not touch the queue: call `enqueue(k)` after the optimiser step (a
 forward twice and enqueues both key batches). The queue starts as random unit vectors (MoCo's own
 initialisation) drawn from a fixed seed, so it does not consume the caller's RNG.
 """
+
 from __future__ import annotations
 
 import copy

@@ -7,6 +7,7 @@ in its in-batch form: the batch holds the 2n views of n rows; each view's positi
 its row, and the denominator runs over the 2n - 1 other views (the positive and 2n - 2 negatives).
 The loss is the mean over all 2n anchors.
 """
+
 from __future__ import annotations
 
 import torch

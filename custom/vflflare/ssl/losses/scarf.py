@@ -8,6 +8,7 @@ z = h(x) of the clean rows, z~ = h(x~) of their SCARF corruptions; each clean ro
 corruption and its negatives the other rows' corruptions (one direction, N candidates, no clean-clean
 pairs: unlike NT-Xent's 2N - 1). The 1/N inside the log makes L = cross-entropy - log N.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,9 @@ class ScarfInfoNCELoss(nn.Module):
 
     def forward(self, z: torch.Tensor, z_corrupted: torch.Tensor) -> torch.Tensor:
         if z.shape != z_corrupted.shape or z.dim() != 2:
-            raise ValueError(f"z and z_corrupted must both be [n, d], got {tuple(z.shape)} and {tuple(z_corrupted.shape)}")
+            raise ValueError(
+                f"z and z_corrupted must both be [n, d], got {tuple(z.shape)} and {tuple(z_corrupted.shape)}"
+            )
         similarity = F.normalize(z, dim=1) @ F.normalize(z_corrupted, dim=1).T
         targets = torch.arange(len(z), device=z.device)
         return F.cross_entropy(similarity / self.temperature, targets) - math.log(len(z))

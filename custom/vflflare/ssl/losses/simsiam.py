@@ -5,6 +5,7 @@
 averaged over the batch (L lies in [-1, 1]). One encoder f for both views (no momentum copy),
 p_i = h(z_i) with a predictor h (byol.Predictor); the stop-gradient on z is what prevents collapse.
 """
+
 from __future__ import annotations
 
 import torch
