@@ -21,8 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from vflflare.cli import find_results, parse_overrides, parse_site_names, quiet_log_config
+from vflflare.cli import parse_overrides, parse_site_names
 from vflflare.config import SERVER
+from vflflare.simulation import find_results, quiet_log_config
 from vflflare.user_paths import user_temp
 
 # NVFlare's recipes and the plug-ins (torch) load after the arguments parse: `--help` answers at once
@@ -139,12 +140,12 @@ def main() -> int:
     args = parse_args()
     if args.data_root:
         os.environ["VFLFLARE_DATA_ROOT"] = str(Path(args.data_root).resolve())
-    from vflflare.algorithms.registry import ALGORITHMS
     from vflflare.recipes import VFLRecipe
+    from vflflare.registry import algorithms
     from vflflare.results import format_table
 
-    if args.algorithm not in ALGORITHMS:
-        raise SystemExit(f"job.py: unknown --algorithm {args.algorithm!r}; known: {', '.join(sorted(ALGORITHMS))}")
+    if args.algorithm not in algorithms():
+        raise SystemExit(f"job.py: unknown --algorithm {args.algorithm!r}; known: {', '.join(sorted(algorithms()))}")
     count, names = site_args(args.sites)
     try:
         recipe = VFLRecipe(

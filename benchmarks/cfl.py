@@ -36,8 +36,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from vflflare import cli
-from vflflare.algorithms.registry import make_config
-from vflflare.data.silo_split import SETTINGS
+from vflflare.data.split.silo import SETTINGS
+from vflflare.registry import make_config
 
 RESULTS = COMMITTED / "cfl.jsonl"
 SPLITS = Path("/tmp/vflflare-bench/cfl-splits")

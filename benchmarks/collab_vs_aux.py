@@ -146,7 +146,7 @@ def run_sim(path: str, job: Path, k: int, root: Path, work: Path, rep: int, time
     shutil.rmtree(workspace, ignore_errors=True)
     start = time.perf_counter()
     if path == "aux":
-        from vflflare.cli import simulate
+        from vflflare.simulation import simulate
 
         try:
             result = simulate(str(job), str(workspace), k, k, str(root), timeout=timeout)

@@ -63,12 +63,12 @@ from common import (
 from sklearn.metrics import roc_auc_score
 from torch import nn
 
-from vflflare.algorithms.blocks.classifier import fit_head, predict_proba
-from vflflare.algorithms.registry import make_config
 from vflflare.cli import parse_overrides
 from vflflare.config import JobConfig
+from vflflare.models.fitting import fit_head, predict_proba
 from vflflare.models.heads import MLPHead
 from vflflare.models.tabular import TabularEncoder
+from vflflare.registry import make_config
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.tracking import LogTracker
 

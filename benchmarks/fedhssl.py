@@ -51,11 +51,11 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from vflflare import cli
-from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare.cli import parse_overrides
 from vflflare.config import JobConfig
 from vflflare.data.sources import load_source
 from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.registry import get_algorithm, make_config
 
 RESULTS = COMMITTED / "fedhssl.jsonl"  # compact records; --out a file per --set (see main)
 SPLITS = Path("/tmp/vflflare-bench/fedhssl-splits")

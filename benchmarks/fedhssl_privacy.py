@@ -1,7 +1,7 @@
 """FedHSSL's privacy evaluation (He et al., Section VI, Tables VI and VII), on credit default.
 
 Party 1 (site-1) owns the labels and is the active party; party 2 (site-2) is the adversary. It runs the
-model-completion (MC) attack (privacy/attacks/model_completion.py): a logistic-regression inference head on its
+model-completion (MC) attack (attacks/model_completion.py): a logistic-regression inference head on its
 own trained bottom model, fitted on AUX_ROWS = 80 auxiliary labeled rows (the first 80 aligned labeled
 rows: it knows their IDs, and we give it their labels), then scored on the test rows.
 
@@ -41,11 +41,11 @@ from common import (
 )  # fmt: skip
 from fedhssl import ALIGNED_SHARE, labeled_fraction
 
-from vflflare.algorithms.registry import make_config
+from vflflare.attacks.model_completion import AUX_ROWS, cap, model_completion_attack
 from vflflare.cli import parse_overrides
 from vflflare.data.sources import load_source
-from vflflare.privacy.attacks.model_completion import AUX_ROWS, cap, model_completion_attack
 from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.registry import make_config
 
 RESULTS = COMMITTED / "fedhssl_privacy.jsonl"  # compact records: numbers and settings
 SPLITS = Path("/tmp/vflflare-bench/fedhssl-splits")

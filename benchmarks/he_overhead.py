@@ -34,9 +34,9 @@ from common import (
     read_jsonl,
 )  # fmt: skip
 
-from vflflare.cli import simulate
 from vflflare.jobs import write_job
 from vflflare.privacy import ckks
+from vflflare.simulation import simulate
 
 RESULTS = COMMITTED / "he_overhead.jsonl"
 SEED, OVERLAP = 0, 1000

@@ -55,12 +55,12 @@ from ssvfl import PretrainOnce, pretrain_key
 
 from vflflare import cli
 from vflflare.algorithms.oneshot import OneShotConfig
-from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare.cli import parse_overrides
 from vflflare.data.loading import load_label_tables
 from vflflare.protocol.inprocess import InProcessTransport
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.setup import SERVER
+from vflflare.registry import get_algorithm, make_config
 from vflflare.tracking import LogTracker
 
 RESULTS = COMMITTED / "images_cpu.jsonl"  # compact records: numbers and settings

@@ -26,11 +26,12 @@ from pathlib import Path
 
 from common import environment
 
-from vflflare.algorithms.registry import make_config
 from vflflare.cli import main as cli_main
-from vflflare.cli import parse_overrides, simulate
+from vflflare.cli import parse_overrides
 from vflflare.jobs import write_job
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
+from vflflare.simulation import simulate
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 SHORT = {"ssl_epochs": 5, "split_epochs": 10, "split_patience": 10, "pretrain_epochs": 5}

@@ -42,7 +42,7 @@ from common import (
 from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import roc_auc_score
 
-from vflflare.algorithms.registry import get_algorithm, make_config
+from vflflare.registry import get_algorithm, make_config
 
 RESULTS = COMMITTED / "imbalance.jsonl"  # compact records: numbers and settings
 

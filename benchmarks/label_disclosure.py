@@ -33,12 +33,12 @@ from common import (
 from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
 from vflflare.algorithms.blocks.representations import reps_of, upload_representations
 from vflflare.algorithms.oneshot import OneShotVFL
-from vflflare.algorithms.registry import make_config
+from vflflare.attacks.leak import cluster_label_agreement
 from vflflare.data.loading import load_label_tables
-from vflflare.privacy.attacks.leak import cluster_label_agreement
 from vflflare.protocol.inprocess import InProcessTransport
 from vflflare.protocol.setup import SERVER, setup_parties
 from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.registry import make_config
 from vflflare.seeding import derive_seed
 from vflflare.tracking import LogTracker
 

@@ -40,9 +40,9 @@ from common import (
     run_vfl,
 )  # fmt: skip
 
-from vflflare.algorithms.registry import make_config
-from vflflare.cli import simulate
 from vflflare.jobs import write_job
+from vflflare.registry import make_config
+from vflflare.simulation import simulate
 
 RESULTS = COMMITTED / "overhead.jsonl"  # compact records: numbers and settings
 OVERLAP, SEED = 1000, 0

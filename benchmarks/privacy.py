@@ -1,7 +1,7 @@
 """What a party learns against an attacker who knows the code, and what stopping it costs (issue 36; the grid
 of issue 27 rerun with the adaptive attack suite and private defense randomness): every algorithm undefended
 and under each defense it has a channel for, at strengths named before any run, with every attack that
-applies (vflflare.privacy.attack_run: each attack reads only what its party received, and the attacker knows
+applies (vflflare.attacks.run: each attack reads only what its party received, and the attacker knows
 the code and the whole job configuration, the job seed included).
 
 Cell: credit default, 2 parties, N_o 1000 (`vflflare split --overlap 1000 --seed S`; VFLHLP on its own split
@@ -129,7 +129,7 @@ CHOSEN_ON, FRESH = frozenset({0, 1, 2}), frozenset({3, 4, 5})
 
 
 def channels(algorithm: str) -> frozenset[str]:
-    from vflflare.algorithms.registry import get_algorithm
+    from vflflare.registry import get_algorithm
 
     return get_algorithm(algorithm).Config.privacy_channels
 
@@ -203,9 +203,9 @@ def privacy_of(result: dict[str, Any]) -> dict[str, Any]:
 def run_one(
     algorithm: str, seed: int, row: str, defense: dict[str, Any], data_dir: Path, dataset: str = "credit_default"
 ) -> dict[str, Any]:
-    from vflflare.algorithms.registry import make_config
-    from vflflare.privacy.attack_run import attack_run
+    from vflflare.attacks.run import attack_run
     from vflflare.privacy.private_randomness import PRIVATE_SEED_ENV
+    from vflflare.registry import make_config
 
     limit_threads()
     os.environ[PRIVATE_SEED_ENV] = private_seed(algorithm, seed, row, dataset)

@@ -140,12 +140,12 @@ class SiteProcess:
 
 
 def sites_peak(data_root: str, algorithm: str, settings: list[str], sites: int) -> dict[str, Any]:
-    from vflflare.algorithms.registry import make_config
     from vflflare.cli import parse_overrides
     from vflflare.config import SERVER
     from vflflare.data.loading import load_label_tables
     from vflflare.protocol.inprocess import InProcessTransport
     from vflflare.protocol.runner import run_algorithm
+    from vflflare.registry import make_config
     from vflflare.torch_runtime import prepare_torch
     from vflflare.tracking import LogTracker
 

@@ -68,11 +68,11 @@ from common import (
     trees,
 )  # fmt: skip
 
-from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare.cli import parse_overrides
 from vflflare.config import JobConfig
 from vflflare.data.sources import load_source
 from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.registry import get_algorithm, make_config
 
 RESULTS = COMMITTED / "ssvfl.jsonl"
 SPLITS = Path("/tmp/vflflare-bench/ssvfl-splits")

@@ -36,8 +36,8 @@ from common import (
     run_vfl,
 )
 
-from vflflare.algorithms.registry import make_config
 from vflflare.cli import parse_overrides
+from vflflare.registry import make_config
 
 RESULTS = COMMITTED / "vflhlp.jsonl"  # compact records: numbers and settings
 SPLITS = Path("/tmp/vflflare-bench/vflhlp-splits")

@@ -42,8 +42,8 @@ def on_page_markdown(markdown, page, config, files):
         return DOCS_LINK.sub(r"](\1", markdown)  # its links into docs/ point at the site's pages
     if "<!-- settings -->" not in markdown:
         return markdown
-    from vflflare.algorithms.registry import ALGORITHMS, get_algorithm
+    from vflflare.registry import algorithms, get_algorithm
     from vflflare.settings_reference import markdown as settings_table
 
-    sections = [f"## `{name}`\n\n{settings_table(get_algorithm(name).Config)}\n" for name in sorted(ALGORITHMS)]
+    sections = [f"## `{name}`\n\n{settings_table(get_algorithm(name).Config)}\n" for name in sorted(algorithms())]
     return markdown.replace("<!-- settings -->", "\n".join(sections))

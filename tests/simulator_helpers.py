@@ -7,8 +7,8 @@ from typing import Any
 
 from conftest import SHARED_DATA  # noqa: F401 (re-exported: ../shared/data or VFLFLARE_DATA_DIR)
 
-from vflflare.cli import simulate
 from vflflare.jobs import write_job
+from vflflare.simulation import simulate
 
 REPO = Path(__file__).resolve().parents[1]
 

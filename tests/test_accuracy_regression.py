@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from simulator_helpers import SHARED_DATA
 
-from vflflare.algorithms.registry import make_config
 from vflflare.cli import main as vflflare_main
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 ONESHOT_TEST_AUC = 0.7280398181057931
 FLOOR = 0.70  # the reference reproduction is ~0.74 (test_simulator_credit_default.py)

@@ -12,19 +12,19 @@ import torch
 import torch.nn.functional as F
 
 from vflflare import cli
-from vflflare.algorithms.registry import make_config
+from vflflare.attacks import seed_replay
+from vflflare.attacks.clustering import gradient_cluster_leak
+from vflflare.attacks.collusion import pooled_rounds
+from vflflare.attacks.gradient_norm import norm_leak
+from vflflare.attacks.known_init import projection_leak, public_head_weight, public_site_weight
+from vflflare.attacks.model_completion import auxiliary_rows
+from vflflare.attacks.multi_pass import multi_pass_leaks
+from vflflare.attacks.observed import GradientRound
+from vflflare.attacks.optimal_bound import clipped_gradient_bound, gaussian_optimal_leak
+from vflflare.attacks.run import GradientView, attack_run, completion_leaks, gradient_leaks
 from vflflare.models.heads import MLPHead
-from vflflare.privacy.attack_run import GradientView, attack_run, completion_leaks, gradient_leaks
-from vflflare.privacy.attacks import seed_replay
-from vflflare.privacy.attacks.clustering import gradient_cluster_leak
-from vflflare.privacy.attacks.collusion import pooled_rounds
-from vflflare.privacy.attacks.gradient_norm import norm_leak
-from vflflare.privacy.attacks.known_init import projection_leak, public_head_weight, public_site_weight
-from vflflare.privacy.attacks.model_completion import auxiliary_rows
-from vflflare.privacy.attacks.multi_pass import multi_pass_leaks
-from vflflare.privacy.attacks.observed import GradientRound
-from vflflare.privacy.attacks.optimal_bound import clipped_gradient_bound, gaussian_optimal_leak
 from vflflare.privacy.defenses import defend_gradients, noisy_representations, randomized_response
+from vflflare.registry import make_config
 from vflflare.seeding import derive_seed, seeded_init
 
 WIDTH = 32  # the default rep_dim: a random direction then has little in common with the head's

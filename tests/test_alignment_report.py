@@ -11,11 +11,11 @@ import pytest
 from simulator_helpers import run_job
 from test_psi import SITES, make_root, true_intersection
 
-from vflflare.algorithms.registry import make_config
 from vflflare.config import ConfigError
 from vflflare.data.errors import DataError
 from vflflare.protocol.alignment import PSI_FILE, AlignmentError, write_psi_file
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 FAST = {"algorithm": "vanilla", "split_epochs": 1, "seed": 0}
 

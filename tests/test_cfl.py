@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from vflflare import cli
-from vflflare.algorithms.registry import make_config
 from vflflare.config import ConfigError
 from vflflare.data.pearson_order import pearson_order
-from vflflare.data.silo_split import encode_table, equal_slices, silo_rows
+from vflflare.data.split.silo import encode_table, equal_slices, silo_rows
 from vflflare.protocol.inprocess import InProcessTransport, run_inprocess
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.silo_setup import union_positions
 from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.registry import make_config
 from vflflare.ssl.losses import NTXentLoss
 from vflflare.ssl.losses.cfl import CFLLoss
 from vflflare.ssl.tuple_views import tuple_views

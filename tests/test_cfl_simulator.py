@@ -7,8 +7,8 @@ import pytest
 from simulator_helpers import run_job
 
 from vflflare import cli
-from vflflare.algorithms.registry import make_config
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 pytestmark = pytest.mark.simulator
 

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vflflare.algorithms.registry import make_config
 from vflflare.cli import main as vflflare_main
 from vflflare.data.checks import (
     CLIP_RANGES,
@@ -30,6 +29,7 @@ from vflflare.data.table import FeatureTable, parse_csv, parse_features
 from vflflare.protocol.alignment_report import format_report
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.scoring import read_new_rows
+from vflflare.registry import make_config
 
 SITES = ["site-1", "site-2"]
 

@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from vflflare.cli.split import configure_split_parser, run_split
 from vflflare.data.errors import DataError
 from vflflare.data.loading import load_label_tables, load_site_tables, resolve_data_root
-from vflflare.data.split import configure_split_parser, run_split
 from vflflare.data.types import SiteTables
 
 CUSTOM = Path(__file__).parents[1] / "custom"

@@ -10,10 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from vflflare.cli.split import configure_split_parser, run_split
 from vflflare.data.errors import DataError
 from vflflare.data.loading import load_label_tables, load_site_tables
 from vflflare.data.sources import load_source
-from vflflare.data.split import configure_split_parser, parse_sites, run_split, split_table, write_split
+from vflflare.data.split import parse_sites, split_table, write_split
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,6 @@ from nvflare.apis.shareable import make_reply
 from nvflare.apis.signal import Signal
 
 from vflflare import wire
-from vflflare.algorithms.registry import make_config
 from vflflare.flare import transport as flare_transport
 from vflflare.flare.liveness import SiteProber, WorkClock, stall_limit
 from vflflare.flare.messages import (
@@ -44,6 +43,7 @@ from vflflare.flare.transport import FlareTransport
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.ledger import CommLedger
 from vflflare.protocol.transport import TransportError
+from vflflare.registry import make_config
 from vflflare.results import RESULTS_FILE, failed, format_table
 
 SITES = ["site-1", "site-2"]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from vflflare.algorithms.registry import make_config
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 SITES = ["site-1", "site-2"]
 SETTINGS = {"algorithm": "fewshot", "ssl_epochs": 2, "classifier_epochs": 20, "label_owner": "site-2"}

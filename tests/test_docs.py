@@ -9,7 +9,7 @@ import sys
 
 from deployment_helpers import REPO
 
-from vflflare.algorithms.registry import ALGORITHMS
+from vflflare.registry import algorithms
 
 
 def test_the_docs_build_strictly_with_every_setting(tmp_path):
@@ -24,7 +24,7 @@ def test_the_docs_build_strictly_with_every_setting(tmp_path):
     )
     assert build.returncode == 0, build.stderr[-4000:]
     settings = (site / "settings" / "index.html").read_text()
-    built_in = [name for name, plugin in ALGORITHMS.items() if plugin.__module__.startswith("vflflare.")]
+    built_in = [name for name, plugin in algorithms().items() if plugin.__module__.startswith("vflflare.")]
     assert all(f"<code>{name}</code>" in settings for name in built_in)
     assert "gradient_marvell" in settings and "DefenseSettings" in settings
     for page in ("data", "privacy", "benchmarks/LEADERBOARD", "examples/own_tables", "provisioning"):  # README: index

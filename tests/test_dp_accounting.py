@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from vflflare.algorithms.registry import make_config
 from vflflare.config import ConfigError
 from vflflare.privacy.accounting import gaussian_epsilon, noise_for_epsilon, randomized_response_epsilon
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 from vflflare.results import format_table
 
 SITES = ["site-1", "site-2"]

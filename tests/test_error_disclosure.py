@@ -15,11 +15,11 @@ import pytest
 from simulator_helpers import run_job
 
 from vflflare import cli
-from vflflare.algorithms.registry import make_config
 from vflflare.data.errors import DataError
 from vflflare.protocol.alignment import AlignmentError
 from vflflare.protocol.error_disclosure import public_message
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 SENTINEL = "SENTINEL"  # every planted ID and value contains it
 

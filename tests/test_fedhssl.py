@@ -14,13 +14,13 @@ from vflflare import wire
 from vflflare.algorithms.blocks.cross_party_ssl import targets_for
 from vflflare.algorithms.blocks.partial_aggregation import average, partial_model_aggregation
 from vflflare.algorithms.fedhssl import VARIANTS, HybridSSLSite
-from vflflare.algorithms.registry import make_config
 from vflflare.algorithms.vanilla import SplitNNLabelParty
 from vflflare.config import ConfigError
 from vflflare.privacy import ckks
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.ledger import CommLedger
 from vflflare.protocol.payload import Payload, tensor_kinds
+from vflflare.registry import make_config
 
 SITES = ["site-1", "site-2"]
 

@@ -10,10 +10,10 @@ import torch
 from test_parties import build
 
 from vflflare.algorithms.fedhssl import HybridSSLSite
-from vflflare.algorithms.registry import make_config
 from vflflare.algorithms.vanilla import SplitNNLabelParty
-from vflflare.privacy.attacks.model_completion import AUX_ROWS, cap, model_completion_attack
+from vflflare.attacks.model_completion import AUX_ROWS, cap, model_completion_attack
 from vflflare.privacy.iso import iso, iso_sigma
+from vflflare.registry import make_config
 
 
 def test_iso_sigma_is_lambda_times_the_largest_row_norm_over_sqrt_m():

@@ -4,8 +4,8 @@ the labels at a site (the active party of cross-party SSL) and under CKKS for PM
 import pytest
 from simulator_helpers import assert_ok, run_job
 
-from vflflare.algorithms.registry import make_config
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 pytestmark = pytest.mark.simulator
 

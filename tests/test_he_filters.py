@@ -10,7 +10,6 @@ from nvflare.apis.fl_constant import ReservedKey
 from nvflare.apis.fl_context import FLContext
 
 from vflflare import wire
-from vflflare.algorithms.registry import make_config
 from vflflare.flare.he_filters import DecryptTaskData, EncryptTaskResult, workspace_context
 from vflflare.flare.messages import ERROR_HEADER, error_of, from_shareable, to_shareable
 from vflflare.flare.transport import FlareTransport
@@ -18,6 +17,7 @@ from vflflare.jobs import job_files
 from vflflare.privacy import ckks
 from vflflare.protocol.payload import tensor_kinds
 from vflflare.protocol.transport import TransportError
+from vflflare.registry import make_config
 
 
 def _fl_ctx(startup, site="site-1"):

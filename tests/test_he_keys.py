@@ -18,7 +18,6 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.signal import Signal
 
 from vflflare import wire
-from vflflare.algorithms.registry import make_config
 from vflflare.config import SERVER
 from vflflare.data.loading import load_label_tables
 from vflflare.flare import he_filters
@@ -27,13 +26,14 @@ from vflflare.flare.he_filters import DecryptTaskData, EncryptTaskResult
 from vflflare.flare.messages import from_shareable, to_shareable
 from vflflare.flare.transport import FlareTransport
 from vflflare.privacy import ckks
-from vflflare.privacy.attacks.observed import RecordingTransport
 from vflflare.privacy.he_keys import MULTI_KEY, PartyKeys, address, published_for
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.payload import is_encrypted
+from vflflare.protocol.recording import RecordingTransport
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.protocol.transport import TransportError
+from vflflare.registry import make_config
 from vflflare.tracking import LogTracker
 
 SITES = ["site-1", "site-2", "site-3"]
@@ -292,10 +292,10 @@ def test_simulator_each_site_gets_ciphertexts_of_its_own_key_only(tmp_path):
     site; neither the coordinator's context nor the secret context every site shares in its kit decrypts
     them. (Each site's own secret key lives in its job process only: the in-process tests try those.)"""
     from vflflare import cli
-    from vflflare.cli import simulate
     from vflflare.jobs import write_job
-    from vflflare.privacy.attacks.observed import load_messages
     from vflflare.privacy.ckks import key_ids
+    from vflflare.protocol.recording import load_messages
+    from vflflare.simulation import simulate
 
     assert cli.main(["he-keys", "-w", str(tmp_path / "ws")]) == 0
     job = write_job(

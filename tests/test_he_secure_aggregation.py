@@ -9,10 +9,10 @@ import pytest
 from vflflare import wire
 from vflflare.algorithms import secure_sum as plugin
 from vflflare.algorithms.blocks import secure_aggregation as sa
-from vflflare.algorithms.registry import make_config
 from vflflare.privacy import ckks
 from vflflare.protocol.ledger import CommLedger
 from vflflare.protocol.payload import Payload, tensor_kinds
+from vflflare.registry import make_config
 from vflflare.tracking import LogTracker
 
 

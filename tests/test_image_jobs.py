@@ -13,9 +13,9 @@ import pytest
 from PIL import Image
 from simulator_helpers import SHARED_DATA, per_site, run_job
 
-from vflflare.algorithms.registry import make_config
 from vflflare.cli import main as cli_main
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 pytestmark = pytest.mark.needs_data("mnist", "cifar10")  # every test splits both (the `splits` fixture)
 

@@ -15,9 +15,8 @@ from PIL import Image
 from vflflare.cli import main as cli_main
 from vflflare.data.errors import DataError
 from vflflare.data.image_sources import ImageSource
-from vflflare.data.image_split import cut_strips, split_images, strip_boxes
-from vflflare.data.loading import load_site_view
-from vflflare.data.views import ImageView
+from vflflare.data.split.images import cut_strips, split_images, strip_boxes
+from vflflare.protocol.views import ImageView, load_site_view
 
 SITES = ["site-1", "site-2"]
 

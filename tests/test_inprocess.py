@@ -2,8 +2,8 @@
 
 import pytest
 
-from vflflare.algorithms.registry import make_config
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 SITES = ["site-1", "site-2"]
 

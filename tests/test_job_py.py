@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from vflflare.algorithms.registry import make_config
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,7 +49,7 @@ def test_help_answers_at_once_and_lists_every_plugin(tmp_path):
         [
             sys.executable,
             "-c",
-            "from vflflare.algorithms.registry import ALGORITHMS; print(','.join(sorted(ALGORITHMS)))",
+            "from vflflare.registry import algorithms; print(','.join(sorted(algorithms())))",
         ],
         capture_output=True,
         text=True,

@@ -26,5 +26,6 @@ def test_bundled_code_is_the_package_under_custom(tmp_path):
     VFLRecipe(algorithm="fewshot", bundle_code=True).export(str(tmp_path))
     custom = tmp_path / "fewshot_vfl" / "app" / "custom"
     assert sorted(p.name for p in custom.iterdir()) == ["vflflare"]
-    assert (custom / "vflflare" / "algorithms" / "registry.py").is_file()
+    assert (custom / "vflflare" / "registry.py").is_file()
+    assert (custom / "vflflare" / "algorithms" / "fewshot.py").is_file()
     assert not list(custom.rglob("__pycache__"))

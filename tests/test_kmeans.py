@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
-from vflflare.privacy.attacks.leak import cluster_label_agreement
+from vflflare.attacks.leak import cluster_label_agreement
 
 
 def _blobs(seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from vflflare import cli
-from vflflare.algorithms.registry import make_config
 from vflflare.data.errors import DataError
 from vflflare.data.loading import load_label_tables
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.model_store import LABEL_DIR, models_dir, read_predictions
+from vflflare.registry import make_config
 from vflflare.results import format_table
 
 SITES = ["site-1", "site-2"]

@@ -11,10 +11,10 @@ from sklearn.datasets import load_breast_cancer
 from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
 from vflflare.algorithms.oneshot import OneShotLabel as LabelParty
 from vflflare.algorithms.oneshot import OneShotSite as FeatureParty
-from vflflare.algorithms.registry import make_config
+from vflflare.attacks.leak import cluster_label_agreement
 from vflflare.data.types import FeatureBlock, LabelTables, SiteTables
-from vflflare.data.views import TabularView
-from vflflare.privacy.attacks.leak import cluster_label_agreement
+from vflflare.protocol.views import TabularView
+from vflflare.registry import make_config
 
 torch.set_num_threads(1)
 

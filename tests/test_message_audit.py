@@ -31,13 +31,13 @@ import torch
 from vflflare import cli
 from vflflare.algorithms.blocks.partial_aggregation import PartialAggregationSite
 from vflflare.algorithms.plugin import Algorithm
-from vflflare.algorithms.registry import ALGORITHMS, get_algorithm, make_config
 from vflflare.config import SERVER
 from vflflare.protocol import inprocess
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.scoring import SCORE_FILE
 from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.registry import algorithms, get_algorithm, make_config
 
 SITES = ["site-1", "site-2"]
 PARTS = ("aligned", "unaligned", "val", "test")
@@ -276,6 +276,6 @@ def _leaky_algorithm(step: str) -> type[Algorithm]:
 ])  # fmt: skip
 def test_the_audit_catches_a_rescaled_raw_column(monkeypatch, step, caught):
     leaky = _leaky_algorithm(step)
-    monkeypatch.setitem(ALGORITHMS, leaky.name, leaky)  # registered for this test only
+    monkeypatch.setitem(algorithms(), leaky.name, leaky)  # registered for this test only
     with pytest.raises(Leak, match=rf"site 'site-1', task '{step}', {caught}"):
         audited_run(monkeypatch, leaky.name)

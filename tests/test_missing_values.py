@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from vflflare import cli
-from vflflare.algorithms.registry import make_config
 from vflflare.data.errors import DataError
 from vflflare.data.loading import load_site_tables
 from vflflare.data.preprocess import Preprocessor, SiteInput
@@ -22,6 +21,7 @@ from vflflare.data.schema import MissingPolicy, TableSchema
 from vflflare.data.table import MISSING_CATEGORY, parse_csv, parse_features
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.model_store import LABEL_DIR, models_dir, read_predictions
+from vflflare.registry import make_config
 
 SITES = ["site-1", "site-2"]
 TRAIN = "id,age,city,income\na,30,x,1\nb,,y,2\nc,50,,NA\nd,40,x,100\ne,nan,y,3\n"

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from vflflare import cli
-from vflflare.algorithms.registry import make_config
 from vflflare.jobs import write_job
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.model_ids import list_models, new_model_id
 from vflflare.protocol.model_store import LABEL_DIR, ModelStoreError, models_dir, read_predictions, save_site_model
+from vflflare.registry import make_config
 from vflflare.results import format_table
 
 REPO = Path(__file__).resolve().parents[1]

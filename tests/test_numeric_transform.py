@@ -8,13 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from vflflare.algorithms.registry import make_config
 from vflflare.data.checks import CLIP_RANGES, clip
 from vflflare.data.errors import DataError
 from vflflare.data.loading import load_site_tables
 from vflflare.data.preprocess import Preprocessor, is_heavy_tailed, piecewise_linear, signed_log, tail_statistics
 from vflflare.data.schema import TableSchema, read_table_schema
 from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.registry import make_config
 
 
 def test_signed_log_values():

@@ -14,9 +14,9 @@ from sklearn.datasets import load_breast_cancer
 from vflflare.algorithms.blocks.representation_estimation import pseudo_label_probabilities
 from vflflare.algorithms.fewshot import FewShotLabel as LabelParty
 from vflflare.algorithms.fewshot import FewShotSite as FeatureParty
-from vflflare.algorithms.registry import make_config
 from vflflare.data.types import FeatureBlock, LabelTables, SiteTables
-from vflflare.data.views import TabularView
+from vflflare.protocol.views import TabularView
+from vflflare.registry import make_config
 
 torch.set_num_threads(1)
 SITES = ["site-a", "site-b"]

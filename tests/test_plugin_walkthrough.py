@@ -15,11 +15,11 @@ import torch.nn.functional as F
 
 from vflflare.algorithms.blocks.representations import FINAL_PARTS, train_classifier, upload_representations
 from vflflare.algorithms.plugin import Algorithm
-from vflflare.algorithms.registry import ALGORITHMS, make_config, register
 from vflflare.config import ConfigError, JobConfig
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.payload import Payload
+from vflflare.registry import algorithms, make_config, register
 from vflflare.seeding import derive_seed, seeded_init
 
 SITES = ["site-1", "site-2"]
@@ -76,7 +76,7 @@ def local_only_config(**values: Any) -> dict[str, Any]:
 
 
 def test_registered_and_validated():
-    assert ALGORITHMS["local_only"] is LocalOnly
+    assert algorithms()["local_only"] is LocalOnly
     assert LocalOnly.site_tasks() == [
         "setup",
         "align",

@@ -166,8 +166,8 @@ def test_poc_run_matches_inprocess(tmp_path, data_kind):
     folder through local/vflflare.json) gives the in-process run's metric and communication counts
     (test_simulator_jobs.py ties the simulator to the same reference). The reference runs after the POC:
     a simulator beside a starting POC on a loaded 2-core machine sometimes never started a site."""
-    from vflflare.algorithms.registry import make_config
     from vflflare.protocol.inprocess import run_inprocess
+    from vflflare.registry import make_config
 
     data = tmp_path / "data"
     sites = ["broker", "insurer"] if "--sites" in SPLITS[data_kind] else ["site-1", "site-2"]
@@ -245,8 +245,8 @@ def test_poc_over_an_emulated_wide_area_link(tmp_path):
     """poc/run.sh --link-rtt-ms/--link-mbit (poc/wan_link.py): every site message crosses the link, so each
     split-NN step takes at least the round trip and the link carries more than the ledger's wire bytes. The job
     sends its cut layer as bfloat16: the POC's bytes are the in-process run's exactly."""
-    from vflflare.algorithms.registry import make_config
     from vflflare.protocol.inprocess import run_inprocess
+    from vflflare.registry import make_config
 
     ws, jobs = tmp_path / "ws", tmp_path / "jobs"
     made = run_bounded(

@@ -12,18 +12,18 @@ import torch
 import torch.nn.functional as F
 
 from vflflare import cli
-from vflflare.algorithms.registry import make_config
+from vflflare.attacks.clustering import gradient_cluster_leak, probability_leak
+from vflflare.attacks.feature_reconstruction import reconstruction_r2
+from vflflare.attacks.gradient_direction import direction_leak
+from vflflare.attacks.gradient_norm import norm_leak
+from vflflare.attacks.leak import leak_auc, majority_rate
+from vflflare.attacks.observed import GradientRound, received_gradients
+from vflflare.attacks.run import attack_run, label_attacks
 from vflflare.config import ConfigError
-from vflflare.privacy.attack_run import attack_run, label_attacks
-from vflflare.privacy.attacks.clustering import gradient_cluster_leak, probability_leak
-from vflflare.privacy.attacks.feature_reconstruction import reconstruction_r2
-from vflflare.privacy.attacks.gradient_direction import direction_leak
-from vflflare.privacy.attacks.gradient_norm import norm_leak
-from vflflare.privacy.attacks.leak import leak_auc, majority_rate
-from vflflare.privacy.attacks.observed import GradientRound, received_gradients
 from vflflare.privacy.defenses import clip_rows, defend_gradients, keep_largest, keep_probability, randomized_response
 from vflflare.privacy.marvell import marvell, optimal_noise
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 SITES = ["site-1", "site-2"]
 
@@ -156,7 +156,7 @@ def test_probability_leak_scores_few_shots_selection_probabilities():
 
 
 def test_received_gradients_pairs_each_gradient_with_its_batch_and_splits_epochs():
-    from vflflare.privacy.attacks.observed import Message
+    from vflflare.protocol.recording import Message
 
     g = lambda v: np.full((2, 1), v, dtype=np.float32)  # noqa: E731
     log = [
@@ -233,7 +233,7 @@ def test_representation_noise_lowers_what_the_label_party_reconstructs(oneshot_u
 
 
 def test_clipped_split_nn_gradients_reach_the_sites_within_the_bound():
-    from vflflare.privacy.attacks import observed
+    from vflflare.attacks import observed
 
     kept = []
     original = observed.received_gradients
@@ -244,7 +244,7 @@ def test_clipped_split_nn_gradients_reach_the_sites_within_the_bound():
         return rounds
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("vflflare.privacy.attack_run.received_gradients", spy)
+        patch.setattr("vflflare.attacks.run.received_gradients", spy)
         result = attack_run(
             make_config({"algorithm": "vanilla", "split_epochs": 3, "split_patience": 3, "gradient_clip": 0.002}),
             SITES,

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from simulator_helpers import run_job
 
-from vflflare.algorithms.registry import make_config
-from vflflare.privacy.attack_run import attack_run, attack_simulated
+from vflflare.attacks.run import attack_run, attack_simulated
 from vflflare.privacy.private_randomness import LOCAL_SEED, PRIVATE_SEED_ENV
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 SITES = ["site-1", "site-2"]
 CASES = [  # channel: algorithm, short settings, the defense

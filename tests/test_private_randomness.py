@@ -10,13 +10,13 @@ import pytest
 import torch
 from flare_fakes import FakeContext
 
-from vflflare.algorithms.registry import make_config
 from vflflare.flare.site_config import local_private_seed, read_site_config
 from vflflare.models.heads import MLPHead
 from vflflare.privacy import defenses
 from vflflare.privacy.private_randomness import LOCAL_SEED, OS_ENTROPY, PRIVATE_SEED_ENV, PrivateRandomness
 from vflflare.protocol import feature_party, label_party
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 from vflflare.seeding import derive_seed, seeded_init
 
 SITES = ["site-1", "site-2"]

@@ -29,13 +29,13 @@ from nvflare.fuel.flare_api.api_spec import AuthorizationError
 from nvflare.recipe import ProdEnv
 from submit_job import submit_and_collect, submit_copy
 
-from vflflare.algorithms.registry import make_config
-from vflflare.cli import find_results
 from vflflare.flare.provisioning import enable_adhoc_connections
 from vflflare.flare.site_config import write_site_config
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.model_store import LABEL_DIR, models_dir, read_predictions
 from vflflare.recipes import VFLRecipe
+from vflflare.registry import make_config
+from vflflare.simulation import find_results
 
 JOB = REPO / "jobs" / "oneshot_vfl"
 CONFIG = next(

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare.data.loading import load_label_tables
 from vflflare.data.sources import load_source
 from vflflare.data.split import split_table, write_split
@@ -31,6 +30,7 @@ from vflflare.protocol.alignment import (
 from vflflare.protocol.inprocess import InProcessTransport, run_inprocess
 from vflflare.protocol.setup import setup_parties
 from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.registry import get_algorithm, make_config
 from vflflare.tracking import LogTracker
 
 SITES = ["site-1", "site-2"]

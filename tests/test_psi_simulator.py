@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from test_psi import SITES, _edit_labels, make_root, read_ids, setup_only, tag_items, true_intersection
 
-from vflflare.algorithms.registry import make_config
-from vflflare.cli import simulate
 from vflflare.jobs import write_job
 from vflflare.protocol.alignment import PSI_FILE, read_psi_file
+from vflflare.registry import make_config
+from vflflare.simulation import simulate
 
 pytestmark = pytest.mark.simulator
 JOBS = Path(__file__).resolve().parents[1] / "jobs"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from vflflare.algorithms.registry import make_config
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 from vflflare.results import format_table
 
 

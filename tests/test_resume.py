@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from vflflare.algorithms.registry import make_config
 from vflflare.protocol.checkpoint import RUNS_DIR, ResumeError
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.registry import make_config
 
 SITES = ["site-1", "site-2"]
 

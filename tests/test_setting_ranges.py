@@ -11,26 +11,26 @@ import typing
 import pytest
 
 from vflflare import cli
-from vflflare.algorithms.registry import ALGORITHMS
 from vflflare.config import ConfigError, setting_bounds
+from vflflare.registry import algorithms
 
-BUILT_IN = sorted(name for name, plugin in ALGORITHMS.items() if plugin.__module__.startswith("vflflare."))
+BUILT_IN = sorted(name for name, plugin in algorithms().items() if plugin.__module__.startswith("vflflare."))
 REQUIRED = {"secure_sum": {"he": True}, "vflhlp": {"label_owner": "site-1"}}
 
 
 def config(algorithm: str, **values):
-    return ALGORITHMS[algorithm].Config.from_dict({"algorithm": algorithm, **REQUIRED.get(algorithm, {}), **values})
+    return algorithms()[algorithm].Config.from_dict({"algorithm": algorithm, **REQUIRED.get(algorithm, {}), **values})
 
 
 def numeric_fields(algorithm: str) -> dict[str, type]:
-    cls = ALGORITHMS[algorithm].Config
+    cls = algorithms()[algorithm].Config
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls) if hints[f.name] in (int, float)}
 
 
 @pytest.mark.parametrize("algorithm", BUILT_IN)
 def test_every_count_setting_declares_its_range_and_the_defaults_pass(algorithm):
-    cls = ALGORITHMS[algorithm].Config
+    cls = algorithms()[algorithm].Config
     declared = {}
     for klass in cls.__mro__:
         declared.update({k: v for k, v in klass.__dict__.get("bounds", {}).items() if k not in declared})
@@ -44,7 +44,7 @@ def test_every_count_setting_declares_its_range_and_the_defaults_pass(algorithm)
 
 @pytest.mark.parametrize("algorithm", BUILT_IN)
 def test_a_count_below_its_range_names_the_algorithm_and_key(algorithm):
-    cls = ALGORITHMS[algorithm].Config
+    cls = algorithms()[algorithm].Config
     for name, kind in numeric_fields(algorithm).items():
         low = setting_bounds(cls).get(name, (None, None))[0]
         if kind is not int or low is None:

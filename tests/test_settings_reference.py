@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from vflflare import cli
-from vflflare.algorithms.registry import ALGORITHMS, get_algorithm
+from vflflare.registry import algorithms, get_algorithm
 from vflflare.settings_reference import settings
 
-BUILT_IN = sorted(name for name, plugin in ALGORITHMS.items() if plugin.__module__.startswith("vflflare."))
+BUILT_IN = sorted(name for name, plugin in algorithms().items() if plugin.__module__.startswith("vflflare."))
 
 
 @pytest.mark.parametrize("algorithm", BUILT_IN)

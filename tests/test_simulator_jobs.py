@@ -8,8 +8,8 @@ import pytest
 from simulator_helpers import FLOAT32, REP_DIM, assert_ok, per_site, run_job
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from vflflare.algorithms.registry import make_config
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 pytestmark = pytest.mark.simulator
 

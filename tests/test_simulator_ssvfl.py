@@ -7,8 +7,8 @@ import math
 import pytest
 from simulator_helpers import FLOAT32, REP_DIM, assert_ok, per_site, run_job
 
-from vflflare.algorithms.registry import make_config
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 pytestmark = pytest.mark.simulator
 

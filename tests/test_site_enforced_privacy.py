@@ -13,11 +13,11 @@ import pytest
 from flare_fakes import FakeContext
 
 from vflflare import cli
-from vflflare.algorithms.registry import make_config
 from vflflare.flare.site_config import enforcement_from_file, local_enforcement
 from vflflare.privacy.enforcement import Enforcement, apply_enforcement, parse_enforcement
 from vflflare.protocol.inprocess import InProcessTransport, run_inprocess
 from vflflare.protocol.model_store import read_predictions
+from vflflare.registry import make_config
 
 SITES = ["site-bank", "site-telco"]
 FAST = {"algorithm": "oneshot", "ssl_epochs": 1}

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from vflflare.algorithms.registry import make_config
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 
 def counts(result: dict) -> list[tuple[int, int, int]]:

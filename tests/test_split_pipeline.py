@@ -9,8 +9,8 @@ import pytest
 import torch
 from test_parties import build
 
-from vflflare.algorithms.registry import make_config
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 SITES = ["site-1", "site-2"]
 

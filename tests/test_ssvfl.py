@@ -10,11 +10,11 @@ import pytest
 import torch
 from test_parties import build as build_parties
 
-from vflflare.algorithms.registry import make_config
 from vflflare.algorithms.ssvfl import PretrainingSite
-from vflflare.data.views import TabularView
 from vflflare.protocol.alignment import AlignmentError, holdout
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.protocol.views import TabularView
+from vflflare.registry import make_config
 
 torch.set_num_threads(1)
 SITES = ["site-1", "site-2"]

@@ -15,10 +15,10 @@ import pytest
 
 from vflflare.algorithms.blocks.representations import FINAL_PARTS, train_classifier, upload_representations
 from vflflare.algorithms.plugin import Algorithm
-from vflflare.algorithms.registry import register
 from vflflare.config import JobConfig
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.payload import Payload
+from vflflare.registry import register
 
 PLUGIN_MODULE = "test_stall"  # how the job's processes import this file (it travels in app/custom)
 

@@ -11,15 +11,15 @@ import time
 import pytest
 from simulator_helpers import run_job
 
-from vflflare.algorithms.registry import make_config
 from vflflare.cli import main as vflflare_main
-from vflflare.cli import simulate
 from vflflare.config import ConfigError
 from vflflare.data.errors import DataError
 from vflflare.jobs import write_job
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.topology import TopologyError, check_joined
 from vflflare.recipes import VFLRecipe
+from vflflare.registry import make_config
+from vflflare.simulation import simulate
 
 BANKS = ["bank-a", "bank-b", "bank-c"]
 

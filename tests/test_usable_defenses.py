@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vflflare.algorithms.registry import make_config
 from vflflare.config import ConfigError
 from vflflare.privacy.defenses import defend_gradients, normalize_rows
 from vflflare.protocol import label_party
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 SITES = ["site-1", "site-2"]
 

@@ -13,7 +13,6 @@ import pytest
 from simulator_helpers import run_job
 
 from vflflare import cli
-from vflflare.algorithms.registry import make_config
 from vflflare.data.errors import DataError
 from vflflare.data.preprocess import Preprocessor, SiteInput
 from vflflare.jobs import write_job
@@ -21,6 +20,7 @@ from vflflare.protocol.alignment import AlignmentError
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.model_store import LABEL_DIR, ModelStoreError, config_hash, models_dir, read_predictions
 from vflflare.protocol.scoring import predictions_path, read_new_rows
+from vflflare.registry import make_config
 
 SITES = ["site-1", "site-2"]
 

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from vflflare import cli
-from vflflare.algorithms.registry import make_config
 from vflflare.algorithms.vflhlp import VARIANTS, active_submodel, consistency_loss
 from vflflare.config import ConfigError
 from vflflare.data.loading import load_label_tables
 from vflflare.protocol.inprocess import InProcessTransport, run_inprocess
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.site_runtime import SiteRuntime
+from vflflare.registry import make_config
 from vflflare.ssl.losses import ScarfInfoNCELoss
 from vflflare.tracking import LogTracker
 

@@ -5,8 +5,8 @@ three parties and the Local-A baseline too."""
 import pytest
 from simulator_helpers import assert_ok, run_job
 
-from vflflare.algorithms.registry import make_config
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.registry import make_config
 
 pytestmark = pytest.mark.simulator
 

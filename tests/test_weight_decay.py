@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from vflflare import cli
-from vflflare.algorithms.registry import make_config
 from vflflare.config import ConfigError
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.model_store import LABEL_DIR, load_label_model, load_site_model, models_dir
+from vflflare.registry import make_config
 
 SITES = ["site-1", "site-2"]
 

@@ -10,10 +10,10 @@ from simulator_helpers import per_site, run_job
 from test_message_audit import VFLHLP_SPLIT, fast, split
 
 from vflflare import wire
-from vflflare.algorithms.registry import ALGORITHMS, make_config
 from vflflare.config import ConfigError
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.payload import decode, encode, pack, payload_bytes, tensor_kinds, unpack
+from vflflare.registry import algorithms, make_config
 
 SITES = ["site-1", "site-2"]
 BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1}
@@ -61,7 +61,7 @@ def test_config_names_the_wire_dtype_problems():
         make_config(fp16=True)
 
 
-TRAINING = sorted(name for name in ALGORITHMS if name not in ("vertical_inference", "secure_sum"))
+TRAINING = sorted(name for name in algorithms() if name not in ("vertical_inference", "secure_sum"))
 DATA = {"vflhlp": (VFLHLP_SPLIT, {"label_owner": "site-1"}), "cfl": (("--silo-space",), {})}
 
 

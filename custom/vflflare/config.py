@@ -13,17 +13,23 @@ import dataclasses
 import math
 import re
 import typing
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, ClassVar
 
 from vflflare.data.ids import ID_NORMALIZATIONS
 from vflflare.data.schema import NUMERIC_TRANSFORMS
-from vflflare.protocol.payload import WIRE_DTYPES
-from vflflare.protocol.topology import duplicates
+from vflflare.wire import WIRE_DTYPES
 
 SERVER = "server"
 ALIGNMENTS = ("hash", "psi")
+
+
+def duplicates(names: Iterable[str]) -> list[str]:
+    """The names given more than once, sorted."""
+    return sorted(name for name, count in Counter(names).items() if count > 1)
 
 
 class ConfigError(ValueError):
@@ -222,7 +228,7 @@ class DefenseSettings(Settings):
 
 @dataclass
 class JobConfig(DefenseSettings):
-    algorithm: str = "oneshot"  # a registered plug-in (vflflare.algorithms.ALGORITHMS)
+    algorithm: str = "oneshot"  # a registered plug-in (vflflare.registry.algorithms())
     seed: int = 0  # every random draw of the job derives from it (seeding.py); split seed = job seed in the benchmarks
     label_owner: str = SERVER  # "server" or a site name
     # hash: salted ID digests intersected by the coordinator; psi: the intersection from NVFlare's DH-PSI

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vflflare.algorithms.registry import ALGORITHMS
 from vflflare.config import JobConfig
+from vflflare.registry import algorithms
 
 PSI_JOB = "psi"
 
@@ -92,7 +92,7 @@ def name_sites(job_folder: str | Path, sites: list[str]) -> Path:
 
 def default_jobs() -> dict[str, str]:
     """jobs/ folder name -> algorithm, for every plug-in that ships a job."""
-    return {plugin.job_name: name for name, plugin in ALGORITHMS.items() if plugin.job_name}
+    return {plugin.job_name: name for name, plugin in algorithms().items() if plugin.job_name}
 
 
 def write_default_jobs(out_dir: str | Path) -> list[Path]:
@@ -100,7 +100,7 @@ def write_default_jobs(out_dir: str | Path) -> list[Path]:
     from vflflare.data.split import parse_sites
 
     def defaults(algorithm: str) -> dict[str, Any]:
-        owner = {"label_owner": parse_sites("2")[0]} if ALGORITHMS[algorithm].uses_active_site_labels else {}
+        owner = {"label_owner": parse_sites("2")[0]} if algorithms()[algorithm].uses_active_site_labels else {}
         return {"algorithm": algorithm, **owner}
 
     jobs = [write_job(out_dir, job, defaults(algorithm)) for job, algorithm in default_jobs().items()]

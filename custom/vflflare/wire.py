@@ -8,7 +8,19 @@ from typing import Any
 import msgpack
 import numpy as np
 
+Payload = dict[str, Any]  # what a message carries: numpy arrays, numbers, strings and nested dicts
+
+# An encrypted float tensor (vflflare.privacy.ckks) is a dict with this key set to True; it counts as
+# payload (its ciphertext bytes) and is never touched by the float casts of protocol/payload.py.
+ENCRYPTED_KEY = "__ckks__"
+WIRE_DTYPES = ("float32", "float16", "bfloat16", "int8")  # a job's wire_dtype: how float tensors travel
+LABEL_PREFIX = "label."  # a call to a remote label party travels as the task "label.<method>"
+
 _ND = "__ndarray__"
+
+
+def is_encrypted(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(ENCRYPTED_KEY) is True
 
 
 def _default(value: Any) -> Any:

@@ -37,6 +37,7 @@ from vflflare.data.pearson_order import pearson_order
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
+from vflflare.registry import register
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.ssl.losses.cfl import CFLLoss
 from vflflare.ssl.tuple_views import tuple_views
@@ -195,6 +196,7 @@ def _lr_accuracy(x: dict[str, np.ndarray], train_y: np.ndarray, test_y: np.ndarr
     return float(model.score(x["test"], test_y))
 
 
+@register
 class CFL(Algorithm):
     name = "cfl"
     job_name = "cfl"

@@ -47,6 +47,7 @@ from vflflare.models.two_tower import TOWERS, TwoTower, top_layers
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
+from vflflare.registry import register
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.ssl.losses import Predictor, momentum_update, target_copy
 from vflflare.ssl.losses.hybrid import cross_party_loss, guided_local_loss
@@ -340,6 +341,7 @@ class HybridSSLLabel(SplitNNLabelParty):
             group["lr"] = self.state.get("finetune_lr", self.cfg.lr)
 
 
+@register
 class FedHSSL(Algorithm):
     name = "fedhssl"
     job_name = "fedhssl"

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from vflflare.algorithms.blocks.classifier import predict_proba
 from vflflare.algorithms.blocks.representation_estimation import (
     FEWSHOT_THRESHOLD_MODES,
     class_thresholds,
@@ -33,8 +32,10 @@ from vflflare.algorithms.blocks.split_nn import (
 )
 from vflflare.algorithms.oneshot import OneShotConfig, OneShotLabel, OneShotSite, client_update
 from vflflare.algorithms.plugin import Algorithm
+from vflflare.models.fitting import predict_proba
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
+from vflflare.registry import register
 
 
 @dataclass
@@ -140,6 +141,7 @@ class FewShotLabel(SplitNNLabel, OneShotLabel):
         }
 
 
+@register
 class FewShotVFL(Algorithm):
     name = "fewshot"
     job_name = "fewshot_vfl"

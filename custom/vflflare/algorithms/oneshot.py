@@ -24,6 +24,7 @@ from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
+from vflflare.registry import register
 
 
 @dataclass
@@ -85,6 +86,7 @@ def client_update(
         )
 
 
+@register
 class OneShotVFL(Algorithm):
     name = "oneshot"
     job_name = "oneshot_vfl"

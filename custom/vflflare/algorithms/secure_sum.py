@@ -16,6 +16,7 @@ from vflflare.config import JobConfig
 from vflflare.privacy.he_keys import SHARED_KEY_TASKS
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
+from vflflare.registry import register
 from vflflare.seeding import derive_seed
 
 CONTRIBUTE, RESULT = "secure_sum.contribute", "secure_sum.result"
@@ -48,6 +49,7 @@ def check_result(site: str, payload: Payload) -> Payload:
     return {"max_abs_error": float(np.max(np.abs(total - expected))), "values": int(total.size)}
 
 
+@register
 class SecureSumCheck(Algorithm):
     name = "secure_sum"
     Config = SecureSumConfig

@@ -25,6 +25,7 @@ from vflflare.algorithms.vanilla import VanillaVFL
 from vflflare.config import JobConfig
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.transport import Transport
+from vflflare.registry import register
 
 
 @dataclass
@@ -45,6 +46,7 @@ class PretrainingSplitSite(SplitNNSite, PretrainingSite):
     pass
 
 
+@register
 class SSVFLI(Algorithm):
     name = "ssvfl_i"
     job_name = "ssvfl_i"
@@ -60,6 +62,7 @@ class SSVFLI(Algorithm):
         return self.per_site(sites, feature=(1, 0), label_extra=(0, 1))
 
 
+@register
 class SSVFLC(VanillaVFL):
     name = "ssvfl_c"
     job_name = "ssvfl_c"

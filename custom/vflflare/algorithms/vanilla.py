@@ -19,6 +19,7 @@ from vflflare.config import JobConfig
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.transport import Transport
+from vflflare.registry import register
 
 
 @dataclass
@@ -39,6 +40,7 @@ class SplitNNLabelParty(SplitNNLabel, LabelParty):
     pass
 
 
+@register
 class VanillaVFL(Algorithm):
     name = "vanilla"
     job_name = "vanilla_vfl"
@@ -56,6 +58,7 @@ class VanillaVFL(Algorithm):
         return self.per_site(sites, feature, label_extra)
 
 
+@register
 class FedBCD(VanillaVFL):
     name = "fedbcd"
     job_name = None

@@ -27,6 +27,7 @@ from vflflare.data.checks import describe_checks
 from vflflare.protocol.model_store import LABEL_DIR, ModelStoreError, label_owner, models_dir
 from vflflare.protocol.scoring import APPLY, LATEST, LOAD, REPRESENT, SCORE_FILE, apply_head, predictions_path
 from vflflare.protocol.transport import Transport
+from vflflare.registry import register
 
 
 @dataclass
@@ -55,6 +56,7 @@ def matched_order(digests: dict[str, list[str]]) -> tuple[list[str], dict[str, l
     return common, positions
 
 
+@register
 class VerticalInference(Algorithm):
     name = "vertical_inference"
     Config = VerticalInferenceConfig

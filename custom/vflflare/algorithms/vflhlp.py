@@ -53,6 +53,7 @@ from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
+from vflflare.registry import register
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.ssl.augment import TwoViews
 from vflflare.ssl.losses import ScarfInfoNCELoss
@@ -236,6 +237,7 @@ class VFLHLPLabel(SplitNNLabel, LabelParty):
         return self.cfg.beta * consistency_loss(sub, anchor)
 
 
+@register
 class VFLHLP(Algorithm):
     name = "vflhlp"
     job_name = "vflhlp"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -21,17 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from vflflare import cli
-from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare.bench import folder
 from vflflare.bench.baselines import TUNED_GRID, AlignedSplit, central, fit_logreg, fit_xgboost, label_local
 from vflflare.bench.provenance import environment, git_state
 from vflflare.bench.vertical_xgb import run_on_split
 from vflflare.data.loading import load_label_tables
 from vflflare.data.split import parse_sites
+from vflflare.data.split.dataset import split_dataset
 from vflflare.metrics import score
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.model_store import LABEL_DIR, models_dir, read_predictions
+from vflflare.registry import get_algorithm, make_config
+from vflflare.simulation import simulate
 
 # method -> the job's settings (package defaults otherwise)
 VFL_METHODS: dict[str, dict[str, Any]] = {
@@ -121,24 +123,16 @@ def split_for(spec: BenchSpec, out: Path, dataset: str, overlap: int, seed: int)
     root = out / "splits" / f"{dataset}_k{spec.sites}_n{overlap}_s{seed}"
     if not (root / "manifest.json").exists():
         shutil.rmtree(root, ignore_errors=True)
-        args = [
-            "split",
-            "--dataset",
+        split_dataset(
             dataset,
-            "--sites",
-            str(spec.sites),
-            "--overlap",
-            str(overlap),
-            "--seed",
-            str(seed),
-            "--out",
+            spec.data_dir or os.path.join("..", "shared", "data"),
+            sites,
+            overlap,
+            seed,
             str(root),
-            "--label-owner",
-            sites[0],
-            "--active-site-labels",
-        ]
-        if cli.main(args + (["--data-dir", spec.data_dir] if spec.data_dir else [])) != 0:
-            raise RuntimeError(f"vflflare split failed: {' '.join(args)}")
+            label_owner=sites[0],
+            active_site_labels=True,
+        )
     return root
 
 
@@ -152,7 +146,7 @@ def run_vfl(spec: BenchSpec, method: str, root: Path, seed: int, work: Path, run
         from vflflare.jobs import write_job
 
         job = write_job(work / "jobs", "bench", settings, min_sites=len(sites))
-        result = cli.simulate(str(job), str(work / "ws"), len(sites), len(sites), str(root))
+        result = simulate(str(job), str(work / "ws"), len(sites), len(sites), str(root))
     else:
         result = run_inprocess(make_config(settings), sites, str(root), runs_root=str(runs) if runs else None)
     if "error" in result:

@@ -21,7 +21,7 @@ import pandas as pd
 from vflflare.data.checks import missing_cells
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.ids import normalize_table_ids
-from vflflare.data.images import load_site_images
+from vflflare.data.images import SiteImages, load_site_images
 from vflflare.data.preprocess import Preprocessor, SiteInput
 from vflflare.data.schema import LABELS_FILE, SCHEMA_FILE, LabelSpec, TableSchema, read_label_spec, read_table_schema
 from vflflare.data.sources import load_source
@@ -51,7 +51,6 @@ from vflflare.data.table import (
     read_csv,
 )
 from vflflare.data.types import LabelTables, SiteTables
-from vflflare.data.views import ImageView, SiteView, TabularView
 
 DATA_ROOT_ENV = "VFLFLARE_DATA_ROOT"
 EMBEDDED_DATASET = "breast_cancer"
@@ -122,24 +121,24 @@ def load_site_tables(
     return tables
 
 
-def load_site_view(
+def load_site_data(
     site: str,
     sites: list[str],
     data_root: str | None,
     seed: int,
     numeric_transform: str = "standard",
     id_normalize: Sequence[str] = (),
-) -> SiteView:
-    """A feature party's data as the algorithms see it: its images when its schema.json says
-    `modality: image`, else its tables (load_site_tables)."""
+) -> SiteTables | SiteImages:
+    """A feature party's data: its images when its schema.json says `modality: image`, else its tables
+    (load_site_tables)."""
     if data_root is not None:
         owner = site_owner(site)
         check_sites_match(owner, data_root, sites)
         folder = _party_folder(owner, site, data_root)
         schema = read_table_schema(owner, folder / SCHEMA_FILE)
         if schema.modality == "image":
-            return ImageView(load_site_images(owner, site, folder, schema, id_normalize))
-    return TabularView(load_site_tables(site, sites, data_root, seed, numeric_transform, id_normalize))
+            return load_site_images(owner, site, folder, schema, id_normalize)
+    return load_site_tables(site, sites, data_root, seed, numeric_transform, id_normalize)
 
 
 def _return_free_memory() -> None:

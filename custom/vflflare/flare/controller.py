@@ -17,7 +17,6 @@ from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
 from nvflare.apis.wf_comm_spec import WFCommSpec
 
-from vflflare.algorithms.registry import make_config
 from vflflare.code_identity import code_identity
 from vflflare.config import SERVER
 from vflflare.data.loading import load_label_tables
@@ -26,12 +25,13 @@ from vflflare.flare.site_config import local_enforcement, local_private_seed, re
 from vflflare.flare.site_health import SiteHealth
 from vflflare.flare.tracking import FlareTracker
 from vflflare.flare.transport import FlareTransport
-from vflflare.privacy.attacks.observed import MESSAGES_FILE, RecordingTransport, save_messages
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.protocol.checkpoint import runs_root
 from vflflare.protocol.model_ids import SIMULATOR_JOB_ID, new_model_id
+from vflflare.protocol.recording import MESSAGES_FILE, RecordingTransport, save_messages
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.topology import COORDINATOR, check_job_sites
+from vflflare.registry import make_config
 from vflflare.results import RESULTS_FILE, completed, failed, format_table
 from vflflare.torch_runtime import prepare_torch
 from vflflare.tracking import DETAILS

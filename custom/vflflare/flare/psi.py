@@ -59,13 +59,13 @@ from nvflare.app_opt.psi.dh_psi.dh_psi_server import PSIServer
 from nvflare.app_opt.psi.dh_psi.dh_psi_task_handler import DhPSITaskHandler
 
 from vflflare.data.errors import site_owner
-from vflflare.data.loading import load_site_view
 from vflflare.flare.messages import ERROR_HEADER
 from vflflare.flare.site_config import read_site_config, resolve_party_data_root, site_config_path
 from vflflare.protocol.alignment import PSI_FILE, psi_file, psi_root, read_psi_file, tag_items, write_psi_file
 from vflflare.protocol.checkpoint import runs_root
 from vflflare.protocol.scoring import LATEST, SCORE_FILE, SiteScorer, score_items
 from vflflare.protocol.topology import check_joined
+from vflflare.protocol.views import load_site_view
 from vflflare.results import RESULTS_FILE
 
 # component ids shared by the server and client configs of jobs/psi and of `vflflare jobs --psi`

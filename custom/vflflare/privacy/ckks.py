@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from vflflare.protocol.payload import ENCRYPTED_KEY, Payload, is_encrypted
+from vflflare.wire import ENCRYPTED_KEY, Payload, is_encrypted
 
 SERVER_CONTEXT_FILE = "server_context.tenseal"  # nvflare.lighter.constants.ProvFileName.SERVER_CONTEXT_TENSEAL
 CLIENT_CONTEXT_FILE = "client_context.tenseal"  # ... CLIENT_CONTEXT_TENSEAL

@@ -28,8 +28,7 @@ from typing import Any
 import numpy as np
 
 from vflflare.privacy import ckks
-from vflflare.protocol.label_proxy import LABEL_PREFIX
-from vflflare.protocol.payload import Payload, is_encrypted
+from vflflare.wire import LABEL_PREFIX, Payload, is_encrypted
 
 KEYGEN_TASK = "he_keygen"  # coordinator -> site: make your key pair; reply {"public_context": bytes}
 KEYS_TASK = "he_keys"  # coordinator -> site: {"public_contexts": {site: bytes}, "label_owner": .., "sites": [..]}

@@ -15,12 +15,12 @@ import numpy as np
 import torch
 
 from vflflare.config import JobConfig
-from vflflare.data.views import SiteView
 from vflflare.privacy.defenses import noisy_representations
 from vflflare.privacy.iso import iso
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.state import PartyState
+from vflflare.protocol.views import SiteView
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.torch_runtime import site_device
 from vflflare.tracking import LogTracker, Tracker

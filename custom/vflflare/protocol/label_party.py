@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from vflflare.algorithms.blocks.classifier import fit_head, predict_proba
 from vflflare.config import JobConfig
 from vflflare.data.types import LabelTables
 from vflflare.metrics import metric_name, score
+from vflflare.models.fitting import fit_head, predict_proba
 from vflflare.models.heads import MLPHead
 from vflflare.privacy.accounting import account, noise_for_epsilon
 from vflflare.privacy.defenses import defend_gradients, randomized_response

@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from vflflare.protocol.transport import Transport
-
-LABEL_PREFIX = "label."
+from vflflare.wire import LABEL_PREFIX
 
 
 class RemoteLabelParty:

@@ -10,19 +10,11 @@ from typing import Any
 
 import numpy as np
 
-Payload = dict[str, Any]
+from vflflare.wire import WIRE_DTYPES, Payload, is_encrypted
 
-# An encrypted float tensor (vflflare.privacy.ckks) is a dict with this key set to True; it counts as
-# payload (its ciphertext bytes) and is never touched by the float casts below.
-ENCRYPTED_KEY = "__ckks__"
 # A float tensor packed narrower than numpy's float16 can say: {PACKED_KEY: "bfloat16", "bits": uint16}
 # or {PACKED_KEY: "int8", "q": int8, "scale": float}. Counts as payload; decode unpacks it to float32.
 PACKED_KEY = "__packed__"
-WIRE_DTYPES = ("float32", "float16", "bfloat16", "int8")
-
-
-def is_encrypted(value: Any) -> bool:
-    return isinstance(value, dict) and value.get(ENCRYPTED_KEY) is True
 
 
 def is_packed(value: Any) -> bool:

@@ -6,7 +6,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from vflflare.algorithms.registry import get_algorithm
 from vflflare.config import SERVER, JobConfig
 from vflflare.data.types import LabelTables
 from vflflare.privacy.enforcement import Enforcement, apply_enforcement
@@ -17,6 +16,7 @@ from vflflare.protocol.model_store import save_label_party
 from vflflare.protocol.setup import setup_parties
 from vflflare.protocol.silo_setup import setup_silo_space
 from vflflare.protocol.transport import Transport
+from vflflare.registry import get_algorithm
 from vflflare.tracking import Tracker
 
 

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from vflflare.algorithms.blocks.classifier import predict_proba
 from vflflare.data.checks import describe_checks, public_checks
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.ids import normalize_table_ids
@@ -31,6 +30,7 @@ from vflflare.data.preprocess import SiteInput
 from vflflare.data.schema import TableSchema
 from vflflare.data.table import parse_features, read_csv
 from vflflare.data.types import FeatureBlock
+from vflflare.models.fitting import predict_proba
 from vflflare.privacy.defenses import noisy_representations
 from vflflare.privacy.enforcement import Enforcement, enforced_floor
 from vflflare.privacy.private_randomness import PrivateRandomness

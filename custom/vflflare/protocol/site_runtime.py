@@ -13,13 +13,11 @@ from collections.abc import Callable
 
 import torch
 
-from vflflare.algorithms.registry import ALGORITHMS, get_algorithm, make_config
 from vflflare.config import JobConfig
 from vflflare.data.checks import describe_checks, has_findings, public_checks
-from vflflare.data.loading import load_label_tables, load_site_view
-from vflflare.data.silo_split import check_silo_space
+from vflflare.data.loading import load_label_tables
 from vflflare.data.split import TEST_FILE, TRAIN_FILE
-from vflflare.data.views import describe_view
+from vflflare.data.split.silo import check_silo_space
 from vflflare.privacy.enforcement import Enforcement, apply_enforcement
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.protocol.alignment import (
@@ -48,11 +46,13 @@ from vflflare.protocol.alignment_report import (
 from vflflare.protocol.checkpoint import MARK, RESTORE_TASK, SAVE_TASK, SiteCheckpoints
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
-from vflflare.protocol.label_proxy import LABEL_PREFIX
 from vflflare.protocol.model_store import save_feature_party, save_label_party
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.scoring import SiteScorer
+from vflflare.protocol.views import describe_view, load_site_view
+from vflflare.registry import algorithms, get_algorithm, make_config
 from vflflare.tracking import DETAILS, LogTracker, Tracker
+from vflflare.wire import LABEL_PREFIX
 
 
 def _named(classes: list[str] | None) -> Payload:
@@ -159,7 +159,7 @@ class SiteRuntime:
             return self._label_call(task[len(LABEL_PREFIX) :], payload)
         if self.party is not None and task in self._steps:
             return getattr(self.party, task)(payload)
-        for plugin in ALGORITHMS.values():
+        for plugin in algorithms().values():
             if task in plugin.stateless_steps:
                 return plugin.stateless_steps[task](self.site, payload)
         if self.party is None:

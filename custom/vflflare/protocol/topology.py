@@ -29,10 +29,10 @@ How NVFlare 2.9 starts a job, and why the job's meta.json asks for 2 sites whate
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+from vflflare.config import duplicates
 from vflflare.data.errors import PartyError
 
 COORDINATOR = "coordinator"  # who the data-root check speaks for in its messages
@@ -45,11 +45,6 @@ class TopologyError(PartyError):
     def __init__(self, message: str, site: str | None = None) -> None:
         super().__init__(message)
         self.site = site
-
-
-def duplicates(names: Iterable[str]) -> list[str]:
-    """The names given more than once, sorted."""
-    return sorted(name for name, count in Counter(names).items() if count > 1)
 
 
 def check_unique(names: Sequence[str], where: str) -> list[str]:

@@ -35,7 +35,6 @@ from nvflare.job_config.defs import FilterType
 from nvflare.recipe.prod_env import ProdEnv
 from nvflare.recipe.spec import ExecEnv, Recipe
 
-from vflflare.algorithms.registry import get_algorithm, make_config
 from vflflare.config import SERVER
 from vflflare.flare.controller import VFLController
 from vflflare.flare.executor import VFLExecutor
@@ -43,6 +42,7 @@ from vflflare.flare.he_filters import DecryptTaskData, EncryptTaskResult
 from vflflare.flare.tracking import TRACKING_EVENTS
 from vflflare.privacy.he_keys import KEY_TASKS
 from vflflare.protocol.topology import check_unique
+from vflflare.registry import get_algorithm, make_config
 from vflflare.staging import CUSTOM_NOTE, CUSTOM_NOTE_FILE, package_folder
 
 # sites idle between phases poll for the next task this often (NVFlare's default is 2 s, which would
@@ -166,7 +166,7 @@ class VFLRecipe(_VFLJobRecipe):
     """One vflflare algorithm as a job.
 
     Args:
-        algorithm: the name of a registered plug-in (vflflare.algorithms.registry.ALGORITHMS, or one a
+        algorithm: the name of a registered plug-in (vflflare.registry.algorithms(), or one a
             module in config["plugins"] registers).
         min_clients: K >= 2 feature sites: at least this many must take part (default: len(sites), else 2).
         sites: the job's sites by name (unique, at least 2): exactly these must take part, or the job fails

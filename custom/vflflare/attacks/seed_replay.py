@@ -21,7 +21,8 @@ import math
 import numpy as np
 import torch
 
-from vflflare.privacy.attacks.observed import GradientRound, Message
+from vflflare.attacks.observed import GradientRound
+from vflflare.protocol.recording import Message
 from vflflare.seeding import derive_seed
 
 CHANNEL = "gradients"  # its label attacks; the representation replay serves feature reconstruction

@@ -8,66 +8,11 @@ label-owning site to which the coordinator relays them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from vflflare.protocol.ledger import CommLedger
-from vflflare.protocol.payload import Payload
-from vflflare.protocol.transport import Transport
-
-
-@dataclass
-class Message:
-    task: str
-    site: str
-    request: Payload  # coordinator -> site
-    reply: Payload  # site -> coordinator
-
-
-@dataclass
-class RecordingTransport:
-    """A Transport that keeps every request and reply of the one it wraps, in order."""
-
-    inner: Transport
-    messages: list[Message] = field(default_factory=list)
-
-    @property
-    def sites(self) -> list[str]:
-        return self.inner.sites
-
-    @property
-    def ledger(self) -> CommLedger:
-        return self.inner.ledger
-
-    def _keep(self, task: str, payloads: Mapping[str, Payload], replies: dict[str, Payload]) -> dict[str, Payload]:
-        self.messages += [Message(task, site, payloads[site], replies.get(site, {})) for site in payloads]
-        return replies
-
-    def announce_model(self, model_id: str) -> None:
-        self.inner.announce_model(model_id)
-
-    def exchange(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
-        return self._keep(task, payloads, self.inner.exchange(task, payloads))
-
-    def step(self, task: str, payloads: Mapping[str, Payload]) -> dict[str, Payload]:
-        return self._keep(task, payloads, self.inner.step(task, payloads))
-
-
-MESSAGES_FILE = "vflflare_messages.pt"  # a recorded run's messages, in the server's run folder
-
-
-def save_messages(path: str | Path, messages: list[Message]) -> Path:
-    """Write a run's messages (torch's format: payloads hold arrays and nested dicts)."""
-    torch.save([vars(m) for m in messages], path)
-    return Path(path)
-
-
-def load_messages(path: str | Path) -> list[Message]:
-    return [Message(**m) for m in torch.load(path, weights_only=False)]
+from vflflare.protocol.recording import Message
 
 
 @dataclass

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -15,7 +14,8 @@ from typing import Any
 from vflflare.config import ConfigError, JobConfig
 from vflflare.data.errors import PartyError
 from vflflare.protocol.topology import check_unique
-from vflflare.results import RESULTS_FILE, format_table
+from vflflare.results import format_table
+from vflflare.simulation import simulate
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
@@ -37,81 +37,6 @@ def parse_site_names(text: str | None, flag: str) -> list[str] | None:
     if text is None:
         return None
     return check_unique([name.strip() for name in text.split(",")], f"{flag} {text}")
-
-
-def find_results(workspace: str | Path) -> Path | None:
-    found = sorted(Path(workspace).rglob(RESULTS_FILE), key=lambda p: p.stat().st_mtime)
-    return found[-1] if found else None
-
-
-def quiet_log_config() -> str:
-    """NVFlare's own log configuration with its console at WARNING and vflflare's lines (progress, the
-    alignment report, the results table) at INFO, as `time message`; the log files in the workspace keep
-    everything. A file for `nvflare simulator -l`, outside the workspace (the simulator empties it)."""
-    from nvflare.fuel.utils.log_utils import default_log_dict
-
-    config = json.loads(json.dumps(default_log_dict))
-    config["handlers"]["consoleHandler"]["level"] = "WARNING"
-    config["filters"]["notVflflare"] = {"()": "vflflare.tracking.ConsoleLines", "own": False}
-    config["handlers"]["consoleHandler"].setdefault("filters", []).append("notVflflare")
-    config["formatters"]["vflflareConsole"] = {"format": "%(asctime)s %(message)s", "datefmt": "%H:%M:%S"}
-    config["filters"]["vflflareOnly"] = {"()": "vflflare.tracking.ConsoleLines"}
-    config["handlers"]["vflflareConsole"] = {
-        "class": "logging.StreamHandler",
-        "level": "INFO",
-        "stream": "ext://sys.stdout",
-        "formatter": "vflflareConsole",
-        "filters": ["vflflareOnly"],
-    }
-    config["loggers"]["root"]["handlers"].append("vflflareConsole")
-    path = Path(tempfile.mkdtemp(prefix="vflflare_log_")) / "log_config.json"
-    path.write_text(json.dumps(config, indent=2))
-    return str(path)
-
-
-def simulate(
-    job: str,
-    workspace: str,
-    n_clients: int,
-    threads: int,
-    data_root: str | None = None,
-    timeout: float | None = None,
-    sites: list[str] | None = None,
-    verbose: bool = True,
-    console: Any = None,
-) -> dict:
-    """Run `nvflare simulator` on a job folder and return its vflflare_results.json. `sites` names the
-    simulated sites (default site-1 .. site-n); without `verbose` the console shows NVFlare's warnings and
-    vflflare's own lines only; `console`: where the simulator's output goes (default: stdout)."""
-    env = dict(os.environ)
-    if data_root:
-        env["VFLFLARE_DATA_ROOT"] = str(Path(data_root).resolve())
-    stale = find_results(workspace) if Path(workspace).exists() else None
-    if stale:
-        stale.unlink()
-    # the nvflare CLI of this interpreter's environment, whatever PATH says
-    clients = ["-c", ",".join(check_unique(sites, "the simulated sites"))] if sites else ["-n", str(n_clients)]
-    # NVFlare's simulator itself: `nvflare simulator` runs the same, after a deprecation banner
-    cmd = [
-        sys.executable,
-        "-m",
-        "nvflare.private.fed.app.simulator.simulator",
-        str(job),
-        "-w",
-        str(workspace),
-        *clients,
-        "-t",
-        str(threads),
-    ]
-    if not verbose:
-        cmd += ["-l", quiet_log_config()]
-    proc = subprocess.run(cmd, env=env, timeout=timeout, stdout=console)
-    path = find_results(workspace)
-    if path is None:
-        raise RuntimeError(f"the simulator (exit code {proc.returncode}) wrote no {RESULTS_FILE} under {workspace}")
-    results = json.loads(path.read_text())
-    results["results_path"] = str(path)
-    return results
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -149,8 +74,8 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def _cmd_inprocess(args: argparse.Namespace) -> int:
-    from vflflare.algorithms.registry import make_config
     from vflflare.protocol.inprocess import run_inprocess
+    from vflflare.registry import make_config
 
     cfg = make_config({"algorithm": args.algorithm, **parse_overrides(args.set)})
     sites = parse_site_names(args.sites_names, "--sites-names") or [f"site-{i + 1}" for i in range(args.sites)]
@@ -172,8 +97,8 @@ def _cmd_inprocess(args: argparse.Namespace) -> int:
 
 
 def _cmd_attack(args: argparse.Namespace) -> int:
-    from vflflare.algorithms.registry import make_config
-    from vflflare.privacy.attack_run import attack_run, attack_simulated, leak_table
+    from vflflare.attacks.run import attack_run, attack_simulated, leak_table
+    from vflflare.registry import make_config
 
     cfg = make_config({"algorithm": args.algorithm, **parse_overrides(args.set)})
     sites = parse_site_names(args.sites_names, "--sites-names") or [f"site-{i + 1}" for i in range(args.sites)]
@@ -229,7 +154,7 @@ def _cmd_attack(args: argparse.Namespace) -> int:
 
 
 def _cmd_settings(args: argparse.Namespace) -> int:
-    from vflflare.algorithms.registry import get_algorithm
+    from vflflare.registry import get_algorithm
     from vflflare.settings_reference import markdown
 
     print(f"Settings of '{args.algorithm}' jobs (`--set key=value`, a recipe's `config`, or config_fed_server.json):\n")
@@ -238,7 +163,7 @@ def _cmd_settings(args: argparse.Namespace) -> int:
 
 
 def _cmd_check_data(args: argparse.Namespace) -> int:
-    from vflflare.data.check_data import check_data, describe, problems
+    from vflflare.cli.check_data import check_data, describe, problems
     from vflflare.data.errors import DataError
 
     if args.path and args.data_root and Path(args.path) != Path(args.data_root):
@@ -301,15 +226,15 @@ LIGHT_COMMANDS = {"simulate", "split", "check-data", "he-keys", "models"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vflflare.data.split import configure_split_parser, run_split
+    from vflflare.cli.split import configure_split_parser, run_split
 
     argv = sys.argv[1:] if argv is None else argv
     command = next((arg for arg in argv if not arg.startswith("-")), None)
-    algorithms: list[str] = []  # named only in the help of commands that run an algorithm
+    algorithm_names: list[str] = []  # named only in the help of commands that run an algorithm
     if command not in LIGHT_COMMANDS:
-        from vflflare.algorithms.registry import ALGORITHMS
+        from vflflare.registry import algorithms
 
-        algorithms = sorted(ALGORITHMS)
+        algorithm_names = sorted(algorithms())
 
     parser = argparse.ArgumentParser(prog="vflflare", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
@@ -325,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs.add_argument(
         "--algorithm",
         default=JobConfig.algorithm,
-        help=f"a registered algorithm ({', '.join(algorithms)}), or psi: the PSI job alone (as jobs/psi)",
+        help=f"a registered algorithm ({', '.join(algorithm_names)}), or psi: the PSI job alone (as jobs/psi)",
     )
     jobs.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="JobConfig field")
     jobs.add_argument(
@@ -359,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     sim.set_defaults(func=_cmd_simulate)
 
     inproc = sub.add_parser("inprocess", help="run the same phases without NVFlare (reference, benchmarks)")
-    inproc.add_argument("--algorithm", default=JobConfig.algorithm, help=", ".join(algorithms))
+    inproc.add_argument("--algorithm", default=JobConfig.algorithm, help=", ".join(algorithm_names))
     inproc.add_argument("--sites", type=int, default=2)
     inproc.add_argument("--sites-names", help="comma-separated site names (overrides --sites)")
     inproc.add_argument("--data-root", default=os.environ.get("VFLFLARE_DATA_ROOT"))
@@ -368,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     inproc.set_defaults(func=_cmd_inprocess)
 
     settings = sub.add_parser("settings", help="every setting of an algorithm's jobs: default, block, meaning")
-    settings.add_argument("--algorithm", default=JobConfig.algorithm, help=", ".join(algorithms))
+    settings.add_argument("--algorithm", default=JobConfig.algorithm, help=", ".join(algorithm_names))
     settings.set_defaults(func=_cmd_settings)
 
     check = sub.add_parser("check-data", help="every problem in a site folder or a data root at once, before a job")
@@ -400,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         "(those of a party that knows the code, the job's configuration and every "
         "message it got; with 3 or more sites also the sites colluding)",
     )
-    attack.add_argument("--algorithm", default=JobConfig.algorithm, help=", ".join(algorithms))
+    attack.add_argument("--algorithm", default=JobConfig.algorithm, help=", ".join(algorithm_names))
     attack.add_argument("--sites", type=int, default=2)
     attack.add_argument("--sites-names", help="comma-separated site names (overrides --sites)")
     attack.add_argument("--data-root", default=os.environ.get("VFLFLARE_DATA_ROOT"))
@@ -427,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
 
     bench = sub.add_parser("bench", help="every algorithm and baseline on a grid of splits; the leaderboard")
     if command in ("bench", None):  # its baselines import scikit-learn's models and XGBoost
-        from vflflare.bench.command import configure_bench_parser, run_bench
+        from vflflare.cli.bench import configure_bench_parser, run_bench
 
         configure_bench_parser(bench)
         bench.set_defaults(func=run_bench)

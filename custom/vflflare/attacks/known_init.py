@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from vflflare.attacks.leak import cluster_label_agreement, leak_auc
 from vflflare.models.heads import MLPHead
-from vflflare.privacy.attacks.leak import cluster_label_agreement, leak_auc
 from vflflare.seeding import derive_seed, seeded_init
 
 CHANNEL = "gradients"

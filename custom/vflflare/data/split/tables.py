@@ -9,11 +9,9 @@ both use `split_table`, so "the same split" always means the same rows.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,7 +20,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from vflflare.data.image_sources import IMAGE_SOURCES, image_source_files, load_image_source
 from vflflare.data.schema import (
     DEFAULT_ID_COLUMN,
     DEFAULT_LABEL_COLUMN,
@@ -31,7 +28,6 @@ from vflflare.data.schema import (
     LabelSpec,
     TableSchema,
 )
-from vflflare.data.sources import SOURCES, load_source, source_files
 
 SERVER = "server"
 MANIFEST_FILE = "manifest.json"
@@ -83,7 +79,7 @@ def split_table(
     """Split rows and columns among `sites` (pure; same inputs and seed -> same split)."""
     labels = np.asarray(labels)
     _check_rows(frame, labels, ids)
-    _check_sites(sites)
+    check_sites(sites)
     columns = _site_columns(frame, sites, site_columns)
     unknown_categorical = [name for name in categorical if name not in frame.columns]
     if unknown_categorical:
@@ -117,13 +113,13 @@ def split_table(
         sites=list(sites),
         parts=parts,
         overlap_ids=[str(value) for value in id_array[aligned_rows]],
-        train_labels=_labels(labels, aligned_rows, id_array),
-        test_labels=_labels(labels, test_rows, id_array),
+        train_labels=label_frame(labels, aligned_rows, id_array),
+        test_labels=label_frame(labels, test_rows, id_array),
         num_classes=int(labels.max()) + 1,
         seed=seed,
         overlap=overlap,
         test_fraction=test_fraction,
-        local_labels={site: _labels(labels, np.sort(own), id_array) for site, own in zip(sites, unaligned)},
+        local_labels={site: label_frame(labels, np.sort(own), id_array) for site, own in zip(sites, unaligned)},
     )
 
 
@@ -182,18 +178,18 @@ def write_split(
         train, test = part.train, part.test
         if label_in_table and site == label_owner:
             schema = replace(schema, label_column=DEFAULT_LABEL_COLUMN, num_classes=result.num_classes)
-            train, test = _with_labels(train, train_labels), _with_labels(test, result.test_labels)
-        _write_text(folder / TRAIN_FILE, frame_to_csv(train))
-        _write_text(folder / TEST_FILE, frame_to_csv(test))
-        _write_json(folder / SCHEMA_FILE, schema.to_dict())
+            train, test = _withlabel_frame(train, train_labels), _withlabel_frame(test, result.test_labels)
+        write_text(folder / TRAIN_FILE, frame_to_csv(train))
+        write_text(folder / TEST_FILE, frame_to_csv(test))
+        write_json(folder / SCHEMA_FILE, schema.to_dict())
     if not label_in_table:
         label_folder = root / label_owner
         label_folder.mkdir(parents=True, exist_ok=True)
-        _write_text(label_folder / TRAIN_LABELS_FILE, frame_to_csv(train_labels))
-        _write_text(label_folder / TEST_LABELS_FILE, frame_to_csv(result.test_labels))
-        _write_json(label_folder / LABELS_FILE, label_spec(result).to_dict())
-    _write_text(root / OVERLAP_IDS_FILE, frame_to_csv(pd.DataFrame({DEFAULT_ID_COLUMN: result.overlap_ids})))
-    _write_json(root / MANIFEST_FILE, {**manifest, **(manifest_extra or {})})
+        write_text(label_folder / TRAIN_LABELS_FILE, frame_to_csv(train_labels))
+        write_text(label_folder / TEST_LABELS_FILE, frame_to_csv(result.test_labels))
+        write_json(label_folder / LABELS_FILE, label_spec(result).to_dict())
+    write_text(root / OVERLAP_IDS_FILE, frame_to_csv(pd.DataFrame({DEFAULT_ID_COLUMN: result.overlap_ids})))
+    write_json(root / MANIFEST_FILE, {**manifest, **(manifest_extra or {})})
     return root / MANIFEST_FILE
 
 
@@ -205,184 +201,6 @@ def label_spec(result: SplitResult) -> LabelSpec:
 def frame_to_csv(frame: pd.DataFrame) -> str:
     """CSV text of a split table; floats are written with repr precision, so reading back is exact."""
     return frame.to_csv(index=False, lineterminator="\n")
-
-
-def configure_split_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of `vflflare split`."""
-    parser.add_argument(
-        "--dataset",
-        required=True,
-        choices=sorted(SOURCES) + sorted(IMAGE_SOURCES),
-        help="table to split, or image dataset to cut into strips (halves for 2 sites, quadrants for 4)",
-    )
-    parser.add_argument(
-        "--data-dir", default=os.path.join("..", "shared", "data"), help="folder holding the dataset folders"
-    )
-    parser.add_argument(
-        "--sites", default="2", help="number of sites K (named site-1..site-K) or a comma list of names"
-    )
-    parser.add_argument("--overlap", type=int, help="N_o, aligned labeled training rows (required unless --silo-space)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", required=True, help="new or empty output folder (becomes VFLFLARE_DATA_ROOT)")
-    parser.add_argument(
-        "--test-fraction", type=float, default=0.2, help="share of all rows held out as aligned test rows"
-    )
-    parser.add_argument("--label-owner", default=SERVER, help=f"{SERVER!r} or a site name")
-    parser.add_argument(
-        "--label-in-table",
-        action="store_true",
-        help="write the labels as a 'label' column of the label owner's train.csv/test.csv (declared in its "
-        "schema.json; empty on unaligned rows) instead of label files; needs a site --label-owner",
-    )
-    parser.add_argument(
-        "--active-site-labels",
-        action="store_true",
-        help="the label-owning site also holds the labels of its own unaligned rows (VFLHLP's active party); "
-        "needs a site --label-owner",
-    )
-    parser.add_argument(
-        "--site-columns",
-        help='columns per site, sites separated by ";" and columns by ",", e.g. "A,B,C;D,E" '
-        "(default: the dataset's 2-party split for K=2, else even in column order)",
-    )
-    parser.add_argument(
-        "--silo-space",
-        action="store_true",
-        help="CFL's silo space: every site an equal-width slice of the encoded columns and its own "
-        "labels for its own rows (--overlap does not apply)",
-    )
-    parser.add_argument(
-        "--silo-setting",
-        default="standard",
-        help="with --silo-space: standard, data_imbalance, class_imbalance or mixed (CFL Sec. 5.1)",
-    )
-    parser.add_argument("--train-rows", type=int, help="images only: a random subset of the training set (default all)")
-    parser.add_argument("--test-rows", type=int, help="images only: a random subset of the test set (default all)")
-    parser.add_argument("--synthetic-rows", type=int, help="synthetic only (default 10000)")
-    parser.add_argument("--synthetic-features", type=int, help="synthetic only (default 20)")
-    parser.add_argument("--synthetic-classes", type=int, help="synthetic only (default 2)")
-
-
-def run_split(args: argparse.Namespace) -> int:
-    """`vflflare split`: returns the exit code; bad arguments or data print one error line and give 2."""
-    images = args.dataset in IMAGE_SOURCES
-    if args.silo_space:
-        return _run_silo_split(args, images)
-    if args.overlap is None:
-        print("vflflare split: error: --overlap is required (or --silo-space)", file=sys.stderr)
-        return 2
-    try:
-        sites = parse_sites(args.sites)
-        if images:
-            result, strips, schemas = _image_split(args, sites)
-            files = image_source_files(args.dataset, args.data_dir)
-        else:
-            result, schemas = _table_split(args, sites), None
-            files = source_files(args.dataset, args.data_dir)
-        checksums = {path.relative_to(args.data_dir).as_posix(): _sha256(path) for path in files}
-        manifest = write_split(
-            result,
-            args.out,
-            args.label_owner,
-            {"dataset": args.dataset, "source_sha256": checksums},
-            label_in_table=args.label_in_table,
-            schemas=schemas,
-            active_site_labels=args.active_site_labels,
-        )
-        if images:
-            from vflflare.data.image_split import write_strips
-
-            write_strips(Path(args.out), result, strips)
-    except ValueError as exc:  # DataError included
-        print(f"vflflare split: error: {exc}", file=sys.stderr)
-        return 2
-    for site in result.sites:
-        part = result.parts[site]
-        holds = (
-            f"{schemas[site].image_size[0]}x{schemas[site].image_size[1]} strips"
-            if images
-            else f"{len(part.columns)} columns"
-        )
-        print(
-            f"{site}: {holds}, {len(part.train)} train rows "
-            f"({result.overlap} aligned + {part.n_unaligned} unaligned), {len(part.test)} test rows"
-        )
-    where = args.label_owner
-    if args.label_in_table:
-        where = f"the {DEFAULT_LABEL_COLUMN!r} column of {args.label_owner}'s tables"
-    if args.active_site_labels:
-        where += f", including its {result.parts[args.label_owner].n_unaligned} unaligned rows"
-    print(f"labels ({result.num_classes} classes) at {where}; manifest: {manifest}")
-    return 0
-
-
-def _run_silo_split(args: argparse.Namespace, images: bool) -> int:
-    from vflflare.data.silo_split import image_table, split_silo_space, write_silo_space
-
-    try:
-        if args.overlap is not None or args.label_owner != SERVER or args.active_site_labels or args.label_in_table:
-            raise ValueError(
-                "--silo-space gives every site its own rows and labels: --overlap, --label-owner, "
-                "--label-in-table and --active-site-labels do not apply"
-            )
-        sites = parse_sites(args.sites)
-        if images:
-            source = load_image_source(args.dataset, args.data_dir)
-            rng = np.random.default_rng([args.seed, 1])
-            train = rng.permutation(len(source.train_images))[: args.train_rows]
-            test = rng.permutation(len(source.test_images))[: args.test_rows]
-            frame = image_table(np.concatenate([source.train_images[train], source.test_images[test]]))
-            labels = np.concatenate([source.train_labels[train], source.test_labels[test]])
-            ids, categorical = [f"{args.dataset}-{i:05d}" for i in range(len(frame))], []
-            files = image_source_files(args.dataset, args.data_dir)
-        else:
-            frame, labels, ids, categorical, _ = load_source(args.dataset, args.data_dir, **_synthetic_options(args))
-            files = source_files(args.dataset, args.data_dir)
-        space = split_silo_space(
-            frame, labels, ids, sites, args.seed, args.silo_setting, args.test_fraction, categorical
-        )
-        checksums = {path.relative_to(args.data_dir).as_posix(): _sha256(path) for path in files}
-        manifest = write_silo_space(
-            space, args.out, {"dataset": args.dataset, "seed": args.seed, "source_sha256": checksums}
-        )
-    except ValueError as exc:
-        print(f"vflflare split: error: {exc}", file=sys.stderr)
-        return 2
-    for why, count in space.left_out.items():
-        if count:
-            print(f"left out {count} rows with {why}")
-    for site in space.silos:
-        pads = sum(c.startswith("pad_") for c in space.columns[site])
-        print(
-            f"{site}: {len(space.columns[site])} columns{f' ({pads} constant pad)' if pads else ''}, "
-            f"{len(space.train[site])} train rows, {len(space.test[site])} test rows, its own labels"
-        )
-    print(f"silo space ({space.setting}, {space.num_classes} classes); manifest: {manifest}")
-    return 0
-
-
-def _table_split(args: argparse.Namespace, sites: list[str]) -> SplitResult:
-    if args.train_rows is not None or args.test_rows is not None:
-        raise ValueError("--train-rows/--test-rows apply only to image datasets; tables use --test-fraction")
-    frame, labels, ids, categorical, default_columns = load_source(
-        args.dataset, args.data_dir, **_synthetic_options(args)
-    )
-    site_columns = parse_site_columns(args.site_columns)
-    if site_columns is None and len(sites) == 2:
-        site_columns = default_columns
-    return split_table(
-        frame, labels, ids, sites, args.overlap, args.seed, args.test_fraction, site_columns, categorical
-    )
-
-
-def _image_split(args: argparse.Namespace, sites: list[str]) -> tuple:
-    from vflflare.data.image_split import split_images
-
-    if args.site_columns is not None:
-        raise ValueError("--site-columns applies only to tables; images are cut into strips by the number of sites")
-    _synthetic_options(args)  # refuses the synthetic table's options
-    source = load_image_source(args.dataset, args.data_dir)
-    return split_images(source, args.dataset, sites, args.overlap, args.seed, args.train_rows, args.test_rows)
 
 
 def parse_sites(text: str) -> list[str]:
@@ -400,23 +218,6 @@ def parse_site_columns(text: str | None) -> list[list[str]] | None:
     return [[name.strip() for name in group.split(",") if name.strip()] for group in text.split(";")]
 
 
-def _synthetic_options(args: argparse.Namespace) -> dict[str, int]:
-    """The generator's own options; the synthetic table is drawn with the split's seed."""
-    given = {
-        "rows": args.synthetic_rows,
-        "features": args.synthetic_features,
-        "classes": args.synthetic_classes,
-    }
-    given = {key: value for key, value in given.items() if value is not None}
-    if args.dataset != "synthetic":
-        if given:
-            raise ValueError(
-                "--synthetic-rows/--synthetic-features/--synthetic-classes apply only to --dataset synthetic"
-            )
-        return {}
-    return {**given, "seed": args.seed}
-
-
 def _check_rows(frame: pd.DataFrame, labels: np.ndarray, ids: list[str]) -> None:
     if not (len(frame) == len(labels) == len(ids)):
         raise ValueError(f"{len(frame)} feature rows, {len(labels)} labels and {len(ids)} IDs differ in number")
@@ -432,7 +233,7 @@ def _check_rows(frame: pd.DataFrame, labels: np.ndarray, ids: list[str]) -> None
         raise ValueError(f"a feature column is named {DEFAULT_ID_COLUMN!r}, which the split files use for IDs")
 
 
-def _check_sites(sites: list[str]) -> None:
+def check_sites(sites: list[str]) -> None:
     if len(sites) < 2:
         raise ValueError(f"vertical FL needs at least 2 sites, got {sites}")
     if len(set(sites)) != len(sites):
@@ -474,11 +275,11 @@ def _with_ids(frame: pd.DataFrame, names: list[str], rows: np.ndarray, ids: np.n
     return table
 
 
-def _labels(labels: np.ndarray, rows: np.ndarray, ids: np.ndarray) -> pd.DataFrame:
+def label_frame(labels: np.ndarray, rows: np.ndarray, ids: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({DEFAULT_ID_COLUMN: ids[rows].astype(str), DEFAULT_LABEL_COLUMN: labels[rows].astype(np.int64)})
 
 
-def _with_labels(table: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+def _withlabel_frame(table: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
     """`table` plus a last label column, matched by ID; rows without a label get an empty cell
     (nullable Int64, so labels are written as '1', never '1.0', and missing ones as nothing)."""
     by_id = labels.set_index(DEFAULT_ID_COLUMN)[DEFAULT_LABEL_COLUMN]
@@ -511,15 +312,15 @@ def _manifest(result: SplitResult, label_owner: str, label_in_table: bool) -> di
     }
 
 
-def _write_text(path: Path, text: str) -> None:
+def write_text(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8", newline="")
 
 
-def _write_json(path: Path, values: Mapping[str, Any]) -> None:
+def write_json(path: Path, values: Mapping[str, Any]) -> None:
     path.write_text(json.dumps(values, indent=2) + "\n", encoding="utf-8")
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):

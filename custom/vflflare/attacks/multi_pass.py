@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from vflflare.privacy.attacks.clustering import clusters_of
-from vflflare.privacy.attacks.gradient_direction import cosine_scores
-from vflflare.privacy.attacks.gradient_norm import norm_scores
-from vflflare.privacy.attacks.leak import cluster_label_agreement, leak_auc
-from vflflare.privacy.attacks.observed import GradientRound
+from vflflare.attacks.clustering import clusters_of
+from vflflare.attacks.gradient_direction import cosine_scores
+from vflflare.attacks.gradient_norm import norm_scores
+from vflflare.attacks.leak import cluster_label_agreement, leak_auc
+from vflflare.attacks.observed import GradientRound
 
 CHANNEL = "gradients"
 ATTACKS = {"multi_pass_norm": True, "multi_pass_direction": True, "multi_pass_clusters": False}  # name: binary only

@@ -18,7 +18,7 @@ import pandas as pd
 
 from vflflare.data.image_sources import ImageSource
 from vflflare.data.schema import DEFAULT_ID_COLUMN, DEFAULT_PATH_COLUMN, TableSchema
-from vflflare.data.split import SitePart, SplitResult, _check_sites, _labels, partition_rows
+from vflflare.data.split.tables import SitePart, SplitResult, check_sites, label_frame, partition_rows
 
 IMAGE_FOLDER = "images"
 
@@ -65,7 +65,7 @@ def split_images(
     """The split (pure; same inputs and seed -> same split), each site's strips by table (rows in the
     index's order) and each site's schema. `train_rows` / `test_rows`: a seeded random subset of the
     official sets, for runs at reduced scale."""
-    _check_sites(sites)
+    check_sites(sites)
     subset_rng = np.random.default_rng([seed, 1])
     pool = _subset(len(source.train_images), train_rows, subset_rng, "--train-rows")
     test_pool = _subset(len(source.test_images), test_rows, subset_rng, "--test-rows")
@@ -92,14 +92,14 @@ def split_images(
         sites=list(sites),
         parts=parts,
         overlap_ids=[str(i) for i in train_ids[pool[aligned]]],
-        train_labels=_labels(source.train_labels[pool], aligned, train_ids[pool]),
-        test_labels=_labels(source.test_labels, test_pool, test_ids),
+        train_labels=label_frame(source.train_labels[pool], aligned, train_ids[pool]),
+        test_labels=label_frame(source.test_labels, test_pool, test_ids),
         num_classes=source.num_classes,
         seed=seed,
         overlap=overlap,
         test_fraction=len(test_pool) / (len(test_pool) + len(pool)),
         local_labels={
-            site: _labels(source.train_labels[pool], np.sort(own), train_ids[pool])
+            site: label_frame(source.train_labels[pool], np.sort(own), train_ids[pool])
             for site, own in zip(sites, unaligned)
         },
     )

@@ -13,6 +13,7 @@ table site's encoder and its `image_model` an image site's.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
@@ -20,6 +21,7 @@ from torch import nn
 
 from vflflare.data.image_batch import ImageBatch
 from vflflare.data.images import SiteImages
+from vflflare.data.loading import load_site_data
 from vflflare.data.types import SiteTables
 from vflflare.models.factory import build_encoder
 from vflflare.ssl.augment import ScarfCorruption, TabularBatch, TwoViews, WeakStrongViews, fixmatch_tab_views
@@ -136,3 +138,20 @@ def describe_view(view: SiteView) -> str:
             f"column(s) {tables.log_columns}"
         )
     return text
+
+
+def view_of(data: SiteTables | SiteImages) -> SiteView:
+    """The view of a site's loaded data (data.loading.load_site_data) by its modality."""
+    return ImageView(data) if isinstance(data, SiteImages) else TabularView(data)
+
+
+def load_site_view(
+    site: str,
+    sites: list[str],
+    data_root: str | None,
+    seed: int,
+    numeric_transform: str = "standard",
+    id_normalize: Sequence[str] = (),
+) -> SiteView:
+    """A feature party's data as the algorithms see it (data.loading.load_site_data, viewed)."""
+    return view_of(load_site_data(site, sites, data_root, seed, numeric_transform, id_normalize))

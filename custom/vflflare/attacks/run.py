@@ -1,5 +1,5 @@
 """`vflflare attack`: one algorithm run in process with the job's defenses, then every attack that applies
-to it, each on what one honest-but-curious party received in that run (privacy/attacks/observed.py) and its
+to it, each on what one honest-but-curious party received in that run (attacks/observed.py) and its
 own state: a site without labels attacks the labels, the label party attacks each site's columns.
 
 The attacker is the one DESIGN.md's Conventions name: it knows the code, the whole job configuration (the
@@ -24,10 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from vflflare.algorithms.registry import get_algorithm
-from vflflare.config import SERVER, JobConfig
-from vflflare.data.loading import load_label_tables
-from vflflare.privacy.attacks import (
+from vflflare.attacks import (
     clustering,
     collusion,
     feature_reconstruction,
@@ -38,28 +35,29 @@ from vflflare.privacy.attacks import (
     multi_pass,
     seed_replay,
 )
-from vflflare.privacy.attacks.clustering import clusters_of, gradient_cluster_leak, probability_leak, recovered
-from vflflare.privacy.attacks.feature_reconstruction import reconstruction_r2
-from vflflare.privacy.attacks.gradient_direction import direction_leak
-from vflflare.privacy.attacks.gradient_norm import norm_leak, norm_scores
-from vflflare.privacy.attacks.leak import majority_rate
-from vflflare.privacy.attacks.model_completion import auxiliary_rows, model_completion_attack
-from vflflare.privacy.attacks.multi_pass import multi_pass_leaks
-from vflflare.privacy.attacks.observed import (
+from vflflare.attacks.clustering import clusters_of, gradient_cluster_leak, probability_leak, recovered
+from vflflare.attacks.feature_reconstruction import reconstruction_r2
+from vflflare.attacks.gradient_direction import direction_leak
+from vflflare.attacks.gradient_norm import norm_leak, norm_scores
+from vflflare.attacks.leak import majority_rate
+from vflflare.attacks.model_completion import auxiliary_rows, model_completion_attack
+from vflflare.attacks.multi_pass import multi_pass_leaks
+from vflflare.attacks.observed import (
     GradientRound,
-    Message,
-    RecordingTransport,
-    load_messages,
     received_gradients,
     received_probabilities,
     uploaded_representations,
 )
-from vflflare.privacy.attacks.optimal_bound import clipped_gradient_bound
+from vflflare.attacks.optimal_bound import clipped_gradient_bound
+from vflflare.config import SERVER, JobConfig
+from vflflare.data.loading import load_label_tables
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.inprocess import InProcessTransport
+from vflflare.protocol.recording import Message, RecordingTransport, load_messages
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.protocol.topology import COORDINATOR, check_job_sites
+from vflflare.registry import get_algorithm
 from vflflare.seeding import derive_seed
 from vflflare.torch_runtime import prepare_torch
 from vflflare.tracking import LogTracker
@@ -410,11 +408,11 @@ def attack_simulated(
     that each party received), and each site keeps its trained bottom model (model_store.py). Each attacker's
     own state is then rebuilt here from its data (the same alignment: it is a function of the data and the
     seed) and the model its site saved; the attacks read the recorded messages."""
-    from vflflare.cli import simulate
     from vflflare.jobs import write_job
     from vflflare.protocol.checkpoint import runs_root
     from vflflare.protocol.model_store import load_site_model, models_dir
     from vflflare.protocol.setup import setup_parties
+    from vflflare.simulation import simulate
 
     if cfg.he:
         raise ValueError("vflflare attack --env sim reads the messages in plaintext: run it without he")

@@ -138,14 +138,14 @@ def write_silo_space(space: SiloSpace, out_dir: str, manifest_extra: dict) -> Pa
     """Each silo's folder (train.csv and test.csv with its label column, schema.json declaring it) and a
     manifest; a non-empty folder is refused. Returns the manifest's path."""
     from vflflare.data.schema import TableSchema
-    from vflflare.data.split import (
+    from vflflare.data.split.tables import (
         MANIFEST_FILE,
         SCHEMA_FILE,
         TEST_FILE,
         TRAIN_FILE,
-        _write_json,
-        _write_text,
         frame_to_csv,
+        write_json,
+        write_text,
     )
 
     root = Path(out_dir)
@@ -154,10 +154,10 @@ def write_silo_space(space: SiloSpace, out_dir: str, manifest_extra: dict) -> Pa
     for silo in space.silos:
         folder = root / silo
         folder.mkdir(parents=True, exist_ok=True)
-        _write_text(folder / TRAIN_FILE, frame_to_csv(space.train[silo]))
-        _write_text(folder / TEST_FILE, frame_to_csv(space.test[silo]))
+        write_text(folder / TRAIN_FILE, frame_to_csv(space.train[silo]))
+        write_text(folder / TEST_FILE, frame_to_csv(space.test[silo]))
         schema = TableSchema(DEFAULT_ID_COLUMN, (), DEFAULT_LABEL_COLUMN, space.num_classes)
-        _write_json(folder / SCHEMA_FILE, schema.to_dict())
+        write_json(folder / SCHEMA_FILE, schema.to_dict())
     manifest = {
         "silo_space": True,
         "setting": space.setting,
@@ -170,13 +170,13 @@ def write_silo_space(space: SiloSpace, out_dir: str, manifest_extra: dict) -> Pa
         },
         **manifest_extra,
     }
-    _write_json(root / MANIFEST_FILE, manifest)
+    write_json(root / MANIFEST_FILE, manifest)
     return root / MANIFEST_FILE
 
 
 def check_silo_space(site: str, data_root: str | None, algorithm: str) -> None:
     """A silo-space plug-in needs each site's own labels: refuse the embedded default and aligned splits."""
-    from vflflare.data.split import MANIFEST_FILE
+    from vflflare.data.split.tables import MANIFEST_FILE
 
     how = "split with `vflflare split --dataset D --sites N --silo-space`, or give every site a label column"
     if data_root is None:

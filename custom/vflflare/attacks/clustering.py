@@ -10,8 +10,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
-from vflflare.privacy.attacks.leak import cluster_label_agreement, leak_auc
-from vflflare.privacy.attacks.observed import GradientRound
+from vflflare.attacks.leak import cluster_label_agreement, leak_auc
+from vflflare.attacks.observed import GradientRound
 
 # each attack by name and the channel it reads (any number of classes)
 CHANNELS = {"gradient_clusters": "gradients", "probability_clusters": "probabilities"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vflflare.privacy.attacks.observed import GradientRound
+from vflflare.attacks.observed import GradientRound
 
 CHANNEL = "gradients"
 NAME = "colluding sites"  # its entry in leak_by_site

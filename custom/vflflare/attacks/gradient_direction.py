@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vflflare.privacy.attacks.leak import leak_auc
-from vflflare.privacy.attacks.observed import GradientRound
+from vflflare.attacks.leak import leak_auc
+from vflflare.attacks.observed import GradientRound
 
 CHANNEL = "gradients"
 BINARY_ONLY = True

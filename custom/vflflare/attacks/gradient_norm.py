@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vflflare.privacy.attacks.leak import leak_auc
-from vflflare.privacy.attacks.observed import GradientRound
+from vflflare.attacks.leak import leak_auc
+from vflflare.attacks.observed import GradientRound
 
 CHANNEL = "gradients"  # the per-row gradients a site without labels receives
 BINARY_ONLY = True

@@ -260,7 +260,7 @@ class PartyCheck:
 def check_site_folder(site: str, folder: Path, sites: list[str], data_root: str | None = None) -> PartyCheck:
     """A site's folder: scanned (its score.csv too, if any), then (if clean) read by the job's loader, and
     its score.csv as scoring reads it."""
-    from vflflare.data.loading import load_site_view
+    from vflflare.protocol.views import load_site_view
 
     owner, findings = site_owner(site), Findings()
     check = PartyCheck(site, findings)
