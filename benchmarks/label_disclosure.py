@@ -36,7 +36,7 @@ from vflflare.algorithms.oneshot import OneShotVFL
 from vflflare.attacks.leak import cluster_label_agreement
 from vflflare.data.loading import load_label_tables
 from vflflare.protocol.inprocess import InProcessTransport
-from vflflare.protocol.setup import SERVER, setup_parties
+from vflflare.protocol.setup import SERVER, SetupInputs, setup_parties
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.registry import make_config
 from vflflare.seeding import derive_seed
@@ -48,9 +48,8 @@ RESULTS = COMMITTED / "label_disclosure.jsonl"  # compact records: numbers and s
 def measure(root: Path, seed: int, table: SourceTable, overrides: dict) -> dict[str, float]:
     cfg = make_config({**overrides, "algorithm": "oneshot", "seed": seed})
     net = InProcessTransport({s: SiteRuntime(s, str(root)) for s in SITES})
-    label, _, _ = setup_parties(
-        net, cfg, OneShotVFL, lambda: load_label_tables(SERVER, SITES, str(root), seed), LogTracker("bench.disclosure")
-    )
+    loader = lambda: load_label_tables(SERVER, SITES, str(root), seed)  # noqa: E731
+    label, _, _ = setup_parties(SetupInputs(net, cfg, OneShotVFL.Label, loader, LogTracker("bench.disclosure")))
     grads = label.partial_gradients(reps_of(upload_representations(net, ["aligned"]), "aligned"))
     truth = table.y(job_rows(root, seed, cfg.val_fraction).train_ids)  # canonical order = gradient row order
     out = {"majority_rate": float(np.bincount(truth).max() / len(truth))}

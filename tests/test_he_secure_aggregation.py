@@ -32,7 +32,7 @@ class HEInProcess:
             self.ledger.record(site, "down", payload, len(request))
             at_site = ckks.decrypt_payload(wire.loads(request), self.client)  # DecryptTaskData
             reply = wire.dumps(
-                ckks.encrypt_payload(plugin.SecureSumCheck.stateless_steps[task](site, at_site), self.client)
+                ckks.encrypt_payload(plugin.SecureSumCheck.setup.stateless_steps()[task](site, at_site), self.client)
             )  # EncryptTaskResult
             replies[site] = wire.loads(reply)
             self.ledger.record(site, "up", replies[site], len(reply))

@@ -28,7 +28,7 @@ from vflflare.protocol.alignment import (
     write_psi_file,
 )
 from vflflare.protocol.inprocess import InProcessTransport, run_inprocess
-from vflflare.protocol.setup import setup_parties
+from vflflare.protocol.setup import SetupInputs
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.registry import get_algorithm, make_config
 from vflflare.tracking import LogTracker
@@ -66,13 +66,9 @@ def setup_only(root: Path | None, cfg):
     data_root = str(root) if root else None
     runtimes = {s: SiteRuntime(s, data_root) for s in SITES}
     net = InProcessTransport(runtimes)
-    label, counts, _ = setup_parties(
-        net,
-        cfg,
-        get_algorithm(cfg.algorithm),
-        lambda: load_label_tables("server", SITES, data_root, cfg.seed),
-        LogTracker("test"),
-    )
+    plugin = get_algorithm(cfg.algorithm)
+    loader = lambda: load_label_tables("server", SITES, data_root, cfg.seed)  # noqa: E731
+    label, counts, _ = plugin.setup.coordinator(SetupInputs(net, cfg, plugin.Label, loader, LogTracker("test")))
     return runtimes, label, counts, net
 
 

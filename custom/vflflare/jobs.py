@@ -100,7 +100,7 @@ def write_default_jobs(out_dir: str | Path) -> list[Path]:
     from vflflare.data.split import parse_sites
 
     def defaults(algorithm: str) -> dict[str, Any]:
-        owner = {"label_owner": parse_sites("2")[0]} if algorithms()[algorithm].uses_active_site_labels else {}
+        owner = {"label_owner": parse_sites("2")[0]} if algorithms()[algorithm].setup.active_site_labels else {}
         return {"algorithm": algorithm, **owner}
 
     jobs = [write_job(out_dir, job, defaults(algorithm)) for job, algorithm in default_jobs().items()]

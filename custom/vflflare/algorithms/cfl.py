@@ -35,6 +35,7 @@ from vflflare.algorithms.plugin import Algorithm
 from vflflare.config import SERVER, JobConfig, Settings
 from vflflare.data.pearson_order import pearson_order
 from vflflare.protocol.feature_party import FeatureParty
+from vflflare.protocol.party_setup import SiloSpace
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
 from vflflare.registry import register
@@ -202,7 +203,7 @@ class CFL(Algorithm):
     job_name = "cfl"
     Config, Site = CFLConfig, CFLSite
     phases = ("local_training", "fedavg", "evaluation")
-    silo_space = True
+    setup = SiloSpace()
 
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
         with net.ledger.phase("local_training"):

@@ -45,6 +45,7 @@ from vflflare.config import SERVER, JobConfig, Settings
 from vflflare.models.heads import Projector
 from vflflare.models.two_tower import TOWERS, TwoTower, top_layers
 from vflflare.protocol.feature_party import FeatureParty
+from vflflare.protocol.party_setup import Aligned
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
 from vflflare.registry import register
@@ -347,7 +348,7 @@ class FedHSSL(Algorithm):
     job_name = "fedhssl"
     Config, Site, Label = FedHSSLConfig, HybridSSLSite, HybridSSLLabel
     phases = ("cross_ssl", "local_ssl", "pma", "finetune", "evaluation")
-    uses_aligned_unlabeled = True
+    setup = Aligned(aligned_unlabeled=True)
 
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
         cfg, steps = self.cfg, self.cfg.pretraining

@@ -13,13 +13,12 @@ A plug-in is a subclass of `Algorithm` with
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 from vflflare.config import SERVER, JobConfig
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
-from vflflare.protocol.payload import Payload
+from vflflare.protocol.party_setup import Aligned, PartySetup
 from vflflare.protocol.transport import Transport
 from vflflare.tracking import Tracker
 
@@ -34,21 +33,7 @@ class Algorithm:
     Label: ClassVar[type[LabelParty]] = LabelParty
     phases: ClassVar[tuple[str, ...]] = ()
     job_name: ClassVar[str | None] = None  # its folder in jobs/ (exported by `vflflare jobs`), if it ships one
-    # False for a plug-in that moves no site data (its site steps are `stateless_steps`, no setup phase)
-    needs_data: ClassVar[bool] = True
-    # True: setup also tells each site its aligned rows without a label (part "aligned_unlabeled")
-    uses_aligned_unlabeled: ClassVar[bool] = False
-    # True: the label owner is a site that also holds the labels of its unaligned rows (VFLHLP's active
-    # party); the embedded default split then gives it those, and the default job names a site as owner
-    uses_active_site_labels: ClassVar[bool] = False
-    # True: the sites form a silo space (CFL): each holds its own rows and labels, setup is the union of
-    # their rows (protocol/silo_setup.py), and there is no label party
-    silo_space: ClassVar[bool] = False
-    # what a PSI phase run first in the job (VFLRecipe(psi=True)) intersects: "tables", the sites' train and
-    # test IDs, or "score_file", the IDs of each site's file of new rows (config keys model_job, score_file)
-    psi_items: ClassVar[str] = "tables"
-    # site steps that need no setup: task name -> fn(site name, payload) -> reply
-    stateless_steps: ClassVar[dict[str, Callable[[str, Payload], Payload]]] = {}
+    setup: ClassVar[PartySetup] = Aligned()  # how its parties are set up before `run` (protocol/party_setup.py)
 
     def __init__(self, cfg: JobConfig, tracker: Tracker, he_context: Any = None) -> None:
         self.cfg, self.tracker, self.he_context = cfg, tracker, he_context
@@ -64,8 +49,8 @@ class Algorithm:
     @classmethod
     def site_tasks(cls) -> list[str]:
         """Every task a site of this algorithm's job may receive as an NVFlare task."""
-        if not cls.needs_data:
-            return list(cls.stateless_steps)
+        if not cls.setup.holds_data:
+            return list(cls.setup.stateless_steps())
         label_tasks = ["label." + m for m, channel in cls.Label.label_channels().items() if channel == "exchange"]
         return [*PROTOCOL_TASKS, *cls.Site.site_steps(), *label_tasks]
 

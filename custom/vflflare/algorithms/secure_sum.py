@@ -14,6 +14,7 @@ from vflflare.algorithms.blocks.secure_aggregation import secure_sum
 from vflflare.algorithms.plugin import Algorithm
 from vflflare.config import JobConfig
 from vflflare.privacy.he_keys import SHARED_KEY_TASKS
+from vflflare.protocol.party_setup import Stateless
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
 from vflflare.registry import register
@@ -54,8 +55,7 @@ class SecureSumCheck(Algorithm):
     name = "secure_sum"
     Config = SecureSumConfig
     phases = ("secure_aggregation",)
-    needs_data = False
-    stateless_steps = {CONTRIBUTE: contribute, RESULT: check_result}
+    setup = Stateless(steps={CONTRIBUTE: contribute, RESULT: check_result})
 
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
         request = {"seed": self.cfg.seed, "shape": self.cfg.shape, "sites": list(net.sites)}

@@ -25,6 +25,7 @@ from vflflare.algorithms.plugin import Algorithm
 from vflflare.config import SERVER, JobConfig
 from vflflare.data.checks import describe_checks
 from vflflare.protocol.model_store import LABEL_DIR, ModelStoreError, label_owner, models_dir
+from vflflare.protocol.party_setup import Stateless
 from vflflare.protocol.scoring import APPLY, LATEST, LOAD, REPRESENT, SCORE_FILE, apply_head, predictions_path
 from vflflare.protocol.transport import Transport
 from vflflare.registry import register
@@ -62,8 +63,8 @@ class VerticalInference(Algorithm):
     Config = VerticalInferenceConfig
     job_name = "vertical_inference"
     phases = ("score_alignment", "scoring")
-    needs_data = False  # no training tables: each site reads only its file of new rows
-    psi_items = "score_file"
+    # no training tables: each site reads only its file of new rows (SiteRuntime's scorer answers the tasks)
+    setup = Stateless(psi_items="score_file")
 
     @classmethod
     def site_tasks(cls) -> list[str]:

@@ -51,6 +51,7 @@ from vflflare.models.heads import MLPHead
 from vflflare.privacy.defenses import randomized_response
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
+from vflflare.protocol.party_setup import Aligned
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.transport import Transport
 from vflflare.registry import register
@@ -243,8 +244,8 @@ class VFLHLP(Algorithm):
     job_name = "vflhlp"
     Config, Site, Label = VFLHLPConfig, VFLHLPSite, VFLHLPLabel
     phases = ("local_pretraining", "split_training", "evaluation")
-    uses_aligned_unlabeled = True  # the active party's step (1) leaves them out
-    uses_active_site_labels = True
+    # the active party's step (1) leaves the aligned unlabeled rows out; it holds its unaligned rows' labels
+    setup = Aligned(aligned_unlabeled=True, active_site_labels=True)
 
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
         cfg = self.cfg

@@ -411,7 +411,7 @@ def attack_simulated(
     from vflflare.jobs import write_job
     from vflflare.protocol.checkpoint import runs_root
     from vflflare.protocol.model_store import load_site_model, models_dir
-    from vflflare.protocol.setup import setup_parties
+    from vflflare.protocol.setup import SetupInputs
     from vflflare.simulation import simulate
 
     if cfg.he:
@@ -434,12 +434,15 @@ def attack_simulated(
         raise RuntimeError(f"the simulated job failed: {result['error']}")
     messages = load_messages(Path(result["results_path"]).parent / result["messages"])
     runtimes = {s: SiteRuntime(s, data_root) for s in sites}
-    setup_parties(
-        InProcessTransport(runtimes, cfg.wire_dtype),
-        cfg,
-        get_algorithm(cfg.algorithm, cfg.plugins),
-        lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
-        LogTracker("vflflare.server"),
+    plugin = get_algorithm(cfg.algorithm, cfg.plugins)
+    plugin.setup.coordinator(
+        SetupInputs(
+            InProcessTransport(runtimes, cfg.wire_dtype),
+            cfg,
+            plugin.Label,
+            lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
+            LogTracker("vflflare.server"),
+        )
     )
     for site, runtime in runtimes.items():
         folder = models_dir(runs_root(data_root, site), result.get("model_id") or result["job_id"]) / site
@@ -460,7 +463,7 @@ def attack(
     state (data, alignment, trained bottom models), `result` the run's record."""
     plugin = get_algorithm(cfg.algorithm, cfg.plugins)
     owner = cfg.label_owner if cfg.label_owner in sites else SERVER
-    tables = load_label_tables(owner, sites, data_root, cfg.seed, cfg.id_normalize, plugin.uses_active_site_labels)
+    tables = load_label_tables(owner, sites, data_root, cfg.seed, cfg.id_normalize, plugin.setup.active_site_labels)
     labels = {
         "train": dict(zip(tables.train_ids, tables.train_labels.tolist())),
         "test": dict(zip(tables.test_ids, tables.test_labels.tolist())),

@@ -13,8 +13,7 @@ from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.protocol.checkpoint import CheckpointedTransport, Journal
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.model_store import save_label_party
-from vflflare.protocol.setup import setup_parties
-from vflflare.protocol.silo_setup import setup_silo_space
+from vflflare.protocol.setup import SetupInputs
 from vflflare.protocol.transport import Transport
 from vflflare.registry import get_algorithm
 from vflflare.tracking import Tracker
@@ -52,21 +51,18 @@ def run_algorithm(
         net = resumable = CheckpointedTransport(net, Journal(runs_root, run_id, cfg.to_dict(), bool(cfg.resume)))
         tracker.info(f"run id {run_id}: checkpoints under {runs_root}; go on after a failure with resume: {run_id}")
     plugin = get_algorithm(cfg.algorithm, cfg.plugins)
-    hosts_label = cfg.label_owner == SERVER and plugin.needs_data and not plugin.silo_space
+    setup = plugin.setup
     # a label party at the coordinator runs with the stricter of the job's defenses and the server's own
     label_cfg, enforced = (
-        apply_enforcement(cfg, enforce, hosts_label=hosts_label, hosts_site=False) if plugin.needs_data else (cfg, {})
+        apply_enforcement(cfg, enforce, hosts_label=setup.hosts_label(cfg, SERVER), hosts_site=False)
+        if setup.holds_data
+        else (cfg, {})
     )
     enforced = {SERVER: enforced} if enforced else {}
     model_id = (model_id or job_id) if job_id is not None else None  # nothing is saved without a job id
-    if plugin.silo_space:
-        label, rows, alignment = setup_silo_space(net, cfg, tracker)
-    elif plugin.needs_data:
-        label, rows, alignment = setup_parties(
-            net, cfg, plugin, load_server_labels, tracker, private, label_cfg, model_id
-        )
-    else:
-        label, rows, alignment = None, {}, {}
+    label, rows, alignment = setup.coordinator(
+        SetupInputs(net, cfg, plugin.Label, load_server_labels, tracker, private, label_cfg, model_id)
+    )
     flow = plugin(cfg, tracker, he_context)
     flow.runs_root, flow.job_id = runs_root, job_id
     if resumable is not None:
@@ -76,7 +72,7 @@ def run_algorithm(
     saved = {}
     if job_id is not None:
         saved["job_id"] = job_id
-        if plugin.needs_data and not plugin.silo_space:  # a model to score with, named by its model ID
+        if setup.saves_model:  # a model to score with, named by its model ID
             saved["model_id"] = model_id
         if runs_root is not None and isinstance(label, LabelParty):
             head = save_label_party(runs_root, model_id, label, job_id, cfg)

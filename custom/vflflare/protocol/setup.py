@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -63,29 +63,37 @@ def alignment_salt(seed: int) -> str:
     return hashlib.sha256(f"vflflare-align:{seed}".encode()).hexdigest()
 
 
+@dataclass
+class SetupInputs:
+    """What phase 0 needs at the coordinator. Label: the plug-in's label party class; private: the coordinator's
+    private source, for a label party hosted there; label_cfg: that label party's config, the job's with the
+    defenses the server's local configuration enforces (default: the job's). model_id: the ID the sites save
+    their models under at the job's end (model_ids.py), announced to them outside the counted messages."""
+
+    net: Transport
+    cfg: JobConfig
+    Label: type[LabelParty]
+    load_server_labels: Callable[[], LabelTables]
+    tracker: Tracker
+    private: PrivateRandomness | None = None
+    label_cfg: JobConfig | None = None
+    model_id: str | None = None
+
+
 def setup_parties(
-    net: Transport,
-    cfg: JobConfig,
-    plugin: Any,
-    load_server_labels: Callable[[], LabelTables],
-    tracker: Tracker,
-    private: PrivateRandomness | None = None,
-    label_cfg: JobConfig | None = None,
-    model_id: str | None = None,
+    inputs: SetupInputs, *, unlabeled_part: bool = False
 ) -> tuple[LabelParty | RemoteLabelParty, dict[str, int], dict]:
-    """private: the coordinator's private source, for a label party hosted there; label_cfg: that label party's
-    config, the job's with the defenses the server's local configuration enforces (default: the job's).
-    model_id: the ID the sites save their models under at the job's end (model_ids.py), announced to them
-    outside the counted messages. Returns the label party handle (plugin.Label here, or a proxy of the one on the
-    label-owning site),
-    the row counts of the aligned parts and the alignment report (alignment_report.py)."""
+    """Returns the label party handle (the plug-in's Label here, or a proxy of the one on the label-owning site),
+    the row counts of the aligned parts and the alignment report (alignment_report.py). unlabeled_part: also
+    tell each site its aligned rows without a label (part "aligned_unlabeled")."""
+    net, cfg, tracker = inputs.net, inputs.cfg, inputs.tracker
     if cfg.label_owner != SERVER and cfg.label_owner not in net.sites:
         raise ValueError(f"label_owner '{cfg.label_owner}' is neither 'server' nor one of the sites {net.sites}")
     if cfg.alignment == "psi":
-        return _setup_with_psi(net, cfg, plugin, load_server_labels, tracker, private, label_cfg, model_id)
+        return _setup_with_psi(inputs, unlabeled_part)
     salt = alignment_salt(cfg.seed)
-    if model_id:
-        net.announce_model(model_id)
+    if inputs.model_id:
+        net.announce_model(inputs.model_id)
     with net.ledger.phase("setup"):
         replies = net.exchange(
             "setup", {s: {"config": cfg.to_dict(), "sites": net.sites, "salt": salt} for s in net.sites}
@@ -95,9 +103,9 @@ def setup_parties(
         variants = {s: replies[s].get("variants") for s in net.sites}
         label_key = "label:" + cfg.label_owner
         if cfg.label_owner == SERVER:
-            tables = load_server_labels()
-            label: LabelParty | RemoteLabelParty = plugin.Label(
-                tables, net.sites, label_cfg or cfg, tracker, private=private
+            tables = inputs.load_server_labels()
+            label: LabelParty | RemoteLabelParty = inputs.Label(
+                tables, net.sites, inputs.label_cfg or cfg, tracker, private=inputs.private
             )
             train[label_key], test[label_key] = hash_ids(tables.train_ids, salt), hash_ids(tables.test_ids, salt)
             variants[label_key] = id_variants(tables.train_ids, tables.test_ids, salt, cfg.id_normalize)
@@ -110,7 +118,7 @@ def setup_parties(
                 int(info["num_classes"]),
             )
             variants[label_key] = info.get("variants")
-            label = RemoteLabelParty(net, cfg.label_owner, num_classes, plugin.Label.label_channels())
+            label = RemoteLabelParty(net, cfg.label_owner, num_classes, inputs.Label.label_channels())
             label.classes = info.get("classes")
         report, common_train, common_test = hash_report(train, test, variants)
         collect_checks(report, replies, net.sites)
@@ -137,7 +145,7 @@ def setup_parties(
 
         blame, problems, replies = [], [], {}
         extra = {}  # positions of the aligned rows without a label, for plug-ins that pretrain on them
-        if plugin.uses_aligned_unlabeled:
+        if unlabeled_part:
             unlabeled = aligned_unlabeled(train, net.sites, labeled, cfg.seed)
             extra = {s: {"aligned_unlabeled": rows_of(s, unlabeled)} for s in net.sites}
         if cfg.label_owner == SERVER:
@@ -211,29 +219,23 @@ def setup_parties(
         # the parties that lack rows every other party has come first: theirs is the file to fix
         raise_partial_test(collected("lacking") + blame + collected("problems") + problems, report["hint"])
     counts = {"aligned_train": len(train_rows), "val": len(val_rows), "test": len(test_order)}
-    if plugin.uses_aligned_unlabeled:
+    if unlabeled_part:
         counts["aligned_unlabeled"] = len(unlabeled)
     report.update(counts)
     return label, counts, report
 
 
 def _setup_with_psi(
-    net: Transport,
-    cfg: JobConfig,
-    plugin: Any,
-    load_server_labels: Callable[[], LabelTables],
-    tracker: Tracker,
-    private: PrivateRandomness | None,
-    label_cfg: JobConfig | None = None,
-    model_id: str | None = None,
+    inputs: SetupInputs, unlabeled_part: bool
 ) -> tuple[LabelParty | RemoteLabelParty, dict[str, int], dict]:
     """Sites read their PSI intersection and order it locally. What reaches the coordinator: each
     site's intersection sizes and fingerprint; from a label site, boolean masks over the canonical
     order (which aligned rows are labeled); for a label party on the coordinator, one OpenMined PSI
     round with the first site, after which it knows which of its label IDs are aligned."""
+    net, cfg, tracker = inputs.net, inputs.cfg, inputs.tracker
     with net.ledger.phase("setup"):
-        if model_id:
-            net.announce_model(model_id)
+        if inputs.model_id:
+            net.announce_model(inputs.model_id)
         replies = net.exchange("setup", {s: {"config": cfg.to_dict(), "sites": net.sites} for s in net.sites})
         views = {s: replies[s]["psi"] for s in net.sites}
         problems = [p for s in net.sites for p in replies[s].get("problems", [])]
@@ -253,9 +255,9 @@ def _setup_with_psi(
         collect_enforced(report, replies, net.sites)
         keep: dict = {"train_keys": None, "test_keys": None, "train_mask": None, "test_mask": None, "val_mask": None}
         if cfg.label_owner == SERVER:
-            tables = load_server_labels()
-            label: LabelParty | RemoteLabelParty = plugin.Label(
-                tables, net.sites, label_cfg or cfg, tracker, private=private
+            tables = inputs.load_server_labels()
+            label: LabelParty | RemoteLabelParty = inputs.Label(
+                tables, net.sites, inputs.label_cfg or cfg, tracker, private=inputs.private
             )
             num_classes = tables.num_classes
             # one more DH-PSI round, coordinator = PSI client, first site = PSI server over the intersection
@@ -307,7 +309,7 @@ def _setup_with_psi(
         else:
             info = replies[cfg.label_owner]["label"]
             num_classes = int(info["num_classes"])
-            label = RemoteLabelParty(net, cfg.label_owner, num_classes, plugin.Label.label_channels())
+            label = RemoteLabelParty(net, cfg.label_owner, num_classes, inputs.Label.label_channels())
             label.classes = info.get("classes")
             train_mask, test_mask = np.asarray(info["train_mask"], bool), np.asarray(info["test_mask"], bool)
             n_labeled, n_labeled_test = int(train_mask.sum()), int(test_mask.sum())
@@ -337,7 +339,7 @@ def _setup_with_psi(
             got = {k: int(v) for k, v in aligned[site]["counts"].items()}
             if got != counts:
                 raise AlignmentError(f"site '{site}' aligned {got} rows, the label party {counts}")
-        if plugin.uses_aligned_unlabeled:
+        if unlabeled_part:
             unlabeled_counts = {s: int(aligned[s]["aligned_unlabeled"]) for s in net.sites}
             if len(set(unlabeled_counts.values())) != 1:
                 raise AlignmentError(

@@ -17,7 +17,6 @@ from vflflare.config import JobConfig
 from vflflare.data.checks import describe_checks, has_findings, public_checks
 from vflflare.data.loading import load_label_tables
 from vflflare.data.split import TEST_FILE, TRAIN_FILE
-from vflflare.data.split.silo import check_silo_space
 from vflflare.privacy.enforcement import Enforcement, apply_enforcement
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.protocol.alignment import (
@@ -129,7 +128,7 @@ class SiteRuntime:
         scoring new rows (model_store.py), under the model ID the coordinator sent with setup (a coordinator
         that sent none: `job_id`, the NVFlare job's). A silo space's silos keep no vertical model. Returns the
         manifests."""
-        if self.runs_root is None or self.party is None or self._plugin.silo_space:
+        if self.runs_root is None or self.party is None or not self._plugin.setup.saves_model:
             return []
         model_id = self.model_id or job_id
         saved = [save_feature_party(self.runs_root, model_id, self.party, job_id, self.job_cfg)]
@@ -160,8 +159,9 @@ class SiteRuntime:
         if self.party is not None and task in self._steps:
             return getattr(self.party, task)(payload)
         for plugin in algorithms().values():
-            if task in plugin.stateless_steps:
-                return plugin.stateless_steps[task](self.site, payload)
+            steps = plugin.setup.stateless_steps()
+            if task in steps:
+                return steps[task](self.site, payload)
         if self.party is None:
             raise RuntimeError(f"site '{self.site}': task '{task}' before setup")
         raise ValueError(
@@ -171,18 +171,17 @@ class SiteRuntime:
     def _setup(self, payload: Payload) -> Payload:
         cfg = self.job_cfg = make_config(payload["config"])  # as every party got it (the saved model's hash)
         self._plugin = get_algorithm(cfg.algorithm)
+        setup = self._plugin.setup
+        hosts_label = setup.hosts_label(cfg, self.site)
         # the stricter of the job's defenses and the ones this site's local configuration enforces
-        cfg, enforced = apply_enforcement(
-            cfg, self.enforce, hosts_site=True, hosts_label=cfg.label_owner == self.site or self._plugin.silo_space
-        )
+        cfg, enforced = apply_enforcement(cfg, self.enforce, hosts_site=True, hosts_label=hosts_label)
         if enforced:
             self.tracker.info(f"site '{self.site}' enforces {enforced}")
         self._steps = self._plugin.Site.site_steps()
         self.wire_dtype = cfg.wire_dtype
         torch.set_num_threads(cfg.num_threads)
         sites, salt = list(payload["sites"]), payload.get("salt")
-        if self._plugin.silo_space:
-            check_silo_space(self.site, self.data_root, cfg.algorithm)
+        setup.check_site(self.site, self.data_root, cfg)
         tables = load_site_view(self.site, sites, self.data_root, cfg.seed, cfg.numeric_transform, cfg.id_normalize)
         self.tracker.info(f"site '{self.site}': {describe_view(tables)}")
         for line in describe_checks(f"site '{self.site}'", tables.data_checks):  # with values: stays here
@@ -203,10 +202,9 @@ class SiteRuntime:
             **checks,
             **self._randomness(cfg),
         }
-        if self._plugin.silo_space:  # every silo holds the labels of its own rows
-            self._host_label(cfg, sites)
-        elif cfg.label_owner == self.site:
+        if hosts_label:
             labels = self._host_label(cfg, sites)
+        if cfg.label_owner == self.site:  # the label party's digests, for the coordinator's intersection
             reply["label"] = {
                 **self._digests(labels.train_ids, labels.test_ids, salt, cfg.id_normalize),
                 "num_classes": labels.num_classes,
@@ -219,7 +217,7 @@ class SiteRuntime:
         (`colocated`): one institution, one process, so a plug-in may join its labels and features locally
         (VFLHLP's active party trains on both); nothing of either travels for it."""
         labels = load_label_tables(
-            self.site, sites, self.data_root, cfg.seed, cfg.id_normalize, self._plugin.uses_active_site_labels
+            self.site, sites, self.data_root, cfg.seed, cfg.id_normalize, self._plugin.setup.active_site_labels
         )
         self.label = self._plugin.Label(labels, sites, cfg, self.tracker, private=self._private("label"))
         self.label.colocated, self.party.colocated = self.party, self.label

@@ -222,7 +222,7 @@ class VFLRecipe(_VFLJobRecipe):
                 min_clients,
                 cfg.seed,
                 cfg.id_normalize or None,
-                score=cfg if plugin.psi_items == "score_file" else None,
+                score=cfg if plugin.setup.psi_items == "score_file" else None,
                 sites=cfg.sites or None,
             )
         job.to_server(
