@@ -144,9 +144,16 @@ def mlp(
         model = LocalMLP(train_x.shape[1], cfg)
     generator = torch.Generator().manual_seed(derive_seed(seed, "mlp:batches"))
     fit = fit_head(
-        model, train_x, torch.as_tensor(table.y(rows.train_ids)), cfg, 2, generator, LogTracker("bench.mlp"), "mlp",
-        (val_x, torch.as_tensor(table.y(rows.val_ids))),
-    )  # fmt: skip
+        model,
+        train_x,
+        torch.as_tensor(table.y(rows.train_ids)),
+        cfg=cfg,
+        num_classes=2,
+        generator=generator,
+        tracker=LogTracker("bench.mlp"),
+        tag="mlp",
+        val=(val_x, torch.as_tensor(table.y(rows.val_ids))),
+    )
     return {
         "metrics": {
             "val_auc": float(fit.val_metric),

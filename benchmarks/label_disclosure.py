@@ -36,6 +36,7 @@ from vflflare.algorithms.oneshot import OneShotVFL
 from vflflare.attacks.leak import cluster_label_agreement
 from vflflare.data.loading import load_label_tables
 from vflflare.protocol.inprocess import InProcessTransport
+from vflflare.protocol.run_context import RunContext
 from vflflare.protocol.setup import SERVER, SetupInputs, setup_parties
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.registry import make_config
@@ -50,7 +51,7 @@ def measure(root: Path, seed: int, table: SourceTable, overrides: dict) -> dict[
     net = InProcessTransport({s: SiteRuntime(s, str(root)) for s in SITES})
     loader = lambda: load_label_tables(SERVER, SITES, str(root), seed)  # noqa: E731
     label, _, _ = setup_parties(SetupInputs(net, cfg, OneShotVFL.Label, loader, LogTracker("bench.disclosure")))
-    grads = label.partial_gradients(reps_of(upload_representations(net, ["aligned"]), "aligned"))
+    grads = label.partial_gradients(reps_of(upload_representations(RunContext(net), ["aligned"]), "aligned"))
     truth = table.y(job_rows(root, seed, cfg.val_fraction).train_ids)  # canonical order = gradient row order
     out = {"majority_rate": float(np.bincount(truth).max() / len(truth))}
     for site in SITES:

@@ -20,6 +20,7 @@ from vflflare.privacy import ckks
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.ledger import CommLedger
 from vflflare.protocol.payload import Payload, tensor_kinds
+from vflflare.protocol.run_context import RunContext
 from vflflare.registry import make_config
 
 SITES = ["site-1", "site-2"]
@@ -113,7 +114,7 @@ def test_pma_loads_the_plain_average_of_the_shared_part_only():
     bottoms = {s: snapshot(p.encoder.local.mlp[0]) for s, p in parties.items()}
     cross = {s: snapshot(p.encoder.cross) for s, p in parties.items()}
     net = PartiesNet(parties)
-    partial_model_aggregation(net, None)
+    partial_model_aggregation(RunContext(net))
     for s, party in parties.items():
         after = party.shared_weights()
         for name, value in after.items():
@@ -138,7 +139,7 @@ def test_pma_under_ckks_is_the_average_within_1e_3_and_the_coordinator_sees_only
         party.guided_local_ssl({"iteration": 0})
     shared = {s: p.shared_weights() for s, p in parties.items()}
     net = PartiesNet(parties, client)
-    partial_model_aggregation(net, server)
+    partial_model_aggregation(RunContext(net, he_context=server))
     for party in parties.values():
         for name, value in party.shared_weights().items():
             expected = (shared["site-a"][name].astype(np.float64) + shared["site-b"][name]) / 2

@@ -109,7 +109,7 @@ def job(startup):
     keys = {s: he_filters.party_keys(_fl_ctx(startup, s)) for s in SITES}
     recorded = RecordingTransport(net)
     results = run_algorithm(
-        recorded, cfg, lambda: load_label_tables(SERVER, SITES, None, cfg.seed), LogTracker("t"), server
+        recorded, cfg, lambda: load_label_tables(SERVER, SITES, None, cfg.seed), LogTracker("t"), he_context=server
     )
     yield {
         "results": results,
@@ -245,7 +245,7 @@ def test_fedhssl_over_three_sites_per_batch_steps_broadcast_and_secure_aggregati
             cfg,
             lambda: load_label_tables(SERVER, SITES, None, cfg.seed),
             LogTracker("t"),
-            ckks.load_context(startup / ckks.SERVER_CONTEXT_FILE, "server"),
+            he_context=ckks.load_context(startup / ckks.SERVER_CONTEXT_FILE, "server"),
         )
     finally:
         net.close()

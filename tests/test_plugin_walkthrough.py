@@ -61,8 +61,9 @@ class LocalOnly(Algorithm):  # 3. its phases, read like an algorithm box
     def run(self, net: Any, label: Any, rows: dict[str, int]) -> dict[str, float]:
         with net.ledger.phase("local_training"):
             net.exchange("fit_locally", {s: {} for s in net.sites})
-        reps = upload_representations(net, FINAL_PARTS)
-        return train_classifier(net, label, reps)
+        ctx = self.context(net, label)  # what the blocks take: the transport, label party, config, tracker
+        reps = upload_representations(ctx, FINAL_PARTS)
+        return train_classifier(ctx, reps)
 
     def expected_communications(self, sites: list[str], rows: dict[str, int]) -> dict[str, dict[str, int]]:
         return self.per_site(sites, feature=(1, 0), label_extra=(0, 1))  # 4. its communications

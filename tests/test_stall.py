@@ -51,7 +51,8 @@ class Stall(Algorithm):
     def run(self, net: Any, label: Any, rows: dict[str, int]) -> dict[str, float]:
         with net.ledger.phase("local_work"):
             net.exchange("work", {s: {} for s in net.sites})
-        return train_classifier(net, label, upload_representations(net, FINAL_PARTS))
+        ctx = self.context(net, label)
+        return train_classifier(ctx, upload_representations(ctx, FINAL_PARTS))
 
     def expected_communications(self, sites: list[str], rows: dict[str, int]) -> dict[str, dict[str, int]]:
         return self.per_site(sites, feature=(1, 0), label_extra=(0, 1))

@@ -222,7 +222,7 @@ class CFL(Algorithm):
             losses.append({s: r["loss"] for s, r in replies.items()})
             bar.step(round_ + 1, "loss " + ", ".join(f"{s} {r['loss']:.4f}" for s, r in replies.items()))
             if self.cfg.cfl_fedavg:
-                partial_model_aggregation(net, self.he_context, phase="fedavg")  # (w_e, w_d) up, the average down
+                partial_model_aggregation(self.context(net, None), phase="fedavg")  # (w_e, w_d) up, the average down
         self.info["loss"] = losses
         with net.ledger.phase("evaluation"):  # each silo: logistic regression on its encoded rows
             scores = net.exchange("cfl_evaluate", {s: {} for s in net.sites})

@@ -356,17 +356,24 @@ class FedHSSL(Algorithm):
         rng = np.random.default_rng(derive_seed(cfg.seed, "cross-order"))
         n_cross = self.cross_rows(rows)
         iterations = cfg.global_iterations if steps else 0
+        ctx = self.context(net, label)
         bar = Progress(self.tracker, "FedHSSL pretraining iteration", iterations)
         for iteration in range(iterations):
             if "cross" in steps:  # step 1: cross-party SSL on the aligned rows
                 cross_party_ssl(
-                    net, active, n_cross, cfg.pretrain_batch_size, rng, self.tracker, iteration, cfg.iso_pretrain
+                    ctx,
+                    active,
+                    n_cross,
+                    batch_size=cfg.pretrain_batch_size,
+                    rng=rng,
+                    iteration=iteration,
+                    iso_strength=cfg.iso_pretrain,
                 )
             if "local" in steps:  # step 2: cross-party-guided local SSL on every local row
                 with net.ledger.phase("local_ssl"):
                     net.exchange("guided_local_ssl", {s: {"iteration": iteration} for s in net.sites})
             if "pma" in steps:  # step 3: partial model aggregation of f_lt o h_l
-                partial_model_aggregation(net, self.he_context, iso={active: cfg.iso_pretrain})
+                partial_model_aggregation(ctx, iso={active: cfg.iso_pretrain})
             bar.step(iteration + 1)
         return self.finetune(net, label, rows)
 
@@ -391,15 +398,7 @@ class FedHSSL(Algorithm):
         net.step("reset_to_pretrained", {s: {"lr": lr} for s in net.sites})
         label.finetune_lr(lr)
         metrics = train_split_nn(
-            net,
-            label,
-            self.cfg,
-            rows["aligned_train"],
-            self.cfg.split_epochs,
-            False,
-            self.tracker,
-            self.info,
-            phase="finetune",
+            self.context(net, label), rows["aligned_train"], epochs=self.cfg.split_epochs, phase="finetune"
         )
         self.info.setdefault("finetune_epochs", []).append(self.info["split_epochs"])
         return metrics

@@ -150,19 +150,18 @@ class FewShotVFL(Algorithm):
               "classifier", "split_training", "evaluation")  # fmt: skip
 
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
-        reps = reps_of(upload_representations(net, ["aligned"]), "aligned")
-        reps = client_update(net, label, reps, then_represent=["aligned", "val", "unaligned"])
+        ctx = self.context(net, label)
+        reps = reps_of(upload_representations(ctx, ["aligned"]), "aligned")
+        reps = client_update(ctx, reps, then_represent=["aligned", "val", "unaligned"])
         with net.ledger.phase("pseudo_label_probabilities"):  # Alg. 2 InferProb
             probs = label.infer_probabilities(
                 reps_of(reps, "aligned"), reps_of(reps, "unaligned"), reps_of(reps, "val")
             )
         with net.ledger.phase("expanded_ssl"):  # Alg. 2 ClientUpdateFewshot
             reps = net.exchange("fewshot_update", {s: {"probs": probs[s], "represent": FINAL_PARTS} for s in net.sites})
-        metrics = train_classifier(net, label, reps)
+        metrics = train_classifier(ctx, reps)
         if self.cfg.finetune_epochs > 0:
-            tuned = train_split_nn(
-                net, label, self.cfg, rows["aligned_train"], self.cfg.finetune_epochs, True, self.tracker, self.info
-            )
+            tuned = train_split_nn(ctx, rows["aligned_train"], epochs=self.cfg.finetune_epochs, keep_classifier=True)
             metrics = {**{f"pre_finetune_{k}": v for k, v in metrics.items()}, **tuned}
         return metrics
 

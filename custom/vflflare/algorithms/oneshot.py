@@ -23,6 +23,7 @@ from vflflare.config import JobConfig
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.payload import Payload
+from vflflare.protocol.run_context import RunContext
 from vflflare.protocol.transport import Transport
 from vflflare.registry import register
 
@@ -72,11 +73,10 @@ class OneShotLabel(LabelParty):
         return {site: g.numpy().astype(np.float32) for site, g in grads.items()}
 
 
-def client_update(
-    net: Transport, label: Any, reps: dict[str, np.ndarray], then_represent: list[str]
-) -> dict[str, dict]:
+def client_update(ctx: RunContext, reps: dict[str, np.ndarray], *, then_represent: list[str]) -> dict[str, dict]:
     """Alg. 1 lines 5-13, (2)-(5) in Fig. 2: partial gradients down with C, local k-means + SSL, new
     representations up."""
+    net, label = ctx.net, ctx.label
     with net.ledger.phase("partial_gradients"):
         grads = label.partial_gradients(reps)
     with net.ledger.phase("local_ssl"):
@@ -94,9 +94,10 @@ class OneShotVFL(Algorithm):
     phases = ("representations", "partial_gradients", "local_ssl", "classifier")
 
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
-        reps = reps_of(upload_representations(net, ["aligned"]), "aligned")  # (1) H_o^k up
-        reps = client_update(net, label, reps, then_represent=FINAL_PARTS)  # (2)-(5)
-        return train_classifier(net, label, reps)  # (6)
+        ctx = self.context(net, label)
+        reps = reps_of(upload_representations(ctx, ["aligned"]), "aligned")  # (1) H_o^k up
+        reps = client_update(ctx, reps, then_represent=FINAL_PARTS)  # (2)-(5)
+        return train_classifier(ctx, reps)  # (6)
 
     def expected_communications(self, sites: list[str], rows: dict[str, int]) -> dict[str, dict[str, int]]:
         # a label site also gets all representations twice (gradients, classifier) and sends gradients

@@ -19,6 +19,7 @@ from vflflare.config import SERVER, JobConfig
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.party_setup import Aligned, PartySetup
+from vflflare.protocol.run_context import RunContext
 from vflflare.protocol.transport import Transport
 from vflflare.tracking import Tracker
 
@@ -41,6 +42,10 @@ class Algorithm:
         # the coordinator's workspace root (saved models, checkpoints) and this job's id, set by the runner
         self.runs_root: str | None = None
         self.job_id: str | None = None
+
+    def context(self, net: Transport, label: Any) -> RunContext:
+        """This run as its blocks take it."""
+        return RunContext(net, label, self.cfg, self.tracker, self.info, self.he_context)
 
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
         """Phases after setup; `rows` counts the aligned parts ("aligned_train", "val", "test")."""

@@ -60,7 +60,7 @@ class SecureSumCheck(Algorithm):
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
         request = {"seed": self.cfg.seed, "shape": self.cfg.shape, "sites": list(net.sites)}
         requests = {s: request for s in net.sites}
-        replies = secure_sum(net, CONTRIBUTE, requests, RESULT, self.he_context, result_requests=requests)
+        replies = secure_sum(self.context(net, label), CONTRIBUTE, requests, RESULT, result_requests=requests)
         errors = {s: float(r["max_abs_error"]) for s, r in replies.items()}
         self.info.update(per_site_max_abs_error=errors, values=int(np.prod(self.cfg.shape)))
         return {"secure_sum_max_abs_error": max(errors.values())}

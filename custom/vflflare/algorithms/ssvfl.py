@@ -54,9 +54,10 @@ class SSVFLI(Algorithm):
     phases = ("local_pretraining", "representations", "classifier")
 
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
-        local_pretraining(net, self.info)  # Alg. 1 lines 2-3
-        reps = upload_representations(net, FINAL_PARTS)  # line 4: the one upload
-        return train_classifier(net, label, reps)  # lines 6-10, with validation early stopping
+        ctx = self.context(net, label)
+        local_pretraining(ctx)  # Alg. 1 lines 2-3
+        reps = upload_representations(ctx, FINAL_PARTS)  # line 4: the one upload
+        return train_classifier(ctx, reps)  # lines 6-10, with validation early stopping
 
     def expected_communications(self, sites: list[str], rows: dict[str, int]) -> dict[str, dict[str, int]]:
         return self.per_site(sites, feature=(1, 0), label_extra=(0, 1))
@@ -70,5 +71,5 @@ class SSVFLC(VanillaVFL):
     phases = ("local_pretraining", *VanillaVFL.phases)
 
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
-        local_pretraining(net, self.info)  # Alg. 2 lines 2-4
+        local_pretraining(self.context(net, label))  # Alg. 2 lines 2-4
         return super().run(net, label, rows)  # lines 5-17: split-NN from the pretrained f_k, fresh head

@@ -48,8 +48,7 @@ class VanillaVFL(Algorithm):
     phases = ("split_training", "evaluation")
 
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
-        cfg = self.cfg
-        return train_split_nn(net, label, cfg, rows["aligned_train"], cfg.split_epochs, False, self.tracker, self.info)
+        return train_split_nn(self.context(net, label), rows["aligned_train"], epochs=self.cfg.split_epochs)
 
     def expected_communications(self, sites: list[str], rows: dict[str, int]) -> dict[str, dict[str, int]]:
         feature, label_extra = split_nn_communications(

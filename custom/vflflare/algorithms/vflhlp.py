@@ -261,9 +261,7 @@ class VFLHLP(Algorithm):
         if not federated:
             return local_a
         self.info["local_a"] = local_a
-        return train_split_nn(
-            net, label, cfg, rows["aligned_train"], cfg.split_epochs, False, self.tracker, self.info
-        )  # (3)
+        return train_split_nn(self.context(net, label), rows["aligned_train"], epochs=cfg.split_epochs)  # (3)
 
     def expected_communications(self, sites: list[str], rows: dict[str, int]) -> dict[str, dict[str, int]]:
         if not VARIANTS[self.cfg.variant][2]:

@@ -140,7 +140,7 @@ class VFLController(Controller):
                 cfg,
                 lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
                 tracker,
-                server_he,
+                he_context=server_he,
                 runs_root=server_runs,
                 run_id=run_id,
                 job_id=fl_ctx.get_job_id(),

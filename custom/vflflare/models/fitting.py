@@ -33,6 +33,7 @@ def fit_head(
     head: nn.Module,
     reps: torch.Tensor,
     labels: torch.Tensor,
+    *,
     cfg: JobConfig,
     num_classes: int,
     generator: torch.Generator,

@@ -232,12 +232,12 @@ class LabelParty:
             head,
             train,
             self.part_labels("aligned"),
-            self.cfg,
-            self.num_classes,
-            self.generator(purpose),
-            self.tracker,
-            purpose,
-            val_pair,
+            cfg=self.cfg,
+            num_classes=self.num_classes,
+            generator=self.generator(purpose),
+            tracker=self.tracker,
+            tag=purpose,
+            val=val_pair,
         )
         return head
 

@@ -24,6 +24,7 @@ def run_algorithm(
     cfg: JobConfig,
     load_server_labels: Callable[[], LabelTables],
     tracker: Tracker,
+    *,
     he_context: Any = None,
     runs_root: str | None = None,
     run_id: str | None = None,

@@ -14,7 +14,7 @@ from torch import nn
 from vflflare.config import Settings
 from vflflare.models.heads import ProjectionHead
 from vflflare.protocol.payload import Payload
-from vflflare.protocol.transport import Transport
+from vflflare.protocol.run_context import RunContext
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.ssl.losses import NTXentLoss
 from vflflare.tracking import Progress
@@ -109,9 +109,10 @@ class ContrastivePretrainSite:
         return {"rows": n, "epochs": cfg.pretrain_epochs, "steps": steps, "contrastive_loss": epoch_loss}
 
 
-def local_pretraining(net: Transport, info: dict[str, Any]) -> None:
+def local_pretraining(ctx: RunContext) -> None:
     """LocalCL at every site in parallel. Request and reply carry no tensors (the reply holds the
     site's pretraining stats as numbers), so nothing counts as communication."""
+    net, info = ctx.net, ctx.info
     with net.ledger.phase("local_pretraining"):
         replies = net.exchange("contrastive_pretrain", {s: {} for s in net.sites})
     stats = {site: reply.get("pretrain", {}) for site, reply in replies.items()}

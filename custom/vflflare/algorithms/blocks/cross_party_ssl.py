@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from vflflare.privacy.he_keys import BROADCAST_TASKS
+from vflflare.protocol.run_context import RunContext
 from vflflare.protocol.transport import Transport
-from vflflare.tracking import Tracker
 
 TASK = "cross_ssl"
 BROADCAST_TASKS.add(TASK)  # with he: the active (label) site encrypts its z_c for every passive site
@@ -60,15 +60,16 @@ def cross_party_epoch(
 
 
 def cross_party_ssl(
-    net: Transport,
+    ctx: RunContext,
     active: str,
     n_rows: int,
+    *,
     batch_size: int,
     rng: np.random.Generator,
-    tracker: Tracker,
     iteration: int,
     iso_strength: float = 0.0,
 ) -> None:
+    net, tracker = ctx.net, ctx.tracker
     if active not in net.sites:
         raise ValueError(f"cross-party SSL: the active party '{active}' is not one of the sites {net.sites}")
     with net.ledger.phase("cross_ssl"):

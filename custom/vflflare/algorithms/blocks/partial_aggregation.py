@@ -8,8 +8,6 @@ never sees a party's weights or the average; each party divides the decrypted su
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 from nvflare.app_common.aggregators.weighted_aggregation_helper import WeightedAggregationHelper
@@ -17,7 +15,7 @@ from nvflare.app_common.aggregators.weighted_aggregation_helper import WeightedA
 from vflflare.algorithms.blocks.secure_aggregation import secure_sum
 from vflflare.privacy.he_keys import SHARED_KEY_TASKS
 from vflflare.protocol.payload import Payload
-from vflflare.protocol.transport import Transport
+from vflflare.protocol.run_context import RunContext
 
 CONTRIBUTE, UPDATE = "pma_contribute", "pma_update"
 SHARED_KEY_TASKS.add(CONTRIBUTE)  # with he: summed under the kit's shared key, every site decrypts the sum
@@ -43,19 +41,17 @@ def average(contributions: dict[str, dict[str, np.ndarray]]) -> dict[str, np.nda
     return {k: np.asarray(v, dtype=np.float32) for k, v in helper.get_result().items()}
 
 
-def partial_model_aggregation(
-    net: Transport, he_context: Any, phase: str = "pma", iso: dict[str, float] | None = None
-) -> None:
-    """One PMA round: one upload (the shared weights) and one download (their average, or encrypted sum)
-    per site. iso: {site: lambda} for the sites that add ISO noise to their contribution."""
+def partial_model_aggregation(ctx: RunContext, *, phase: str = "pma", iso: dict[str, float] | None = None) -> None:
+    """One PMA round: one upload (the shared weights) and one download (their average, or with ctx.he_context its
+    encrypted sum) per site. iso: {site: lambda} for the sites that add ISO noise to their contribution."""
+    net = ctx.net
     requests = {s: {"iso": iso[s]} if iso and iso.get(s) else {} for s in net.sites}
-    if he_context is not None:
+    if ctx.he_context is not None:
         secure_sum(
-            net,
+            ctx,
             CONTRIBUTE,
             requests,
             UPDATE,
-            he_context,
             result_requests={s: {"parties": len(net.sites)} for s in net.sites},
             phase=phase,
         )

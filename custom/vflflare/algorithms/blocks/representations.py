@@ -3,11 +3,9 @@ party trains its classifier f_c on them (one-shot Alg. 1 lines 2-4 and 22-27, SS
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from vflflare.protocol.transport import Transport
+from vflflare.protocol.run_context import RunContext
 
 # what the label party trains, selects and scores f_c on
 FINAL_PARTS = ["aligned", "val", "test"]
@@ -17,13 +15,14 @@ def reps_of(replies: dict[str, dict], part: str) -> dict[str, np.ndarray]:
     return {site: reply[part] for site, reply in replies.items()}
 
 
-def upload_representations(net: Transport, parts: list[str], phase: str = "representations") -> dict[str, dict]:
+def upload_representations(ctx: RunContext, parts: list[str], *, phase: str = "representations") -> dict[str, dict]:
     """Every site's representations of `parts`, one upload per site."""
+    net = ctx.net
     with net.ledger.phase(phase):
         return net.exchange("represent", {s: {"parts": parts} for s in net.sites})
 
 
-def train_classifier(net: Transport, label: Any, reps: dict[str, dict]) -> dict[str, float]:
+def train_classifier(ctx: RunContext, reps: dict[str, dict]) -> dict[str, float]:
     """f_c on the aligned representations, early stopped on validation, scored on test."""
-    with net.ledger.phase("classifier"):
-        return label.fit_classifier(reps)
+    with ctx.net.ledger.phase("classifier"):
+        return ctx.label.fit_classifier(reps)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from vflflare.privacy import ckks
 from vflflare.protocol.payload import Payload
-from vflflare.protocol.transport import Transport
+from vflflare.protocol.run_context import RunContext
 
 
 def encrypted_sum(replies: Mapping[str, Payload], ctx: ckks.HEContext) -> Payload:
@@ -26,18 +26,19 @@ def encrypted_sum(replies: Mapping[str, Payload], ctx: ckks.HEContext) -> Payloa
 
 
 def secure_sum(
-    net: Transport,
+    ctx: RunContext,
     contribute_task: str,
     requests: Mapping[str, Payload],
     result_task: str,
-    ctx: ckks.HEContext,
+    *,
     result_requests: Mapping[str, Payload] | None = None,
     phase: str = "secure_aggregation",
 ) -> dict[str, Payload]:
-    """One secure aggregation round; returns each site's reply to `result_task`, whose payload is
-    `result_requests[site]` plus the encrypted sum under "sum"."""
+    """One secure aggregation round under ctx.he_context; returns each site's reply to `result_task`, whose
+    payload is `result_requests[site]` plus the encrypted sum under "sum"."""
+    net = ctx.net
     with net.ledger.phase(phase):
         replies = net.exchange(contribute_task, requests)
-        total = encrypted_sum(replies, ctx)
+        total = encrypted_sum(replies, ctx.he_context)
         extra = result_requests or {}
         return net.exchange(result_task, {s: {**extra.get(s, {}), "sum": total} for s in requests})

@@ -27,9 +27,10 @@ from vflflare.config import Settings
 from vflflare.privacy.iso import iso
 from vflflare.protocol.checkpoint import CheckpointedTransport
 from vflflare.protocol.payload import Payload
+from vflflare.protocol.run_context import RunContext
 from vflflare.protocol.transport import Transport
 from vflflare.seeding import derive_seed
-from vflflare.tracking import Progress, Tracker
+from vflflare.tracking import Progress
 
 
 @dataclass
@@ -306,20 +307,15 @@ def _resume_point(net: Transport, label: Any, rng: np.random.Generator, info: di
 
 
 def train_split_nn(
-    net: Transport,
-    label: Any,
-    cfg: SplitNNSettings,
-    n_rows: int,
-    epochs: int,
-    keep_classifier: bool,
-    tracker: Tracker,
-    info: dict[str, Any],
-    phase: str = "split_training",
+    ctx: RunContext, n_rows: int, *, epochs: int, keep_classifier: bool = False, phase: str = "split_training"
 ) -> dict[str, float]:
-    """Early stopping on the validation metric; returns 'val_*' and 'test_*' of the best state. Writes
-    the number of epochs run to info['split_epochs'] and, with cfg.test_curve, the per-epoch test
-    metric against training payload to info['test_curve']. A checkpointed run saves its progress every
-    cfg.split_checkpoint_every epochs and goes on from there when resumed."""
+    """Split-NN training on the `n_rows` aligned training rows (ctx.cfg: SplitNNSettings) for up to `epochs`
+    epochs, from a fresh f_c, or from the label party's own with keep_classifier (finetuning). Early stopping
+    on the validation metric; returns 'val_*' and 'test_*' of the best state. Writes the number of epochs run
+    to ctx.info['split_epochs'] and, with cfg.test_curve, the per-epoch test metric against training payload
+    to ctx.info['test_curve']. A checkpointed run saves its progress every cfg.split_checkpoint_every epochs
+    and goes on from there when resumed."""
+    net, label, cfg, tracker, info = ctx.net, ctx.label, ctx.cfg, ctx.tracker, ctx.info
     rng = np.random.default_rng(derive_seed(cfg.seed, "split-order"))
     with net.ledger.phase(phase):
         progress = _resume_point(net, label, rng, info)
