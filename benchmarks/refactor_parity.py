@@ -41,8 +41,15 @@ METHODS: dict[str, tuple[str, dict]] = {
     "fedhssl": ("fedhssl", {}),
     "vflhlp": ("vflhlp", {"label_owner": "site-1"}),
 }
-# methods whose labels sit elsewhere than the default split's (server): extra `vflflare split` arguments
-SPLIT_ARGS: dict[str, tuple[str, ...]] = {"vflhlp": ("--label-owner", "site-1", "--active-site-labels")}
+# run only when named (--methods): a silo space (CFL on credit default's columns) and an image split (one-shot on
+# MNIST halves, 800 training and 200 test images, N_o 200)
+EXTRA_METHODS: dict[str, tuple[str, dict]] = {"cfl": ("cfl", {}), "oneshot_mnist": ("oneshot", {})}
+# methods whose split differs from the default one (labels at the server): extra `vflflare split` arguments
+SPLIT_ARGS: dict[str, tuple[str, ...]] = {
+    "vflhlp": ("--label-owner", "site-1", "--active-site-labels"),
+    "cfl": ("--silo-space",),
+    "oneshot_mnist": ("--dataset", "mnist", "--overlap", "200", "--train-rows", "800", "--test-rows", "200"),
+}
 MODES = ("inprocess", "simulator")
 
 
@@ -53,22 +60,10 @@ def vflflare(*args: str, env: dict | None = None) -> None:
 def split(seed: int, extra: tuple[str, ...] = ()) -> Path:
     out = SPLITS / ("_".join([f"credit_default_n1000_s{seed}", *(a.strip("-") for a in extra)]))
     if not (out / "manifest.json").exists():
-        vflflare(
-            "split",
-            "--dataset",
-            "credit_default",
-            "--data-dir",
-            str(DATA_DIR),
-            "--sites",
-            "2",
-            "--overlap",
-            "1000",
-            "--seed",
-            str(seed),
-            "--out",
-            str(out),
-            *extra,
-        )
+        dataset = () if "--dataset" in extra else ("--dataset", "credit_default")
+        overlap = () if "--overlap" in extra or "--silo-space" in extra else ("--overlap", "1000")
+        args = ("--data-dir", str(DATA_DIR), "--sites", "2", "--seed", str(seed), "--out", str(out))
+        vflflare("split", *dataset, *overlap, *args, *extra)
     return out
 
 
@@ -77,7 +72,7 @@ def sets(overrides: dict) -> list[str]:
 
 
 def run(method: str, seed: int, mode: str, work: Path) -> dict:
-    algorithm, overrides = METHODS[method]
+    algorithm, overrides = {**METHODS, **EXTRA_METHODS}[method]
     root = split(seed, SPLIT_ARGS.get(method, ()))
     overrides = {**overrides, "seed": seed}
     out = work / f"{method}_{seed}_{mode}"
@@ -109,6 +104,12 @@ def run(method: str, seed: int, mode: str, work: Path) -> dict:
     }
 
 
+def test_score(record: dict) -> float:
+    """Test AUC, or a multi-class run's test accuracy (MNIST), or CFL's first silo's test accuracy."""
+    metrics = record["metrics"]
+    return metrics.get("test_auc", metrics.get("test_accuracy", next(v for k, v in metrics.items() if "test" in k)))
+
+
 def key(record: dict) -> tuple:
     return record["method"], record["seed"], record["mode"]
 
@@ -122,10 +123,11 @@ def compare(before_path: Path, after_path: Path) -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     moved = 0
-    for k in sorted(before, key=lambda k: (list(METHODS).index(k[0]), k[1], k[2])):
+    order = [*METHODS, *EXTRA_METHODS]
+    for k in sorted(before, key=lambda k: (order.index(k[0]), k[1], k[2])):
         b, a = before[k], after.get(k)
         if a is None:
-            print(f"| {' | '.join(map(str, k))} | {b['metrics']['test_auc']:.4f} | missing | | | | no |")
+            print(f"| {' | '.join(map(str, k))} | {test_score(b):.4f} | missing | | | | no |")
             moved += 1
             continue
         counts = lambda r: {s: (v["uploads"], v["downloads"]) for s, v in r["per_site"].items()}  # noqa: E731
@@ -136,7 +138,7 @@ def compare(before_path: Path, after_path: Path) -> int:
         site_counts = "; ".join(f"{u}/{d}" for u, d in counts(a).values())
         site_payload = "/".join(str(v) for v in payload(a).values())
         print(
-            f"| {k[0]} | {k[1]} | {k[2]} | {b['metrics']['test_auc']:.4f} | {a['metrics']['test_auc']:.4f} | "
+            f"| {k[0]} | {k[1]} | {k[2]} | {test_score(b):.4f} | {test_score(a):.4f} | "
             f"{site_counts} | {site_payload} | {wire(b)} → {wire(a)} | {'yes' if same else '**no**'} |"
         )
     print(f"\n{len(before)} runs compared, {moved} differ in metrics, counts or payload bytes")
@@ -173,7 +175,7 @@ def changes(before_path: Path, after_path: Path) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, help="JSON lines; runs already in it are skipped")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=[*METHODS, *EXTRA_METHODS])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))

@@ -52,6 +52,13 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that starts NVFlare takes seconds to minutes: it belongs to the slow tier."""
+    for item in items:
+        if item.get_closest_marker("simulator") is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Before any fixture (a module's split of the data) is set up."""

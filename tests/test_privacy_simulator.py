@@ -14,6 +14,8 @@ from vflflare.privacy.private_randomness import LOCAL_SEED, PRIVATE_SEED_ENV
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.registry import make_config
 
+pytestmark = pytest.mark.simulator
+
 SITES = ["site-1", "site-2"]
 CASES = [  # channel: algorithm, short settings, the defense
     ("labels", "oneshot", {"ssl_epochs": 2}, {"label_dp_epsilon": 1.0}),

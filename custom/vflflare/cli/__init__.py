@@ -380,7 +380,3 @@ def error_line(error: Exception) -> str:
     ConfigError) in their own words; anything else, a likely bug, with the hint to look closer."""
     expected = isinstance(error, (PartyError, ConfigError))
     return f"error: {type(error).__name__}: {error}" + ("" if expected else " (--debug shows the traceback)")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

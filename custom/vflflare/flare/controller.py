@@ -20,10 +20,10 @@ from nvflare.apis.wf_comm_spec import WFCommSpec
 from vflflare.code_identity import code_identity
 from vflflare.config import SERVER
 from vflflare.data.loading import load_label_tables
+from vflflare.flare.analytics import FlareTracker
 from vflflare.flare.he_filters import workspace_context
 from vflflare.flare.site_config import local_enforcement, local_private_seed, resolve_party_data_root
 from vflflare.flare.site_health import SiteHealth
-from vflflare.flare.tracking import FlareTracker
 from vflflare.flare.transport import FlareTransport
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.protocol.checkpoint import runs_root

@@ -17,6 +17,7 @@ from vflflare import wire
 from vflflare.code_identity import CODE_HEADER, code_identity, mismatch
 from vflflare.code_identity import describe as describe_code
 from vflflare.config import SERVER
+from vflflare.flare.analytics import FlareTracker
 from vflflare.flare.he_filters import (
     decrypt_for,
     encrypt_for,
@@ -41,7 +42,6 @@ from vflflare.flare.messages import (
 )
 from vflflare.flare.psi import psi_source
 from vflflare.flare.site_config import local_enforcement, local_private_seed, resolve_party_data_root
-from vflflare.flare.tracking import FlareTracker
 from vflflare.privacy.he_keys import KEYGEN_TASK, KEYS_TASK
 from vflflare.protocol.checkpoint import runs_root
 from vflflare.protocol.error_disclosure import public_message

@@ -1,7 +1,8 @@
 """How a flow talks to the sites, whatever carries the messages.
 
 `exchange` is a phase-level round trip (an NVFlare task: job Filters apply); `step` is a per-batch
-round trip (an NVFlare aux message: no task scheduling cost). Both send each listed site its payload,
+round trip (a cellnet request from the server's job cell to the site's: no task scheduling cost, and
+not an NVFlare aux message; see ARCHITECTURE.md). Both send each listed site its payload,
 run `task` there and return each site's reply, recording every message in `ledger`.
 """
 

@@ -36,10 +36,10 @@ from nvflare.recipe.prod_env import ProdEnv
 from nvflare.recipe.spec import ExecEnv, Recipe
 
 from vflflare.config import SERVER
+from vflflare.flare.analytics import TRACKING_EVENTS
 from vflflare.flare.controller import VFLController
 from vflflare.flare.executor import VFLExecutor
 from vflflare.flare.he_filters import DecryptTaskData, EncryptTaskResult
-from vflflare.flare.tracking import TRACKING_EVENTS
 from vflflare.privacy.he_keys import KEY_TASKS
 from vflflare.protocol.topology import check_unique
 from vflflare.registry import get_algorithm, make_config
