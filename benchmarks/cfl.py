@@ -17,7 +17,7 @@ split 80/20 like any silo space (9 600 / 2 400 rows).
     python benchmarks/cfl.py --datasets adult mnist --methods "local CL" --settings standard --seeds 0 1 2
     python benchmarks/cfl.py --table
 
-Records go to benchmarks/results/cfl.jsonl (committed; `python benchmarks/tables.py` rebuilds the
+Records go to benchmarks/results/cfl.jsonl (committed; `vflflare bench tables` rebuilds the
 report's tables from it); a rerun skips the (dataset, setting, seed, method) cells it already holds.
 """
 

@@ -72,7 +72,7 @@ from common import (
 )
 
 CREDIT_RESULTS = COMMITTED / "privacy_adaptive.jsonl"  # credit default, the adaptive suite (issue 36)
-RESULTS = CREDIT_RESULTS  # what benchmarks/tables.py reads for the "privacy" builder
+RESULTS = CREDIT_RESULTS  # what `vflflare bench tables` reads for the "privacy" builder
 # MNIST with the adaptive suite: a file of its own, so a rerun never resumes into issue 27's privacy_mnist.jsonl
 MNIST, MNIST_RESULTS, MNIST_OVERLAP = "mnist", COMMITTED / "privacy_mnist_adaptive.jsonl", 256
 PLOT = Path(__file__).resolve().parent / "privacy_credit_default.png"

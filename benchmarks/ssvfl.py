@@ -35,7 +35,7 @@ curve is kept only where its best-so-far test AUC rises, which is all the to-tar
     python benchmarks/ssvfl.py --tuning              # the tuning table's runs
     python benchmarks/ssvfl.py --settings credit_default:2 --fractions 0.01 --seeds 0
     python benchmarks/ssvfl.py --table               # print the tables of the results file
-    python benchmarks/tables.py                      # rewrite the report's tables from the results file
+    vflflare bench tables                            # rewrite the report's tables from the results file
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The `vflflare bench` command: run the grid, then write the leaderboard (Markdown, CSV, plots);
 `vflflare bench report DIR`: the leaderboard tables again, from DIR's results.jsonl alone (a committed
-results file rebuilds its report's tables)."""
+results file rebuilds its report's tables); `vflflare bench tables [--check]`: every report's marked tables
+rebuilt from the committed records."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
         "(seed by seed on the same splits), e.g. a setting against the default run",
     )
     # dests of its own: the bench's --out and --against defaults would otherwise stand in for them
-    actions = parser.add_subparsers(dest="bench_action", metavar="report")
+    actions = parser.add_subparsers(dest="bench_action", metavar="report | tables")
     report = actions.add_parser("report", help="the leaderboard tables from a folder's results.jsonl (no runs)")
     report.add_argument("results_dir", type=Path, help="a bench --out, or a committed benchmarks/results/<name>")
     report.add_argument(
@@ -66,6 +67,11 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
         help="also METHOD - OTHER seed by seed: median, seeds ahead, paired bootstrap 95 %% interval",
     )
     report.set_defaults(func=run_report)
+    tables = actions.add_parser(
+        "tables", help="rebuild every marked table of the reports (benchmarks/*.md, README, docs) from the records"
+    )
+    tables.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs")
+    tables.set_defaults(func=run_tables)
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -76,6 +82,14 @@ def run_report(args: argparse.Namespace) -> int:
         args.report_out.write_text(text)
     print(text)
     return 0
+
+
+def run_tables(args: argparse.Namespace) -> int:
+    from vflflare.bench.tables import rebuild_all
+
+    lines, code = rebuild_all(args.check)
+    print("\n".join(lines))
+    return code
 
 
 def run_bench(args: argparse.Namespace) -> int:

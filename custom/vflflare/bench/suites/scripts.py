@@ -1,0 +1,177 @@
+"""The tables of the benchmark scripts not yet turned into suites, loaded from benchmarks/NAME.py by path.
+Transitional (issue 39, item 1): each script that becomes a suite module takes its tables out of here,
+and this module goes with the last one."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import sys
+from types import ModuleType
+
+from vflflare.bench.paths import BENCHMARKS, COMMITTED, REPO
+from vflflare.bench.records import read_jsonl
+from vflflare.bench.tables import Builder, register
+
+
+def script(name: str) -> ModuleType:
+    """A benchmark script as a module (its table functions and RESULTS path), without running it."""
+    for extra in (REPO / "custom", BENCHMARKS):  # the scripts import `common` and each other by name
+        if str(extra) not in sys.path:
+            sys.path.insert(0, str(extra))
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def parity(folder: str) -> Builder:
+    """`refactor_parity.py --compare FOLDER/before.jsonl FOLDER/after.jsonl`."""
+
+    def build() -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            script("refactor_parity").compare(COMMITTED / folder / "before.jsonl", COMMITTED / folder / "after.jsonl")
+        return out.getvalue()
+
+    return build
+
+
+def parity_changes(folder: str) -> Builder:
+    """`refactor_parity.changes(FOLDER/before.jsonl, FOLDER/after.jsonl)`: a change meant to move numbers."""
+    return lambda: script("refactor_parity").changes(
+        COMMITTED / folder / "before.jsonl", COMMITTED / folder / "after.jsonl"
+    )
+
+
+def script_text(name: str, function: str) -> Builder:
+    """`NAME.FUNCTION()`: tables a script builds from committed folders of its own choosing."""
+    return lambda: getattr(script(name), function)()
+
+
+def script_tables(name: str, function: str = "tables") -> Builder:
+    """`python benchmarks/NAME.py --table`: the script's own tables of its committed RESULTS file."""
+
+    def build() -> str:
+        module = script(name)
+        return getattr(module, function)(read_jsonl(module.RESULTS))
+
+    return build
+
+
+def sessions(name: str) -> list[str]:
+    """The sessions recorded in a committed results file (one table each)."""
+    path = COMMITTED / name
+    return list(dict.fromkeys(r["session"] for r in read_jsonl(path))) if path.is_file() else []
+
+
+def fedhssl(function: str, *files: str, **kwargs) -> Builder:
+    """`fedhssl.FUNCTION(records of FILES..., **kwargs)`: one FEDHSSL_REPORT table."""
+    return lambda: getattr(script("fedhssl"), function)(*(read_jsonl(COMMITTED / f) for f in files), **kwargs)
+
+
+FEDHSSL_TABLES = {  # name: (builder, the committed files it reads)
+    "fedhssl/credit_200": (
+        fedhssl("method_table", "fedhssl_g10.jsonl", setting="credit_default", labeled=200),
+        ["fedhssl_g10.jsonl"],
+    ),
+    "fedhssl/credit_400": (
+        fedhssl("method_table", "fedhssl_g10.jsonl", setting="credit_default", labeled=400),
+        ["fedhssl_g10.jsonl"],
+    ),
+    "fedhssl/adult_200": (
+        fedhssl("method_table", "fedhssl_g10.jsonl", setting="adult", labeled=200),
+        ["fedhssl_g10.jsonl"],
+    ),
+    "fedhssl/communication": (fedhssl("communication_table", "fedhssl_g10.jsonl"), ["fedhssl_g10.jsonl"]),
+    "fedhssl/grid": (
+        fedhssl("grid_table", "fedhssl_g10.jsonl", cells=[("credit_default", 1000), ("adult", 400), ("adult", 1000)]),
+        ["fedhssl_g10.jsonl"],
+    ),
+    "fedhssl/mnist": (
+        fedhssl("grid_table", "fedhssl_mnist.jsonl", cells=[("mnist:2", 200), ("mnist:4", 200)]),
+        ["fedhssl_mnist.jsonl"],
+    ),
+    "fedhssl/summary": (
+        fedhssl("summary_table", "fedhssl_g10.jsonl", "fedhssl_mnist.jsonl"),
+        ["fedhssl_g10.jsonl", "fedhssl_mnist.jsonl"],
+    ),
+    "fedhssl/iterations": (
+        fedhssl("iterations_table", "fedhssl_g40.jsonl", "fedhssl_g10.jsonl"),
+        ["fedhssl_g40.jsonl", "fedhssl_g10.jsonl"],
+    ),
+    "fedhssl/probe": (fedhssl("probe_table", "fedhssl_probe.jsonl"), ["fedhssl_probe.jsonl"]),
+    **{
+        f"fedhssl/privacy_{n}": (
+            (
+                lambda n=n: getattr(script("fedhssl_privacy"), f"table_{n}")(
+                    read_jsonl(COMMITTED / "fedhssl_privacy.jsonl")
+                )
+            ),
+            ["fedhssl_privacy.jsonl"],
+        )
+        for n in ("vi", "vii")
+    },
+}
+SCRIPT_TABLES: dict[str, Builder] = {
+    "leaderboard/changes": script_text("leaderboard_changes", "tables"),
+    "parity/issue9": parity("issue9_parity"),
+    "parity/issue25": parity("issue25_parity"),
+    "parity/issue27": parity("issue27_parity"),
+    "parity/issue28": parity("issue28_parity"),
+    "parity/issue29": parity("issue29_parity"),
+    "parity/issue29_split": parity("issue29_split_parity"),
+    "parity/issue36": parity("issue36_parity"),
+    "parity/issue37": parity("issue37_parity"),
+    "parity/stratified": parity_changes("stratified_validation"),
+    "collab": script_tables("collab_vs_aux", "table"),
+    "ssvfl": script_tables("ssvfl"),
+    "cfl": script_tables("cfl"),
+    "credit_default": script_tables("credit_default"),
+    "imbalance": script_tables("imbalance", "table"),
+    "overhead": script_tables("overhead"),
+    "label_disclosure": script_tables("label_disclosure"),
+    "privacy": script_tables("privacy"),  # credit default, the adaptive suite (issue 36): privacy_adaptive.jsonl
+    "privacy_mnist": lambda: script("privacy").mnist_table(read_jsonl(COMMITTED / "privacy_mnist_adaptive.jsonl")),
+    **({"wan": script_tables("wan")} if (COMMITTED / "wan.jsonl").is_file() else {}),
+    **{
+        f"poc_step_latency/{session}": (
+            lambda session=session: script("poc_step_latency").table(
+                read_jsonl(COMMITTED / "poc_step_latency.jsonl"), session
+            )
+        )
+        for session in sessions("poc_step_latency.jsonl")
+    },
+    **({"scale_memory": script_tables("scale_memory")} if (COMMITTED / "scale_memory.jsonl").is_file() else {}),
+    **(
+        {"he_overhead": script_tables("he_overhead", "summary_tables")}
+        if (COMMITTED / "he_overhead.jsonl").is_file()
+        else {}
+    ),
+    **{
+        f"performance/{part}": script_text("performance", f"{part}_table")
+        for part in ("wire", "pipeline", "pipeline_wan", "imports", "image_views", "overhead", "fedhssl")
+        if (COMMITTED / "performance" / f"{part}.jsonl").is_file()
+    },
+    "performance/mnist_simulator": script_text("performance", "mnist_simulator_table"),
+    **{
+        name: script_tables(name)
+        for name, records in (("vflhlp", "vflhlp.jsonl"), ("images", "images_cpu.jsonl"))
+        if (COMMITTED / records).is_file()
+    },
+    **{name: build for name, (build, files) in FEDHSSL_TABLES.items() if all((COMMITTED / f).is_file() for f in files)},
+    "images_mnist_all": script_text("images_simulator", "headline_table"),
+    **(
+        {"images_cifar_all": script_text("images_simulator", "cifar_table")}
+        if (COMMITTED / "images_cifar_all.jsonl").is_file()
+        else {}
+    ),
+    **{
+        f"images/{name}": (lambda name=name: script("images_simulator").committed_table(name))
+        for name in ("images_small", "images_k4")
+        if (COMMITTED / f"{name}.jsonl").is_file()
+    },
+}
+for _name, _build in SCRIPT_TABLES.items():
+    register(_name, _build)
