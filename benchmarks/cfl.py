@@ -30,12 +30,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from common import COMMITTED, DEFAULT_DATA_DIR, append_jsonl, environment, limit_threads, read_jsonl, run_vfl
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from vflflare import cli
+from vflflare.bench.inprocess import limit_threads, run_vfl
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
 from vflflare.data.split.silo import SETTINGS
 from vflflare.registry import make_config
 
@@ -139,7 +142,7 @@ def run_one(dataset: str, setting: str, seed: int, method: str, data_dir: Path) 
         "wall_s": round(time.perf_counter() - start, 1),
         "split": split_settings(dataset, setting, seed),
         "config": result["config"],
-        "env": environment(),
+        "env": environment_record(),
     }
 
 
@@ -244,7 +247,7 @@ def main() -> None:
                             "accuracy": global_accuracy(args.data_dir, dataset, seed),
                             "split": split_settings(dataset, "standard", seed),
                             "model": "StandardScaler + LogisticRegression(max_iter=1000, random_state=seed)",
-                            "env": environment(),
+                            "env": environment_record(),
                         },
                     )
                 for setting in args.settings:

@@ -40,29 +40,16 @@ from typing import Any
 
 import numpy as np
 import torch
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    DEFAULT_SPLITS,
-    LABEL_LEADER,
-    SITES,
-    SourceTable,
-    SplitRows,
-    append_jsonl,
-    environment,
-    job_rows,
-    limit_threads,
-    mean_std,
-    prepare_split,
-    read_jsonl,
-    run_vfl,
-    site_features,
-    test_inference_bytes,
-    trees,
-)  # fmt: skip
 from sklearn.metrics import roc_auc_score
 from torch import nn
 
+from vflflare.bench.baselines import trees
+from vflflare.bench.inprocess import limit_threads, run_vfl, site_features, test_inference_bytes
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.splits import LABEL_LEADER, SITES, SourceTable, SplitRows, job_rows, prepare_split
+from vflflare.bench.stats import mean_std
 from vflflare.cli import parse_overrides
 from vflflare.config import JobConfig
 from vflflare.models.fitting import fit_head, predict_proba
@@ -442,7 +429,7 @@ def main() -> None:
     if not args.table:
         limit_threads()
         table = SourceTable(args.data_dir)
-        env = environment()
+        env = environment_record()
         done = {(r["method"], r["variant"], r["overlap"], r["seed"]) for r in read_jsonl(args.out)}
         for overlap in args.overlaps:
             for seed in args.seeds:

@@ -31,26 +31,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    SourceTable,
-    append_jsonl,
-    environment,
-    job_rows,
-    limit_threads,
-    prepare_split,
-    read_jsonl,
-    refuse_mixed_settings,
-    run_vfl,
-    trees,
-)  # fmt: skip
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from vflflare import cli
+from vflflare.bench.baselines import trees
+from vflflare.bench.inprocess import limit_threads, run_vfl
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl, refuse_mixed_settings
+from vflflare.bench.splits import SourceTable, job_rows, prepare_split
 from vflflare.cli import parse_overrides
 from vflflare.config import JobConfig
 from vflflare.data.sources import load_source
@@ -197,7 +189,7 @@ def linear_probe(
         "overrides": overrides,
         "probe_test_auc": auc,
         "probe_rows": PROBE_ROWS,
-        "env": environment(),
+        "env": environment_record(),
     }
 
 
@@ -242,7 +234,7 @@ def run_one(
             comms_per_site={p: [v[sites[-1]]["uploads"], v[sites[-1]]["downloads"]] for p, v in per_phase.items()},
             phase_wall_s={p: round(s, 1) for p, s in wall.items()},
         )
-    record.update(wall_s=round(time.perf_counter() - start, 1), env=environment())
+    record.update(wall_s=round(time.perf_counter() - start, 1), env=environment_record())
     assert record["rows"]["aligned_train"] == labeled, record["rows"]
     return record
 

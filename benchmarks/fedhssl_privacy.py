@@ -28,20 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    append_jsonl,
-    environment,
-    limit_threads,
-    prepare_split,
-    read_jsonl,
-    refuse_mixed_settings,
-    run_vfl,
-)  # fmt: skip
 from fedhssl import ALIGNED_SHARE, labeled_fraction
 
 from vflflare.attacks.model_completion import AUX_ROWS, cap, model_completion_attack
+from vflflare.bench.inprocess import limit_threads, run_vfl
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl, refuse_mixed_settings
+from vflflare.bench.splits import prepare_split
 from vflflare.cli import parse_overrides
 from vflflare.data.sources import load_source
 from vflflare.protocol.site_runtime import SiteRuntime
@@ -112,7 +106,7 @@ def run_one(
         "mc_finetuned": attack(final, labels, seed),
         "majority": float(max(np.mean(labels["test"]), 1 - np.mean(labels["test"]))),
         "wall_s": round(time.perf_counter() - start, 1),
-        "env": environment(),
+        "env": environment_record(),
     }
 
 
@@ -309,7 +303,7 @@ def main() -> None:
                             "seed": seed,
                             "overrides": overrides,
                             "error": str(error),
-                            "env": environment(),
+                            "env": environment_record(),
                         },
                     )
                     print(f"seed {seed} {method} lambda_p {lp:g} lambda_f {lf:g}: failed: {error}", flush=True)

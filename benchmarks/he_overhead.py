@@ -22,18 +22,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    DEFAULT_SPLITS,
-    SITES,
-    append_jsonl,
-    environment,
-    limit_threads,
-    prepare_split,
-    read_jsonl,
-)  # fmt: skip
 
+from vflflare.bench.inprocess import limit_threads
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.splits import SITES, prepare_split
 from vflflare.jobs import write_job
 from vflflare.privacy import ckks
 from vflflare.simulation import simulate
@@ -249,7 +243,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.table:
         limit_threads()
-        env = environment()
+        env = environment_record()
         append_jsonl(args.out, {**codec_timings(), "env": env})
         root = credit_split(args.data_dir, args.splits) if args.dataset == "credit" else None
         # alternate HE off / on so drifting machine load hits both alike

@@ -50,11 +50,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from common import COMMITTED, DEFAULT_DATA_DIR, REPO, append_jsonl, environment, limit_threads, mean_std, read_jsonl
 from ssvfl import PretrainOnce, pretrain_key
 
 from vflflare import cli
 from vflflare.algorithms.oneshot import OneShotConfig
+from vflflare.bench.inprocess import limit_threads
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR, REPO
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.stats import mean_std
 from vflflare.cli import parse_overrides
 from vflflare.data.loading import load_label_tables
 from vflflare.protocol.inprocess import InProcessTransport
@@ -144,7 +148,7 @@ def split_dir(scale: str, dataset: str, overlap: int, seed: int, splits: Path) -
 
 
 def prepare_image_split(scale: str, dataset: str, overlap: int, seed: int, data_dir: Path, splits: Path) -> Path:
-    """`vflflare split` once per argument set (common.prepare_split has no --train-rows / --test-rows)."""
+    """`vflflare split` once per argument set (bench.splits.prepare_split has no --train-rows / --test-rows)."""
     out = split_dir(scale, dataset, overlap, seed, splits)
     if not (out / "manifest.json").exists():
         if cli.main(split_args(scale, dataset, overlap, seed, data_dir, out)) != 0:
@@ -481,7 +485,7 @@ def main() -> None:
             root = prepare_image_split(args.scale, dataset, overlap, seed, args.data_dir, args.splits)
             for method in todo:
                 record = run_one(args.scale, dataset, overlap, seed, method, root, overrides, args.variant)
-                record["env"] = environment()
+                record["env"] = environment_record()
                 append_jsonl(args.out, record)
                 print(
                     f"[{time.perf_counter() - started:7.0f} s] {dataset} N_o {overlap} seed {seed} {method}: "

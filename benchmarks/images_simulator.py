@@ -24,8 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import environment
-
+from vflflare.bench.provenance import environment_record
 from vflflare.cli import main as cli_main
 from vflflare.cli import parse_overrides
 from vflflare.jobs import write_job
@@ -138,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                     "phases_s": results["phases"],
                     "wall_s": round(wall, 1),
                     "settings": config,
-                    "env": environment(),
+                    "env": environment_record(),
                 }
                 if not args.no_reference:
                     sites = [f"site-{k}" for k in range(1, args.sites + 1)]
@@ -181,7 +180,8 @@ def table(rows: list[dict]) -> str:
 
 def committed_table(name: str) -> str:
     """The table of a run committed as benchmarks/results/NAME.jsonl (its --out folder's results.jsonl)."""
-    from common import COMMITTED, read_jsonl
+    from vflflare.bench.paths import COMMITTED
+    from vflflare.bench.records import read_jsonl
 
     return table(read_jsonl(COMMITTED / f"{name}.jsonl"))
 
@@ -204,7 +204,8 @@ def _thousands(n: float) -> str:
 
 def headline_table(name: str = "images_mnist_all", methods: dict[str, str] = HEADLINE, quoted: str = "") -> str:
     """IMAGES_REPORT's `--rows all` tables from benchmarks/results/NAME.jsonl (seeds 0-2), with a quoted row."""
-    from common import COMMITTED, read_jsonl
+    from vflflare.bench.paths import COMMITTED
+    from vflflare.bench.records import read_jsonl
 
     records = read_jsonl(COMMITTED / f"{name}.jsonl")
     out = [

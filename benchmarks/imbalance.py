@@ -25,23 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    DEFAULT_SPLITS,
-    InspectableRuntime,
-    SourceTable,
-    append_jsonl,
-    environment,
-    limit_threads,
-    mean_std,
-    prepare_split,
-    read_jsonl,
-    run_vfl,
-)  # fmt: skip
 from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import roc_auc_score
 
+from vflflare.bench.inprocess import InspectableRuntime, limit_threads, run_vfl
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.splits import SourceTable, prepare_split
+from vflflare.bench.stats import mean_std
 from vflflare.registry import get_algorithm, make_config
 
 RESULTS = COMMITTED / "imbalance.jsonl"  # compact records: numbers and settings
@@ -195,7 +187,7 @@ def main() -> None:
     if not args.table:
         limit_threads()
         table_data = SourceTable(args.data_dir)
-        env = environment()
+        env = environment_record()
         done = {(r["setting"], r["overlap"], r["seed"]) for r in read_jsonl(args.out)}
         for overlap in args.overlaps:
             for seed in args.seeds:

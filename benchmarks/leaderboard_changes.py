@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from vflflare.bench.grid import VFL_METHODS, read_records
+from vflflare.bench.grid import VFL_METHODS
+from vflflare.bench.records import read_jsonl
 from vflflare.bench.report import RESULTS, cells
 
 LEADERBOARD = Path(__file__).resolve().parent / "results" / "leaderboard"
@@ -36,7 +37,7 @@ TREES = "central XGBoost"
 def records(stem: str | None, dataset: str) -> list[dict]:
     """A change's records on `dataset` ([] if it did not run there); stem None: the default grid."""
     path = LEADERBOARD / (f"{stem}_{dataset}" if stem else f"grid_{dataset}") / RESULTS
-    return read_records(path) if path.exists() else []
+    return read_jsonl(path) if path.exists() else []
 
 
 def seed_deltas(changed: list[dict], default: list[dict]) -> dict[tuple[str, int], list[float]]:

@@ -27,19 +27,11 @@ import statistics
 import time
 from pathlib import Path
 
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    DEFAULT_SPLITS,
-    SITES,
-    append_jsonl,
-    environment,
-    limit_threads,
-    prepare_split,
-    read_jsonl,
-    run_vfl,
-)  # fmt: skip
-
+from vflflare.bench.inprocess import limit_threads, run_vfl
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.splits import SITES, prepare_split
 from vflflare.jobs import write_job
 from vflflare.registry import make_config
 from vflflare.simulation import simulate
@@ -231,7 +223,7 @@ def main() -> None:
         roots = {SHORT: prepare_split(args.data_dir, OVERLAP, SEED, args.splits)}
         if args.long_reps:
             roots[LONG] = prepare_split(args.data_dir, LONG_OVERLAP, SEED, args.splits)
-        env = environment()
+        env = environment_record()
         # alternate the two modes so drifting machine load hits both alike
         both = ("simulator", "inprocess")
         runs = [(mode, "oneshot", rep, SHORT) for rep in range(args.reps) for mode in both]

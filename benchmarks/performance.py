@@ -51,8 +51,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import COMMITTED, REPO, append_jsonl, environment, read_jsonl
 from refactor_parity import METHODS, SPLIT_ARGS, sets, split
+
+from vflflare.bench.paths import COMMITTED, REPO
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
 
 sys.path.insert(0, str(REPO / "poc"))
 from localproc import free_port  # noqa: E402
@@ -116,7 +119,7 @@ def run_grid(path: Path, jobs: list[tuple[str, int, dict]]) -> None:
                     "wire_bytes": comm["total"]["wire_bytes"],
                     "rounds": comm["rounds"],
                     "split_epochs": result.get("training", {}).get("split_epochs"),
-                    "env": environment(),
+                    "env": environment_record(),
                 },
             )
             print(f"{method} seed {seed} {extra}: {result['metrics']}", flush=True)
@@ -183,7 +186,7 @@ def pipeline_wan(m: int, seeds: tuple[int, ...]) -> None:
                         ),
                         "rounds": record["communication"]["rounds"],
                         "step_latency": record["step_latency"],
-                        "env": environment(),
+                        "env": environment_record(),
                     },
                 )
                 print(f"seed {seed} m {per_step}: job {record['wall_s']:.1f} s, {record['metrics']}", flush=True)
@@ -244,7 +247,7 @@ def overhead(trees: list[str], reps: int) -> None:
                 commit = subprocess.run(
                     ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
                 ).stdout.strip()
-                append_jsonl(path, {"tree": commit, "rep": rep, **timings, "env": environment()})
+                append_jsonl(path, {"tree": commit, "rep": rep, **timings, "env": environment_record()})
                 print(f"{commit} rep {rep}: {timings}", flush=True)
 
 
@@ -267,7 +270,7 @@ def imports(trees: list[str], reps: int) -> None:
             commit = subprocess.run(
                 ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
             ).stdout.strip()
-            append_jsonl(path, {"tree": commit, "rep": rep, **timings, "env": environment()})
+            append_jsonl(path, {"tree": commit, "rep": rep, **timings, "env": environment_record()})
             print(f"{commit} rep {rep}: {timings}", flush=True)
 
 
@@ -287,7 +290,7 @@ def image_views(trees: list[str], reps: int) -> None:
                 ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
             ).stdout.strip()
             for line in out.splitlines():
-                append_jsonl(path, {"tree": commit, "rep": rep, **json.loads(line), "env": environment()})
+                append_jsonl(path, {"tree": commit, "rep": rep, **json.loads(line), "env": environment_record()})
             print(f"{commit} rep {rep}: {out.strip()}", flush=True)
 
 

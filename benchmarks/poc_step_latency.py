@@ -29,7 +29,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import COMMITTED, append_jsonl, environment, read_jsonl
+from vflflare.bench.paths import COMMITTED
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = COMMITTED / "poc_step_latency.jsonl"
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                 "rep": rep,
                 "epochs": args.epochs,
                 **run_once(tree, options, job, args.data_root, workspace, port),
-                "env": environment(),
+                "env": environment_record(),
             }
             print(json.dumps(row), flush=True)
             append_jsonl(RESULTS, row)

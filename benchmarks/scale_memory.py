@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from common import COMMITTED, environment
+
+from vflflare.bench.paths import COMMITTED
+from vflflare.bench.provenance import environment_record
 
 MB = 2**20
 POLL_S = 0.05
@@ -247,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     measure = tree_peak if args.mode == "tree" else sites_peak
     result = measure(args.data_root, args.algorithm, args.set, args.sites)
-    result.update(data_root=args.data_root, algorithm=args.algorithm, settings=args.set, env=environment())
+    result.update(data_root=args.data_root, algorithm=args.algorithm, settings=args.set, env=environment_record())
     brief = {k: v for k, v in result.items() if k != "sites"}
     if "sites" in result:
         brief["sites"] = {s: {k: v for k, v in info.items() if k != "log"} for s, info in result["sites"].items()}

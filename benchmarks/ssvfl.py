@@ -53,21 +53,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    SourceTable,
-    environment,
-    job_rows,
-    limit_threads,
-    mean_std,
-    prepare_split,
-    read_jsonl,
-    run_vfl,
-    test_inference_bytes,
-    trees,
-)  # fmt: skip
 
+from vflflare.bench.baselines import trees
+from vflflare.bench.inprocess import limit_threads, run_vfl, test_inference_bytes
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import read_jsonl
+from vflflare.bench.splits import SourceTable, job_rows, prepare_split
+from vflflare.bench.stats import mean_std
 from vflflare.cli import parse_overrides
 from vflflare.config import JobConfig
 from vflflare.data.sources import load_source
@@ -259,7 +252,7 @@ def run_group(task: tuple) -> list[dict[str, Any]]:
             if method == REFERENCE
             else run_one(method, setting, fraction, seed, overrides, root, cached)
         )
-        record.update(variant=variant, set=overrides, env=environment())
+        record.update(variant=variant, set=overrides, env=environment_record())
         print(
             f"{setting} {fraction:.2f} seed {seed} {method}: test AUC {record['metrics']['test_auc']:.4f}, "
             f"{record.get('training_mb', 0):.2f} MB, {record['wall_s']} s",

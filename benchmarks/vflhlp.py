@@ -25,17 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    append_jsonl,
-    environment,
-    limit_threads,
-    prepare_split,
-    read_jsonl,
-    run_vfl,
-)
 
+from vflflare.bench.inprocess import limit_threads, run_vfl
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.splits import prepare_split
 from vflflare.cli import parse_overrides
 from vflflare.registry import make_config
 
@@ -93,7 +88,7 @@ def run_one(method: str, setting: str, aligned: int, seed: int, overrides: dict,
         "mb_per_site": {s: round(c["payload_bytes"] / 1e6, 3) for s, c in per_site.items()},
         "phase_wall_s": {p: round(s, 1) for p, s in wall.items()},
         "wall_s": round(time.perf_counter() - start, 1),
-        "env": environment(),
+        "env": environment_record(),
     }
 
 

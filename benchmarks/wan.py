@@ -28,9 +28,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import COMMITTED, REPO, append_jsonl, environment, read_jsonl
 from refactor_parity import DATA_DIR, SPLIT_ARGS, SPLITS, sets, split
 from refactor_parity import METHODS as PARITY_METHODS
+
+from vflflare.bench.paths import COMMITTED, REPO
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
 
 sys.path.insert(0, str(REPO / "poc"))
 from localproc import free_port  # noqa: E402
@@ -146,7 +149,7 @@ def run(method: str, link: str, work: Path, timeout: int) -> dict:
         "per_site": comm["per_site"],
         "step_latency": record.get("step_latency", {}),
         "link_bytes": json.loads((out / "poc" / "results" / "link.json").read_text()),
-        "env": environment(),
+        "env": environment_record(),
     }
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vflflare.bench.grid import METHODS, BenchSpec, read_records, run_grid
+from vflflare.bench.grid import METHODS, BenchSpec, run_grid
+from vflflare.bench.records import read_jsonl
 
 
 def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
@@ -112,7 +113,7 @@ def run_bench(args: argparse.Namespace) -> int:
             args.ensemble,
         )
         run_grid(spec, out)
-    records = read_records(results)
+    records = read_jsonl(results)
     if not records:
         raise SystemExit(f"no results in {results}")
     table = markdown(records)
@@ -123,7 +124,7 @@ def run_bench(args: argparse.Namespace) -> int:
     pngs = plots(records, out)
     print(table)
     if args.against:
-        change = difference(records, read_records(Path(args.against) / "results.jsonl"))
+        change = difference(records, read_jsonl(Path(args.against) / "results.jsonl"))
         (out / "against.md").write_text(change)
         print(change)
     print(
