@@ -1,7 +1,7 @@
 """The `vflflare bench` command: run the grid, then write the leaderboard (Markdown, CSV, plots);
 `vflflare bench report DIR`: the leaderboard tables again, from DIR's results.jsonl alone (a committed
 results file rebuilds its report's tables); `vflflare bench tables [--check]`: every report's marked tables
-rebuilt from the committed records."""
+rebuilt from the committed records; `vflflare bench run SUITE`: the runs behind a report (bench/suites/)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
         "(seed by seed on the same splits), e.g. a setting against the default run",
     )
     # dests of its own: the bench's --out and --against defaults would otherwise stand in for them
-    actions = parser.add_subparsers(dest="bench_action", metavar="report | tables")
+    actions = parser.add_subparsers(dest="bench_action", metavar="report | tables | run")
     report = actions.add_parser("report", help="the leaderboard tables from a folder's results.jsonl (no runs)")
     report.add_argument("results_dir", type=Path, help="a bench --out, or a committed benchmarks/results/<name>")
     report.add_argument(
@@ -73,6 +73,29 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
     )
     tables.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs")
     tables.set_defaults(func=run_tables)
+    run = actions.add_parser("run", help="run a suite: the runs behind a report (to a scratch folder by default)")
+    run.add_argument("suite", nargs="?", help="a suite's name (--list: every suite)")
+    run.add_argument("--list", dest="run_list", action="store_true", help="every suite, with its spec")
+    where = run.add_mutually_exclusive_group()
+    where.add_argument("--out", dest="run_out", type=Path, help="the records path (default: a scratch folder)")
+    where.add_argument(
+        "--committed", action="store_true", help="append to the suite's committed records under benchmarks/results"
+    )
+    run.add_argument(
+        "--data-dir", dest="run_data_dir", type=Path, help="folder holding the dataset folders (VFLFLARE_DATA_DIR)"
+    )
+    run.add_argument("--methods", dest="run_methods", nargs="+", help="a subset of the suite's methods")
+    run.add_argument("--datasets", dest="run_datasets", nargs="+", help="other datasets than the suite's")
+    run.add_argument("--seeds", dest="run_seeds", nargs="+", type=int, help="other seeds than the suite's")
+    run.add_argument(
+        "--set",
+        dest="run_set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one of the suite's settings (--list names them); JSON values, e.g. overlaps=[1000]",
+    )
+    run.set_defaults(func=run_suite_command)
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -91,6 +114,27 @@ def run_tables(args: argparse.Namespace) -> int:
     lines, code = rebuild_all(args.check)
     print("\n".join(lines))
     return code
+
+
+def run_suite_command(args: argparse.Namespace) -> int:
+    from vflflare.bench.suite import describe, run_suite, suites
+    from vflflare.cli import parse_overrides
+
+    if args.run_list or not args.suite:
+        print("\n".join(describe(spec) for _, spec in sorted(suites().items())))
+        return 0
+    path = run_suite(
+        args.suite,
+        args.run_out,
+        args.committed,
+        args.run_data_dir,
+        args.run_methods,
+        args.run_seeds,
+        parse_overrides(args.run_set),
+        args.run_datasets,
+    )
+    print(f"records: {path}")
+    return 0
 
 
 def run_bench(args: argparse.Namespace) -> int:

@@ -115,7 +115,6 @@ FEDHSSL_TABLES = {  # name: (builder, the committed files it reads)
     },
 }
 SCRIPT_TABLES: dict[str, Builder] = {
-    "leaderboard/changes": script_text("leaderboard_changes", "tables"),
     "parity/issue9": parity("issue9_parity"),
     "parity/issue25": parity("issue25_parity"),
     "parity/issue27": parity("issue27_parity"),
