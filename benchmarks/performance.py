@@ -2,7 +2,7 @@
 default (2 sites, N_o 1000, split seed = job seed), package defaults unless named. Records go to
 benchmarks/results/performance/<part>.jsonl; runs already recorded are skipped.
 
---wire       every method (refactor_parity.METHODS; FedHSSL at 10 global iterations, as privacy.py runs it)
+--wire       every method (the parity suite's METHODS; FedHSSL at 10 global iterations, as privacy.py runs it)
              in process with wire_dtype float32, float16, bfloat16 and int8, seeds 0-2: AUC and bytes.
              Rule, fixed before the runs: a narrower dtype may become the default only if, for every method,
              the median over seeds of its paired test-AUC difference to float32 is within 0.005.
@@ -51,11 +51,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from refactor_parity import METHODS, SPLIT_ARGS, sets, split
-
 from vflflare.bench.paths import COMMITTED, REPO
 from vflflare.bench.provenance import environment_record
 from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.suites.parity import METHODS, SPLIT_ARGS, sets, split
 
 sys.path.insert(0, str(REPO / "poc"))
 from localproc import free_port  # noqa: E402

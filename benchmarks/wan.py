@@ -1,6 +1,6 @@
 """Every algorithm as a real POC (NVFlare server, site and admin processes) with the sites' traffic through an
 emulated wide-area link (poc/wan_link.py, via poc/run.sh --link-rtt-ms/--link-mbit), on credit default
-(2 sites, N_o 1000, split and job seed 0, package defaults as refactor_parity.py runs them).
+(2 sites, N_o 1000, split and job seed 0, package defaults as the parity suite runs them).
 
 Links: round trips of 0, 20 and 100 ms at 1 Gbit/s, and 100 and 10 Mbit/s at 20 ms. Each record keeps
 the whole command's wall time (POC start to stop), the job's own (controller start to result), its
@@ -28,12 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from refactor_parity import DATA_DIR, SPLIT_ARGS, SPLITS, sets, split
-from refactor_parity import METHODS as PARITY_METHODS
-
-from vflflare.bench.paths import COMMITTED, REPO
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS, REPO
 from vflflare.bench.provenance import environment_record
 from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.suites.parity import METHODS as PARITY_METHODS
+from vflflare.bench.suites.parity import SPLIT_ARGS, sets, split
 
 sys.path.insert(0, str(REPO / "poc"))
 from localproc import free_port  # noqa: E402
@@ -54,7 +53,7 @@ def data_root(method: str) -> Path:
     """The method's split: CFL's a silo space of the same table (each site its own rows and labels)."""
     if method != "cfl":
         return split(SEED, SPLIT_ARGS.get(method, ()))
-    out = SPLITS / f"credit_default_silo_space_s{SEED}"
+    out = DEFAULT_SPLITS / f"credit_default_silo_space_s{SEED}"
     if not (out / "manifest.json").exists():
         subprocess.run(
             [
@@ -65,7 +64,7 @@ def data_root(method: str) -> Path:
                 "--dataset",
                 "credit_default",
                 "--data-dir",
-                str(DATA_DIR),
+                str(DEFAULT_DATA_DIR),
                 "--sites",
                 "2",
                 "--silo-space",

@@ -62,3 +62,13 @@ def test_a_benchmark_refuses_to_resume_into_runs_of_other_settings(tmp_path):
     refuse_mixed_settings(out, {"global_iterations": 10})
     with pytest.raises(SystemExit, match=r'runs.jsonl holds runs with --set \{"global_iterations": 10\}, not \{\}'):
         refuse_mixed_settings(out, {})
+
+
+def test_the_parity_comparison_flags_a_moved_number(tmp_path, capsys):
+    before = COMMITTED / "issue37_parity" / "before.jsonl"
+    assert cli.main(["bench", "parity", str(before), str(COMMITTED / "issue37_parity" / "after.jsonl")]) == 0
+    lines = before.read_text().splitlines()
+    moved = tmp_path / "after.jsonl"
+    moved.write_text("\n".join([lines[0].replace('"test_auc": 0.', '"test_auc": 0.0', 1), *lines[1:]]) + "\n")
+    assert cli.main(["bench", "parity", str(before), str(moved)]) == 1
+    assert f"{len(lines)} runs compared, 1 differ" in capsys.readouterr().out

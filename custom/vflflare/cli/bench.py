@@ -46,7 +46,7 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
         "(seed by seed on the same splits), e.g. a setting against the default run",
     )
     # dests of its own: the bench's --out and --against defaults would otherwise stand in for them
-    actions = parser.add_subparsers(dest="bench_action", metavar="report | tables | run")
+    actions = parser.add_subparsers(dest="bench_action", metavar="report | tables | run | parity")
     report = actions.add_parser("report", help="the leaderboard tables from a folder's results.jsonl (no runs)")
     report.add_argument("results_dir", type=Path, help="a bench --out, or a committed benchmarks/results/<name>")
     report.add_argument(
@@ -96,6 +96,10 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
         help="one of the suite's settings (--list names them); JSON values, e.g. overlaps=[1000]",
     )
     run.set_defaults(func=run_suite_command)
+    parity = actions.add_parser("parity", help="compare two records files of the parity suite (before, after)")
+    parity.add_argument("before", type=Path)
+    parity.add_argument("after", type=Path)
+    parity.set_defaults(func=run_parity)
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -135,6 +139,14 @@ def run_suite_command(args: argparse.Namespace) -> int:
     )
     print(f"records: {path}")
     return 0
+
+
+def run_parity(args: argparse.Namespace) -> int:
+    from vflflare.bench.suites.parity import compare
+
+    text, moved = compare(args.before, args.after)
+    print(text, end="")
+    return 1 if moved else 0
 
 
 def run_bench(args: argparse.Namespace) -> int:

@@ -4,9 +4,7 @@ and this module goes with the last one."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import sys
 from types import ModuleType
 
@@ -24,25 +22,6 @@ def script(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def parity(folder: str) -> Builder:
-    """`refactor_parity.py --compare FOLDER/before.jsonl FOLDER/after.jsonl`."""
-
-    def build() -> str:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            script("refactor_parity").compare(COMMITTED / folder / "before.jsonl", COMMITTED / folder / "after.jsonl")
-        return out.getvalue()
-
-    return build
-
-
-def parity_changes(folder: str) -> Builder:
-    """`refactor_parity.changes(FOLDER/before.jsonl, FOLDER/after.jsonl)`: a change meant to move numbers."""
-    return lambda: script("refactor_parity").changes(
-        COMMITTED / folder / "before.jsonl", COMMITTED / folder / "after.jsonl"
-    )
 
 
 def script_text(name: str, function: str) -> Builder:
@@ -115,15 +94,6 @@ FEDHSSL_TABLES = {  # name: (builder, the committed files it reads)
     },
 }
 SCRIPT_TABLES: dict[str, Builder] = {
-    "parity/issue9": parity("issue9_parity"),
-    "parity/issue25": parity("issue25_parity"),
-    "parity/issue27": parity("issue27_parity"),
-    "parity/issue28": parity("issue28_parity"),
-    "parity/issue29": parity("issue29_parity"),
-    "parity/issue29_split": parity("issue29_split_parity"),
-    "parity/issue36": parity("issue36_parity"),
-    "parity/issue37": parity("issue37_parity"),
-    "parity/stratified": parity_changes("stratified_validation"),
     "collab": script_tables("collab_vs_aux", "table"),
     "ssvfl": script_tables("ssvfl"),
     "cfl": script_tables("cfl"),
