@@ -39,12 +39,6 @@ def script_tables(name: str, function: str = "tables") -> Builder:
     return build
 
 
-def sessions(name: str) -> list[str]:
-    """The sessions recorded in a committed results file (one table each)."""
-    path = COMMITTED / name
-    return list(dict.fromkeys(r["session"] for r in read_jsonl(path))) if path.is_file() else []
-
-
 def fedhssl(function: str, *files: str, **kwargs) -> Builder:
     """`fedhssl.FUNCTION(records of FILES..., **kwargs)`: one FEDHSSL_REPORT table."""
     return lambda: getattr(script("fedhssl"), function)(*(read_jsonl(COMMITTED / f) for f in files), **kwargs)
@@ -98,20 +92,11 @@ SCRIPT_TABLES: dict[str, Builder] = {
     "ssvfl": script_tables("ssvfl"),
     "cfl": script_tables("cfl"),
     "credit_default": script_tables("credit_default"),
-    "imbalance": script_tables("imbalance", "table"),
     "overhead": script_tables("overhead"),
     "label_disclosure": script_tables("label_disclosure"),
     "privacy": script_tables("privacy"),  # credit default, the adaptive suite (issue 36): privacy_adaptive.jsonl
     "privacy_mnist": lambda: script("privacy").mnist_table(read_jsonl(COMMITTED / "privacy_mnist_adaptive.jsonl")),
     **({"wan": script_tables("wan")} if (COMMITTED / "wan.jsonl").is_file() else {}),
-    **{
-        f"poc_step_latency/{session}": (
-            lambda session=session: script("poc_step_latency").table(
-                read_jsonl(COMMITTED / "poc_step_latency.jsonl"), session
-            )
-        )
-        for session in sessions("poc_step_latency.jsonl")
-    },
     **({"scale_memory": script_tables("scale_memory")} if (COMMITTED / "scale_memory.jsonl").is_file() else {}),
     **(
         {"he_overhead": script_tables("he_overhead", "summary_tables")}
