@@ -92,7 +92,6 @@ SCRIPT_TABLES: dict[str, Builder] = {
     "ssvfl": script_tables("ssvfl"),
     "cfl": script_tables("cfl"),
     "credit_default": script_tables("credit_default"),
-    "overhead": script_tables("overhead"),
     "label_disclosure": script_tables("label_disclosure"),
     "privacy": script_tables("privacy"),  # credit default, the adaptive suite (issue 36): privacy_adaptive.jsonl
     "privacy_mnist": lambda: script("privacy").mnist_table(read_jsonl(COMMITTED / "privacy_mnist_adaptive.jsonl")),
