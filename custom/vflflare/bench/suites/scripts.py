@@ -102,11 +102,7 @@ SCRIPT_TABLES: dict[str, Builder] = {
         if (COMMITTED / "performance" / f"{part}.jsonl").is_file()
     },
     "performance/mnist_simulator": script_text("performance", "mnist_simulator_table"),
-    **{
-        name: script_tables(name)
-        for name, records in (("vflhlp", "vflhlp.jsonl"), ("images", "images_cpu.jsonl"))
-        if (COMMITTED / records).is_file()
-    },
+    **({"images": script_tables("images")} if (COMMITTED / "images_cpu.jsonl").is_file() else {}),
     **{name: build for name, (build, files) in FEDHSSL_TABLES.items() if all((COMMITTED / f).is_file() for f in files)},
     "images_mnist_all": script_text("images_simulator", "headline_table"),
     **(
