@@ -26,6 +26,7 @@ class Suite:
     methods: tuple[str, ...] = ()
     seeds: tuple[int, ...] = (0, 1, 2)
     settings: Mapping[str, Any] = field(default_factory=dict)  # the suite's own knobs; `--set` changes them
+    more_methods: tuple[str, ...] = ()  # methods it runs only when named (--methods)
     records: str = ""  # its records under benchmarks/results: a .jsonl file or a folder
 
     def scratch(self) -> Path:
@@ -46,12 +47,12 @@ class Suite:
     ) -> Suite:
         """The spec with a subset of its methods, other seeds or datasets, or changed settings (known ones)."""
         settings = dict(settings)
-        unknown_methods = sorted(set(methods or ()) - set(self.methods))
+        unknown_methods = sorted(set(methods or ()) - set(self.methods) - set(self.more_methods))
         unknown_settings = sorted(set(settings) - set(self.settings))
         if unknown_methods or unknown_settings:
             raise ValueError(
                 f"suite {self.name!r}: unknown methods {unknown_methods} or settings {unknown_settings}; "
-                f"methods: {list(self.methods)}; settings: {sorted(self.settings)}"
+                f"methods: {[*self.methods, *self.more_methods]}; settings: {sorted(self.settings)}"
             )
         return replace(
             self,
@@ -106,7 +107,8 @@ def run_suite(
 def describe(spec: Suite) -> str:
     """One suite as `vflflare bench run --list` shows it."""
     settings = json.dumps(dict(spec.settings), sort_keys=True)
+    more = f" (when named: {list(spec.more_methods)})" if spec.more_methods else ""
     return (
         f"{spec.name}: {spec.about}\n  datasets {list(spec.datasets)}, seeds {list(spec.seeds)}, settings {settings}"
-        f"\n  methods {list(spec.methods)}\n  records: benchmarks/results/{spec.records or '(none of its own)'}"
+        f"\n  methods {list(spec.methods)}{more}\n  records: benchmarks/results/{spec.records or '(none of its own)'}"
     )

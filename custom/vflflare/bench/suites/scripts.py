@@ -103,17 +103,6 @@ SCRIPT_TABLES: dict[str, Builder] = {
     "performance/mnist_simulator": script_text("performance", "mnist_simulator_table"),
     **({"images": script_tables("images")} if (COMMITTED / "images_cpu.jsonl").is_file() else {}),
     **{name: build for name, (build, files) in FEDHSSL_TABLES.items() if all((COMMITTED / f).is_file() for f in files)},
-    "images_mnist_all": script_text("images_simulator", "headline_table"),
-    **(
-        {"images_cifar_all": script_text("images_simulator", "cifar_table")}
-        if (COMMITTED / "images_cifar_all.jsonl").is_file()
-        else {}
-    ),
-    **{
-        f"images/{name}": (lambda name=name: script("images_simulator").committed_table(name))
-        for name in ("images_small", "images_k4")
-        if (COMMITTED / f"{name}.jsonl").is_file()
-    },
 }
 for _name, _build in SCRIPT_TABLES.items():
     register(_name, _build)
