@@ -94,7 +94,6 @@ SCRIPT_TABLES: dict[str, Builder] = {
     "label_disclosure": script_tables("label_disclosure"),
     "privacy": script_tables("privacy"),  # credit default, the adaptive suite (issue 36): privacy_adaptive.jsonl
     "privacy_mnist": lambda: script("privacy").mnist_table(read_jsonl(COMMITTED / "privacy_mnist_adaptive.jsonl")),
-    **({"wan": script_tables("wan")} if (COMMITTED / "wan.jsonl").is_file() else {}),
     **{
         f"performance/{part}": script_text("performance", f"{part}_table")
         for part in ("wire", "pipeline", "pipeline_wan", "imports", "image_views", "overhead", "fedhssl")
