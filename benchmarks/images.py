@@ -16,7 +16,7 @@ the tables give the training throughput in images/s per site.
 
 Shared work is computed once per (cell, seed) and reused; the tables mark it, and the "standalone"
 wall time adds it back:
-- SS-VFL-I and SS-VFL-C pretrain identically (`PretrainOnce` from ssvfl.py);
+- SS-VFL-I and SS-VFL-C pretrain identically (`PretrainOnce` from the ssvfl suite);
 - few-shot VFL's first round is one-shot VFL's local SSL. `TimedRuntime` keeps each site's state after
   the one-shot round, keyed by the settings, the encoder weights, the random state and the partial
   gradients received, so a hit is the same computation. Check (MNIST, N_o 256, seed 100, ssl_epochs 2):
@@ -50,7 +50,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from ssvfl import PretrainOnce, pretrain_key
 
 from vflflare import cli
 from vflflare.algorithms.oneshot import OneShotConfig
@@ -59,6 +58,7 @@ from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR, REPO
 from vflflare.bench.provenance import environment_record
 from vflflare.bench.records import append_jsonl, read_jsonl
 from vflflare.bench.stats import mean_std
+from vflflare.bench.suites.ssvfl import PretrainOnce, pretrain_key
 from vflflare.cli import parse_overrides
 from vflflare.data.loading import load_label_tables
 from vflflare.protocol.inprocess import InProcessTransport
