@@ -89,7 +89,6 @@ FEDHSSL_TABLES = {  # name: (builder, the committed files it reads)
 }
 SCRIPT_TABLES: dict[str, Builder] = {
     "collab": script_tables("collab_vs_aux", "table"),
-    "credit_default": script_tables("credit_default"),
     "label_disclosure": script_tables("label_disclosure"),
     "privacy": script_tables("privacy"),  # credit default, the adaptive suite (issue 36): privacy_adaptive.jsonl
     "privacy_mnist": lambda: script("privacy").mnist_table(read_jsonl(COMMITTED / "privacy_mnist_adaptive.jsonl")),
