@@ -192,7 +192,7 @@ def pipeline_wan(m: int, seeds: tuple[int, ...]) -> None:
 
 
 def fedhssl_cost(seeds: tuple[int, ...]) -> None:
-    import fedhssl  # its sklearn and torch imports stay out of the other parts
+    from vflflare.bench.suites import fedhssl  # its sklearn and torch imports stay out of the other parts
 
     path = OUT / "fedhssl.jsonl"
     done = {(r["seed"], json.dumps(r["overrides"], sort_keys=True)) for r in read_jsonl(path)}

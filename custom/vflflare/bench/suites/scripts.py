@@ -39,54 +39,7 @@ def script_tables(name: str, function: str = "tables") -> Builder:
     return build
 
 
-def fedhssl(function: str, *files: str, **kwargs) -> Builder:
-    """`fedhssl.FUNCTION(records of FILES..., **kwargs)`: one FEDHSSL_REPORT table."""
-    return lambda: getattr(script("fedhssl"), function)(*(read_jsonl(COMMITTED / f) for f in files), **kwargs)
-
-
-FEDHSSL_TABLES = {  # name: (builder, the committed files it reads)
-    "fedhssl/credit_200": (
-        fedhssl("method_table", "fedhssl_g10.jsonl", setting="credit_default", labeled=200),
-        ["fedhssl_g10.jsonl"],
-    ),
-    "fedhssl/credit_400": (
-        fedhssl("method_table", "fedhssl_g10.jsonl", setting="credit_default", labeled=400),
-        ["fedhssl_g10.jsonl"],
-    ),
-    "fedhssl/adult_200": (
-        fedhssl("method_table", "fedhssl_g10.jsonl", setting="adult", labeled=200),
-        ["fedhssl_g10.jsonl"],
-    ),
-    "fedhssl/communication": (fedhssl("communication_table", "fedhssl_g10.jsonl"), ["fedhssl_g10.jsonl"]),
-    "fedhssl/grid": (
-        fedhssl("grid_table", "fedhssl_g10.jsonl", cells=[("credit_default", 1000), ("adult", 400), ("adult", 1000)]),
-        ["fedhssl_g10.jsonl"],
-    ),
-    "fedhssl/mnist": (
-        fedhssl("grid_table", "fedhssl_mnist.jsonl", cells=[("mnist:2", 200), ("mnist:4", 200)]),
-        ["fedhssl_mnist.jsonl"],
-    ),
-    "fedhssl/summary": (
-        fedhssl("summary_table", "fedhssl_g10.jsonl", "fedhssl_mnist.jsonl"),
-        ["fedhssl_g10.jsonl", "fedhssl_mnist.jsonl"],
-    ),
-    "fedhssl/iterations": (
-        fedhssl("iterations_table", "fedhssl_g40.jsonl", "fedhssl_g10.jsonl"),
-        ["fedhssl_g40.jsonl", "fedhssl_g10.jsonl"],
-    ),
-    "fedhssl/probe": (fedhssl("probe_table", "fedhssl_probe.jsonl"), ["fedhssl_probe.jsonl"]),
-    **{
-        f"fedhssl/privacy_{n}": (
-            (
-                lambda n=n: getattr(script("fedhssl_privacy"), f"table_{n}")(
-                    read_jsonl(COMMITTED / "fedhssl_privacy.jsonl")
-                )
-            ),
-            ["fedhssl_privacy.jsonl"],
-        )
-        for n in ("vi", "vii")
-    },
-}
+FEDHSSL_PRIVACY = "fedhssl_privacy.jsonl"
 SCRIPT_TABLES: dict[str, Builder] = {
     "collab": script_tables("collab_vs_aux", "table"),
     "label_disclosure": script_tables("label_disclosure"),
@@ -99,7 +52,12 @@ SCRIPT_TABLES: dict[str, Builder] = {
     },
     "performance/mnist_simulator": script_text("performance", "mnist_simulator_table"),
     **({"images": script_tables("images")} if (COMMITTED / "images_cpu.jsonl").is_file() else {}),
-    **{name: build for name, (build, files) in FEDHSSL_TABLES.items() if all((COMMITTED / f).is_file() for f in files)},
+    **{
+        f"fedhssl/privacy_{n}": (
+            lambda n=n: getattr(script("fedhssl_privacy"), f"table_{n}")(read_jsonl(COMMITTED / FEDHSSL_PRIVACY))
+        )
+        for n in ("vi", "vii")
+    },
 }
 for _name, _build in SCRIPT_TABLES.items():
     register(_name, _build)
