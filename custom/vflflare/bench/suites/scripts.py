@@ -51,7 +51,6 @@ SCRIPT_TABLES: dict[str, Builder] = {
         if (COMMITTED / "performance" / f"{part}.jsonl").is_file()
     },
     "performance/mnist_simulator": script_text("performance", "mnist_simulator_table"),
-    **({"images": script_tables("images")} if (COMMITTED / "images_cpu.jsonl").is_file() else {}),
     **{
         f"fedhssl/privacy_{n}": (
             lambda n=n: getattr(script("fedhssl_privacy"), f"table_{n}")(read_jsonl(COMMITTED / FEDHSSL_PRIVACY))
