@@ -46,12 +46,6 @@ SCRIPT_TABLES: dict[str, Builder] = {
     "privacy": script_tables("privacy"),  # credit default, the adaptive suite (issue 36): privacy_adaptive.jsonl
     "privacy_mnist": lambda: script("privacy").mnist_table(read_jsonl(COMMITTED / "privacy_mnist_adaptive.jsonl")),
     **{
-        f"performance/{part}": script_text("performance", f"{part}_table")
-        for part in ("wire", "pipeline", "pipeline_wan", "imports", "image_views", "overhead", "fedhssl")
-        if (COMMITTED / "performance" / f"{part}.jsonl").is_file()
-    },
-    "performance/mnist_simulator": script_text("performance", "mnist_simulator_table"),
-    **{
         f"fedhssl/privacy_{n}": (
             lambda n=n: getattr(script("fedhssl_privacy"), f"table_{n}")(read_jsonl(COMMITTED / FEDHSSL_PRIVACY))
         )
