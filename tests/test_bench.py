@@ -356,3 +356,20 @@ def test_a_suite_refuses_settings_and_methods_it_does_not_have():
 
     with pytest.raises(ValueError, match=r"unknown methods \['nope'\] or settings \['epochs'\]"):
         suites()["leaderboard"].chosen(methods=["nope"], settings={"epochs": 1})
+
+
+def test_every_suite_is_listed_and_its_committed_records_are_there(capsys):
+    """Issue 39 item 1: `vflflare bench run --list` names every suite module's spec; a suite's committed
+    records (where it has its own) stay readable at the path the spec names."""
+    from vflflare.bench import suites as modules
+    from vflflare.bench.paths import COMMITTED
+    from vflflare.bench.suite import suites
+
+    assert cli.main(["bench", "run", "--list"]) == 0
+    listed = capsys.readouterr().out
+    known = suites()
+    assert set(known) >= set(modules.load()) - {"scripts"}  # each module but the scripts' tables holds a suite
+    for name, spec in known.items():
+        assert listed.count(f"\n{name}: ") + listed.startswith(f"{name}: ") == 1, name
+        if spec.records:
+            assert (COMMITTED / spec.records).exists(), (name, spec.records)

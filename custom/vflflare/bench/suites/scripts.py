@@ -1,32 +1,25 @@
 """The tables of the benchmark scripts not yet turned into suites, loaded from benchmarks/NAME.py by path.
 Transitional (issue 39, item 1): each script that becomes a suite module takes its tables out of here,
-and this module goes with the last one."""
+and this module goes with the last one. Left: the attack benchmarks (label_disclosure, privacy,
+fedhssl_privacy), which run vflflare.attacks, a layer bench may not import, and collab_vs_aux with its
+NVFlare job package benchmarks/collab_split."""
 
 from __future__ import annotations
 
 import importlib.util
-import sys
 from types import ModuleType
 
-from vflflare.bench.paths import BENCHMARKS, COMMITTED, REPO
+from vflflare.bench.paths import BENCHMARKS, COMMITTED
 from vflflare.bench.records import read_jsonl
 from vflflare.bench.tables import Builder, register
 
 
 def script(name: str) -> ModuleType:
     """A benchmark script as a module (its table functions and RESULTS path), without running it."""
-    for extra in (REPO / "custom", BENCHMARKS):  # the scripts import `common` and each other by name
-        if str(extra) not in sys.path:
-            sys.path.insert(0, str(extra))
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def script_text(name: str, function: str) -> Builder:
-    """`NAME.FUNCTION()`: tables a script builds from committed folders of its own choosing."""
-    return lambda: getattr(script(name), function)()
 
 
 def script_tables(name: str, function: str = "tables") -> Builder:
