@@ -7,6 +7,7 @@ spread over seeds includes which customers happen to be shared, not only the ini
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,3 +103,9 @@ class SourceTable:
 
     def y(self, ids: list[str]) -> np.ndarray:
         return self.labels.loc[ids].to_numpy(np.int64, copy=True)
+
+
+@functools.cache
+def source_table(data_dir: Path, dataset: str) -> SourceTable:
+    """One load per process: the reference runs of every fraction and seed read the same table."""
+    return SourceTable(data_dir, dataset)

@@ -27,7 +27,6 @@ fedhssl_mnist.jsonl, and the probe's fedhssl_probe.jsonl); a rerun refuses a fil
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -44,7 +43,7 @@ from vflflare.bench.inprocess import limit_threads, run_vfl
 from vflflare.bench.paths import COMMITTED
 from vflflare.bench.provenance import environment_record
 from vflflare.bench.records import append_jsonl, read_jsonl, refuse_mixed_settings
-from vflflare.bench.splits import SourceTable, job_rows, prepare_split
+from vflflare.bench.splits import job_rows, prepare_split, source_table
 from vflflare.bench.suite import Suite, suite
 from vflflare.bench.tables import register
 from vflflare.config import JobConfig
@@ -119,11 +118,6 @@ def split_for(data_dir: Path, setting: str, seed: int, splits: Path) -> tuple[Pa
             synthetic=synthetic_options(dataset, seed, None, None, None),
         )
     return out, overlap
-
-
-@functools.cache
-def source_table(data_dir: Path, dataset: str) -> SourceTable:
-    return SourceTable(data_dir, dataset)
 
 
 PROBE_ROWS = 5000  # aligned rows whose true labels the diagnostic probe (not a method) trains on

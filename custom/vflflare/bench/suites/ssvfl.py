@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import json
 import math
 import multiprocessing
@@ -60,7 +59,7 @@ from vflflare.bench.inprocess import limit_threads, run_vfl, test_inference_byte
 from vflflare.bench.paths import COMMITTED
 from vflflare.bench.provenance import environment_record
 from vflflare.bench.records import read_jsonl
-from vflflare.bench.splits import SourceTable, job_rows, prepare_split
+from vflflare.bench.splits import job_rows, prepare_split, source_table
 from vflflare.bench.stats import mean_std
 from vflflare.bench.suite import Suite, suite
 from vflflare.bench.tables import table
@@ -119,12 +118,6 @@ def prepare_all_shared_split(data_dir: Path, dataset: str, parties: int, seed: i
     n_rows = len(load_source(dataset, data_dir)[2])
     overlap = n_rows - int(round(TEST_FRACTION * n_rows))
     return prepare_split(data_dir, overlap, seed, splits, dataset, parties)
-
-
-@functools.cache
-def source_table(data_dir: Path, dataset: str) -> SourceTable:
-    """One load per process: the reference runs of every fraction and seed read the same table."""
-    return SourceTable(data_dir, dataset)
 
 
 class PretrainOnce(SiteRuntime):
