@@ -7,7 +7,7 @@ Per silo, test accuracy of a logistic regression on
 - local CL: the same training without FedAvg (`cfl_fedavg: false`), the paper's non-FL contrastive line;
 - LL: the silo's raw slice;
 and the paper's delta accuracy: the accuracy of a logistic regression on the (imaginary) global table
-(every column, every training row; no party holds it, only this script) minus the silo's. Smaller is
+(every column, every training row; no party holds it, only this suite) minus the silo's. Smaller is
 better; the tables give the mean over silos, median over seeds.
 
 MNIST is reduced for CPU: 10 000 training and 2 000 test images (`vflflare split --train-rows/--test-rows`), pooled and

@@ -188,7 +188,7 @@ def summary_table(records: list[dict], parties: int = 2) -> str:
 
 
 def tables(records: list[dict]) -> str:
-    """`--table`: beta selection, test AUC, credit default's communication (K = 2), and the medians of K = 2."""
+    """The report's tables: beta selection, test AUC, credit default's communication (K = 2), the K = 2 medians."""
     return "\n\n".join(
         t for t in (beta_table(records), auc_table(records), communication_table(records), summary_table(records)) if t
     )
