@@ -77,16 +77,28 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
     run.add_argument("suite", nargs="?", help="a suite's name (--list: every suite)")
     run.add_argument("--list", dest="run_list", action="store_true", help="every suite, with its spec")
     where = run.add_mutually_exclusive_group()
-    where.add_argument("--out", dest="run_out", type=Path, help="the records path (default: a scratch folder)")
+    where.add_argument(
+        "--out", dest="run_out", type=Path, metavar="PATH", help="the records path (default: a scratch folder)"
+    )
     where.add_argument(
         "--committed", action="store_true", help="append to the suite's committed records under benchmarks/results"
     )
     run.add_argument(
-        "--data-dir", dest="run_data_dir", type=Path, help="folder holding the dataset folders (VFLFLARE_DATA_DIR)"
+        "--data-dir",
+        dest="run_data_dir",
+        type=Path,
+        metavar="DIR",
+        help="folder holding the dataset folders (VFLFLARE_DATA_DIR)",
     )
-    run.add_argument("--methods", dest="run_methods", nargs="+", help="a subset of the suite's methods")
-    run.add_argument("--datasets", dest="run_datasets", nargs="+", help="other datasets than the suite's")
-    run.add_argument("--seeds", dest="run_seeds", nargs="+", type=int, help="other seeds than the suite's")
+    run.add_argument(
+        "--methods", dest="run_methods", nargs="+", metavar="METHOD", help="a subset of the suite's methods"
+    )
+    run.add_argument(
+        "--datasets", dest="run_datasets", nargs="+", metavar="DATASET", help="other datasets than the suite's"
+    )
+    run.add_argument(
+        "--seeds", dest="run_seeds", nargs="+", type=int, metavar="SEED", help="other seeds than the suite's"
+    )
     run.add_argument(
         "--set",
         dest="run_set",
