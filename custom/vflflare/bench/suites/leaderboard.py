@@ -42,6 +42,9 @@ DEFAULTS = BenchSpec()
 
 def run(spec: Suite, out: Path, data_dir: Path) -> None:
     """One `vflflare bench` folder per dataset, out/FOLDER_DATASET (FOLDER: grid for the default recipe)."""
+    if out.resolve().is_relative_to(COMMITTED.resolve()):
+        # a grid folder also holds its splits and work folders: only results.jsonl and bench.json are committed
+        raise ValueError("run the leaderboard into a scratch folder, then copy results.jsonl and bench.json")
     settings = spec.settings
     for dataset in spec.datasets:
         bench = BenchSpec(
