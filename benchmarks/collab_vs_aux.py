@@ -62,8 +62,8 @@ def prepare_split(k: int, work: Path, data_dir: str) -> Path:
     if not (out / "manifest.json").is_file():
         cmd = [
             sys.executable,
-            "-m",
-            "vflflare.cli",
+            "-c",
+            "import sys; from vflflare.cli import main; sys.exit(main())",  # the CLI is a package: no -m
             "split",
             "--dataset",
             "credit_default",
@@ -280,15 +280,15 @@ def run_poc(
 
 
 def load_rows() -> list[dict]:
-    if not RESULTS.is_file():
-        return []
-    return [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
+    from vflflare.bench.records import read_jsonl
+
+    return read_jsonl(RESULTS)
 
 
 def append(row: dict) -> None:
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("a") as f:
-        f.write(json.dumps(row) + "\n")
+    from vflflare.bench.records import append_jsonl
+
+    append_jsonl(RESULTS, row)
 
 
 def summary(row: dict) -> str:

@@ -13,7 +13,7 @@ rows: it knows their IDs, and we give it their labels), then scored on the test 
   finetuning FedSplitNN, FedLocalSSL and FedHSSL; the attack runs on party 2's finetuned model.
   CAP (Eq. 8) = mean over lambda_f of test AUC x (1 - MC accuracy).
 
-Same setting as benchmarks/fedhssl.py: 40 % aligned, 200 labeled training rows + 50 validation rows.
+Same setting as the fedhssl suite: 40 % aligned, 200 labeled training rows + 50 validation rows.
 
     python benchmarks/fedhssl_privacy.py --seeds 0 1 2 --set global_iterations=10
     python benchmarks/fedhssl_privacy.py --table
@@ -28,20 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    append_jsonl,
-    environment,
-    limit_threads,
-    prepare_split,
-    read_jsonl,
-    refuse_mixed_settings,
-    run_vfl,
-)  # fmt: skip
-from fedhssl import ALIGNED_SHARE, labeled_fraction
 
 from vflflare.attacks.model_completion import AUX_ROWS, cap, model_completion_attack
+from vflflare.bench.inprocess import limit_threads, run_vfl
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl, refuse_mixed_settings
+from vflflare.bench.splits import prepare_split
+from vflflare.bench.suites.fedhssl import ALIGNED_SHARE, labeled_fraction
 from vflflare.cli import parse_overrides
 from vflflare.data.sources import load_source
 from vflflare.protocol.site_runtime import SiteRuntime
@@ -112,7 +106,7 @@ def run_one(
         "mc_finetuned": attack(final, labels, seed),
         "majority": float(max(np.mean(labels["test"]), 1 - np.mean(labels["test"]))),
         "wall_s": round(time.perf_counter() - start, 1),
-        "env": environment(),
+        "env": environment_record(),
     }
 
 
@@ -309,7 +303,7 @@ def main() -> None:
                             "seed": seed,
                             "overrides": overrides,
                             "error": str(error),
-                            "env": environment(),
+                            "env": environment_record(),
                         },
                     )
                     print(f"seed {seed} {method} lambda_p {lp:g} lambda_f {lf:g}: failed: {error}", flush=True)

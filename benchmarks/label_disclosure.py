@@ -15,25 +15,17 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    DEFAULT_SPLITS,
-    SITES,
-    SourceTable,
-    append_jsonl,
-    environment,
-    job_rows,
-    limit_threads,
-    mean_std,
-    prepare_split,
-    read_jsonl,
-)  # fmt: skip
 
 from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
 from vflflare.algorithms.blocks.representations import reps_of, upload_representations
 from vflflare.algorithms.oneshot import OneShotVFL
 from vflflare.attacks.leak import cluster_label_agreement
+from vflflare.bench.inprocess import limit_threads
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.splits import SITES, SourceTable, job_rows, prepare_split
+from vflflare.bench.stats import mean_std
 from vflflare.data.loading import load_label_tables
 from vflflare.protocol.inprocess import InProcessTransport
 from vflflare.protocol.run_context import RunContext
@@ -94,7 +86,7 @@ def main() -> None:
     if not args.table:
         limit_threads()
         table = SourceTable(args.data_dir)
-        env = environment()
+        env = environment_record()
         for overlap in args.overlaps:
             for seed in args.seeds:
                 root = prepare_split(args.data_dir, overlap, seed, args.splits)

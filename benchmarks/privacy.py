@@ -59,20 +59,14 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    DEFAULT_SPLITS,
-    SourceTable,
-    append_jsonl,
-    environment,
-    limit_threads,
-    prepare_split,
-    read_jsonl,
-)
+from vflflare.bench.inprocess import limit_threads
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.splits import SourceTable, prepare_split
 
 CREDIT_RESULTS = COMMITTED / "privacy_adaptive.jsonl"  # credit default, the adaptive suite (issue 36)
-RESULTS = CREDIT_RESULTS  # what benchmarks/tables.py reads for the "privacy" builder
+RESULTS = CREDIT_RESULTS  # what `vflflare bench tables` reads for the "privacy" builder
 # MNIST with the adaptive suite: a file of its own, so a rerun never resumes into issue 27's privacy_mnist.jsonl
 MNIST, MNIST_RESULTS, MNIST_OVERLAP = "mnist", COMMITTED / "privacy_mnist_adaptive.jsonl", 256
 PLOT = Path(__file__).resolve().parent / "privacy_credit_default.png"
@@ -232,7 +226,7 @@ def run_one(
             "majority": result["majority"],
             "mb_per_site": max(v["payload_bytes"] for v in per_site.values()) / 1e6,
             "wall_s": round(time.monotonic() - start, 1),
-            "env": environment(),
+            "env": environment_record(),
         }
     )
 

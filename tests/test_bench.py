@@ -333,3 +333,43 @@ def test_paired_comparison_reads_per_seed_differences_and_a_bootstrap_interval()
     assert -0.03 < low < -0.002 < 0.0 < high < 0.02 and bootstrap_interval([0.02, -0.03, 0.01]) == bootstrap_interval(
         [0.02, -0.03, 0.01]
     )
+
+
+def test_a_suite_runs_into_a_scratch_folder_unless_told(tmp_path, monkeypatch):
+    """Issue 39 item 1: `vflflare bench run SUITE` never writes the committed records unless asked."""
+    from vflflare.bench import suite
+
+    monkeypatch.setattr(suite, "SCRATCH", tmp_path / "scratch")
+    args = ["bench", "run", "leaderboard", "--datasets", "breast_cancer", "--methods", "central LR"]
+    assert cli.main([*args, "--seeds", "0", "--set", "overlaps=[150]", "--set", "workers=1"]) == 0
+    records = [
+        json.loads(line)
+        for line in (tmp_path / "scratch/leaderboard/leaderboard/grid_breast_cancer/results.jsonl")
+        .read_text()
+        .splitlines()
+    ]
+    assert [(r["method"], r["overlap"], r["seed"]) for r in records] == [("central LR", 150, 0)]
+
+
+def test_a_suite_refuses_settings_and_methods_it_does_not_have():
+    from vflflare.bench.suite import suites
+
+    with pytest.raises(ValueError, match=r"unknown methods \['nope'\] or settings \['epochs'\]"):
+        suites()["leaderboard"].chosen(methods=["nope"], settings={"epochs": 1})
+
+
+def test_every_suite_is_listed_and_its_committed_records_are_there(capsys):
+    """Issue 39 item 1: `vflflare bench run --list` names every suite module's spec; a suite's committed
+    records (where it has its own) stay readable at the path the spec names."""
+    from vflflare.bench import suites as modules
+    from vflflare.bench.paths import COMMITTED
+    from vflflare.bench.suite import suites
+
+    assert cli.main(["bench", "run", "--list"]) == 0
+    listed = capsys.readouterr().out
+    known = suites()
+    assert set(known) >= set(modules.load()) - {"scripts"}  # each module but the scripts' tables holds a suite
+    for name, spec in known.items():
+        assert listed.count(f"\n{name}: ") + listed.startswith(f"{name}: ") == 1, name
+        if spec.records:
+            assert (COMMITTED / spec.records).exists(), (name, spec.records)

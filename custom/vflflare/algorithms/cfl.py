@@ -12,7 +12,7 @@ Runs on a silo space (`vflflare split --silo-space`, protocol/silo_setup.py). Fe
 aggregation block over the whole autoencoder (NVFlare's WeightedAggregationHelper; CKKS secure
 aggregation with `he: true`). Reported per silo: CFL's test accuracy and the LL baseline's (logistic
 regression on the silo's raw slice); the paper's delta accuracy needs the (imaginary) global table,
-which no party holds: benchmarks/cfl.py computes it.
+which no party holds: the cfl bench suite (bench/suites/cfl.py) computes it.
 
 Our choices where the paper is open: Table 1's "encoder size" 256 as the hidden and output width of E
 (E: d -> 256 -> 256, D: 256 -> d); Adam at cfl_lr 0.001 in batches of 128; noise rate z 0.2 and

@@ -8,6 +8,7 @@ seed trains, selects and scores on:
   every row it has a label for (with `split --active-site-labels`, its unaligned rows too): the floor
   federation must beat.
 - NVFlare's vertical XGBoost (`vertical_xgb.py`), with the depth and rounds the central XGBoost chose.
+- `trees`: the earlier reports' subsampled trees on the raw source columns (a SourceTable), same depths.
 
 Columns are the sites' preprocessed blocks (standardised numbers, one-hot categories, codes of
 high-cardinality categories), as each site's bottom model sees them. Depth is chosen on the validation
@@ -21,11 +22,13 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
+from vflflare.bench.splits import SourceTable, SplitRows
 from vflflare.data.loading import load_label_tables, load_site_tables
 from vflflare.data.types import LabelTables, SiteTables
 from vflflare.protocol.alignment import align, hash_ids
@@ -199,3 +202,41 @@ def label_local(split: AlignedSplit, seed: int, all_labels: bool, grid: Mapping[
         grid,
     )
     return {**result, "train_rows": len(ids)}
+
+
+# The earlier reports' trees (REPORT.md, SSVFL_REPORT.md, FEDHSSL_REPORT.md): raw source columns, row and column
+# subsampling, 1000 rounds at 0.05 with early stopping after 50; kept as they ran so those tables still rebuild.
+def _subsampled_trees(depth: int, seed: int) -> Any:
+    try:
+        from xgboost import XGBClassifier
+    except ImportError:
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        return HistGradientBoostingClassifier(
+            max_depth=depth, learning_rate=0.05, max_iter=1000, early_stopping=True, random_state=seed
+        )
+    return XGBClassifier(
+        n_estimators=1000, learning_rate=0.05, max_depth=depth, subsample=0.8, colsample_bytree=0.8,
+        early_stopping_rounds=50, eval_metric="logloss", n_jobs=1, random_state=seed,
+    )  # fmt: skip
+
+
+def trees(train_ids: list[str], rows: SplitRows, table: SourceTable, seed: int) -> dict[str, Any]:
+    """Gradient-boosted trees on every party's raw columns of train_ids: depth from TREE_DEPTHS by
+    validation AUC, rounds by early stopping on validation log-loss."""
+    (train_x, train_y), (val_x, val_y), (test_x, test_y) = map(table.xy, (train_ids, rows.val_ids, rows.test_ids))
+    best: tuple[float, int, Any] | None = None
+    for depth in TREE_DEPTHS:
+        model = _subsampled_trees(depth, seed)
+        if hasattr(model, "early_stopping_rounds"):
+            model.fit(train_x, train_y, eval_set=[(val_x, val_y)], verbose=False)
+        else:  # sklearn's trees hold out their own share of the training rows for early stopping
+            model.fit(train_x, train_y)
+        val_auc = float(roc_auc_score(val_y, model.predict_proba(val_x)[:, 1]))
+        if best is None or val_auc > best[0]:
+            best = (val_auc, depth, model)
+    val_auc, depth, model = best
+    return {
+        "metrics": {"val_auc": val_auc, "test_auc": float(roc_auc_score(test_y, model.predict_proba(test_x)[:, 1]))},
+        "training": {"depth": depth, "train_rows": len(train_ids), "library": type(model).__module__.split(".")[0]},
+    }

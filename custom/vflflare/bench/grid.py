@@ -25,6 +25,7 @@ import numpy as np
 from vflflare.bench import folder
 from vflflare.bench.baselines import TUNED_GRID, AlignedSplit, central, fit_logreg, fit_xgboost, label_local
 from vflflare.bench.provenance import environment, git_state
+from vflflare.bench.records import read_jsonl
 from vflflare.bench.vertical_xgb import run_on_split
 from vflflare.data.loading import load_label_tables
 from vflflare.data.split import parse_sites
@@ -303,7 +304,7 @@ def run_grid(spec: BenchSpec, out: Path, progress: Callable[[str], None] = print
     `spec.workers` > 1, splits run in that many processes at once."""
     spec.check()
     results = out / "results.jsonl"
-    records = read_records(results)
+    records = read_jsonl(results)
     folder.claim(out, spec.folder_settings(), BenchSpec().folder_settings(), has_runs=bool(records))
     done = {(r["dataset"], r["overlap"], r["seed"], r["method"]) for r in records}
     todo = [
@@ -338,7 +339,3 @@ def run_grid(spec: BenchSpec, out: Path, progress: Callable[[str], None] = print
                     future.cancel()
                 raise
     return results
-
-
-def read_records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []

@@ -68,3 +68,11 @@ def environment() -> dict[str, object]:
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
     }
+
+
+def environment_record() -> dict[str, object]:
+    """One flat dict, as the report suites' records carry it: the commit (and whether the package's code
+    differed from it), the libraries and machine, and torch's intra-op threads."""
+    import torch
+
+    return {**git_state(), **environment(), "torch_threads": torch.get_num_threads()}

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from vflflare.bench import folder
-from vflflare.bench.grid import METHODS, BenchSpec, read_records
+from vflflare.bench.grid import METHODS, BenchSpec
+from vflflare.bench.records import read_jsonl
 
 RESULTS = "results.jsonl"
 UNRECORDED = "settings not recorded"  # records from before records carried their settings
@@ -277,9 +278,9 @@ def report_text(results_dir: Path, against: Path | None = None, pairs: list[tupl
     """`vflflare bench report`: the leaderboard tables of a folder's results.jsonl, with `against` (another
     such folder) the change in test AUC against it, and for each (method, other) of `pairs` their paired
     per-seed comparison."""
-    records = read_records(results_dir / RESULTS)
+    records = read_jsonl(results_dir / RESULTS)
     if not records:
         raise ValueError(f"no results in {results_dir / RESULTS}")
     text = markdown(records)
     text += "".join("\n" + paired(records, method, other) for method, other in pairs)
-    return text + ("\n" + difference(records, read_records(against / RESULTS)) if against else "")
+    return text + ("\n" + difference(records, read_jsonl(against / RESULTS)) if against else "")

@@ -1,13 +1,15 @@
 """The `vflflare bench` command: run the grid, then write the leaderboard (Markdown, CSV, plots);
 `vflflare bench report DIR`: the leaderboard tables again, from DIR's results.jsonl alone (a committed
-results file rebuilds its report's tables)."""
+results file rebuilds its report's tables); `vflflare bench tables [--check]`: every report's marked tables
+rebuilt from the committed records; `vflflare bench run SUITE`: the runs behind a report (bench/suites/)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from vflflare.bench.grid import METHODS, BenchSpec, read_records, run_grid
+from vflflare.bench.grid import METHODS, BenchSpec, run_grid
+from vflflare.bench.records import read_jsonl
 
 
 def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +46,7 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
         "(seed by seed on the same splits), e.g. a setting against the default run",
     )
     # dests of its own: the bench's --out and --against defaults would otherwise stand in for them
-    actions = parser.add_subparsers(dest="bench_action", metavar="report")
+    actions = parser.add_subparsers(dest="bench_action", metavar="report | tables | run | parity")
     report = actions.add_parser("report", help="the leaderboard tables from a folder's results.jsonl (no runs)")
     report.add_argument("results_dir", type=Path, help="a bench --out, or a committed benchmarks/results/<name>")
     report.add_argument(
@@ -66,6 +68,50 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
         help="also METHOD - OTHER seed by seed: median, seeds ahead, paired bootstrap 95 %% interval",
     )
     report.set_defaults(func=run_report)
+    tables = actions.add_parser(
+        "tables", help="rebuild every marked table of the reports (benchmarks/*.md, README, docs) from the records"
+    )
+    tables.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs")
+    tables.set_defaults(func=run_tables)
+    run = actions.add_parser("run", help="run a suite: the runs behind a report (to a scratch folder by default)")
+    run.add_argument("suite", nargs="?", help="a suite's name (--list: every suite)")
+    run.add_argument("--list", dest="run_list", action="store_true", help="every suite, with its spec")
+    where = run.add_mutually_exclusive_group()
+    where.add_argument(
+        "--out", dest="run_out", type=Path, metavar="PATH", help="the records path (default: a scratch folder)"
+    )
+    where.add_argument(
+        "--committed", action="store_true", help="append to the suite's committed records under benchmarks/results"
+    )
+    run.add_argument(
+        "--data-dir",
+        dest="run_data_dir",
+        type=Path,
+        metavar="DIR",
+        help="folder holding the dataset folders (VFLFLARE_DATA_DIR)",
+    )
+    run.add_argument(
+        "--methods", dest="run_methods", nargs="+", metavar="METHOD", help="a subset of the suite's methods"
+    )
+    run.add_argument(
+        "--datasets", dest="run_datasets", nargs="+", metavar="DATASET", help="other datasets than the suite's"
+    )
+    run.add_argument(
+        "--seeds", dest="run_seeds", nargs="+", type=int, metavar="SEED", help="other seeds than the suite's"
+    )
+    run.add_argument(
+        "--set",
+        dest="run_set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one of the suite's settings (--list names them); JSON values, e.g. overlaps=[1000]",
+    )
+    run.set_defaults(func=run_suite_command)
+    parity = actions.add_parser("parity", help="compare two records files of the parity suite (before, after)")
+    parity.add_argument("before", type=Path)
+    parity.add_argument("after", type=Path)
+    parity.set_defaults(func=run_parity)
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -76,6 +122,43 @@ def run_report(args: argparse.Namespace) -> int:
         args.report_out.write_text(text)
     print(text)
     return 0
+
+
+def run_tables(args: argparse.Namespace) -> int:
+    from vflflare.bench.tables import rebuild_all
+
+    lines, code = rebuild_all(args.check)
+    print("\n".join(lines))
+    return code
+
+
+def run_suite_command(args: argparse.Namespace) -> int:
+    from vflflare.bench.suite import describe, run_suite, suites
+    from vflflare.cli import parse_overrides
+
+    if args.run_list or not args.suite:
+        print("\n".join(describe(spec) for _, spec in sorted(suites().items())))
+        return 0
+    path = run_suite(
+        args.suite,
+        args.run_out,
+        args.committed,
+        args.run_data_dir,
+        args.run_methods,
+        args.run_seeds,
+        parse_overrides(args.run_set),
+        args.run_datasets,
+    )
+    print(f"records: {path}")
+    return 0
+
+
+def run_parity(args: argparse.Namespace) -> int:
+    from vflflare.bench.suites.parity import compare
+
+    text, moved = compare(args.before, args.after)
+    print(text, end="")
+    return 1 if moved else 0
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -98,7 +181,7 @@ def run_bench(args: argparse.Namespace) -> int:
             args.ensemble,
         )
         run_grid(spec, out)
-    records = read_records(results)
+    records = read_jsonl(results)
     if not records:
         raise SystemExit(f"no results in {results}")
     table = markdown(records)
@@ -109,7 +192,7 @@ def run_bench(args: argparse.Namespace) -> int:
     pngs = plots(records, out)
     print(table)
     if args.against:
-        change = difference(records, read_records(Path(args.against) / "results.jsonl"))
+        change = difference(records, read_jsonl(Path(args.against) / "results.jsonl"))
         (out / "against.md").write_text(change)
         print(change)
     print(

@@ -16,9 +16,9 @@ Which model for which data (`model: {name: ...}` in the job config):
 
 Which model each benchmark uses:
 
-    benchmarks/images.py, CPU scale         cnn, width 16 (2.6x faster than 32; IMAGES_REPORT.md says why)
-    benchmarks/images.py, paper scale       wrn, depth 28, widen_factor 2 (FixMatch's CIFAR-10 backbone)
-    benchmarks/images_simulator.py          cnn, width 32 (the default), small runs and all of MNIST
+    bench suite images, CPU scale           cnn, width 16 (2.6x faster than 32; IMAGES_REPORT.md says why)
+    bench suite images, paper scale         wrn, depth 28, widen_factor 2 (FixMatch's CIFAR-10 backbone)
+    bench suite images_simulator            cnn, width 32 (the default), small runs and all of MNIST
     tests (test_image_jobs, test_poc)       cnn, width 32
 """
 

@@ -41,7 +41,7 @@ Batched: a view draws every random parameter of the whole batch at once (`draw`)
 per-image on/off decisions as masks; no loop runs over the images. The affine ops of one RandAugment step share one
 `affine_grid`/`grid_sample` call; crops, resizes, flips and blurs are gathers or per-image [side, side] matrices
 (a product on each side of the image). This replaces MONAI transforms run one image at a time (0.1-0.3 ms per view
-and image on one core, now 0.002-0.025 ms: benchmarks/image_views_speed.py) and drops MONAI from this module.
+and image on one core, now 0.002-0.025 ms: bench/probes/image_views.py) and drops MONAI from this module.
 
 The distributions are those of the per-image version. What differs is only how the numbers come about:
 * parameters come straight from torch's generator instead of a numpy RandomState seeded from it, so a seed gives

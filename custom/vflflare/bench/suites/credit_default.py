@@ -18,21 +18,20 @@ aligned labeled rows minus the validation rows, validation = the rows the VFL jo
 Trees: xgboost (sklearn's HistGradientBoosting if absent), depth chosen from {2, 4, 6} by validation
 AUC, rounds by early stopping on validation log-loss.
 
---set overrides apply to the tunable methods (one-shot, few-shot, few-shot + finetune). Preprocessing
+Job overrides (`--set job=...`) apply to the tunable methods (one-shot, few-shot, few-shot + finetune). Preprocessing
 keys (numeric_transform) are data, not algorithm: they also reach vanilla VFL, FedBCD and the MLP
 baselines, recorded under the same variant, so every neural method sees the same inputs. The trees
 take the raw columns: a monotone per-column transform does not change what trees can split on.
 
-    python benchmarks/credit_default.py                      # everything, N_o 1000 and 2000, seeds 0-2
-    python benchmarks/credit_default.py --methods oneshot fewshot --variant tuned --set class_balance=...
-    python benchmarks/credit_default.py --methods vanilla oneshot fewshot local_only mlp_aligned \
-        --variant signed_log --set numeric_transform=signed_log
-    python benchmarks/credit_default.py --table              # print the tables of the results file
+    vflflare bench run credit_default --committed           # everything, N_o 1000 and 2000, seeds 0-2
+    vflflare bench run credit_default --methods oneshot fewshot --set variant=tuned --set job='{"class_balance": ...}'
+    vflflare bench run credit_default --methods vanilla oneshot fewshot local_only mlp_aligned \
+        --set variant=signed_log --set job='{"numeric_transform": "signed_log"}'
+    vflflare bench tables                                    # REPORT.md's tables from the committed records
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -40,30 +39,18 @@ from typing import Any
 
 import numpy as np
 import torch
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    DEFAULT_SPLITS,
-    LABEL_LEADER,
-    SITES,
-    SourceTable,
-    SplitRows,
-    append_jsonl,
-    environment,
-    job_rows,
-    limit_threads,
-    mean_std,
-    prepare_split,
-    read_jsonl,
-    run_vfl,
-    site_features,
-    test_inference_bytes,
-    trees,
-)  # fmt: skip
 from sklearn.metrics import roc_auc_score
 from torch import nn
 
-from vflflare.cli import parse_overrides
+from vflflare.bench.baselines import trees
+from vflflare.bench.inprocess import limit_threads, run_vfl, site_features, test_inference_bytes
+from vflflare.bench.paths import COMMITTED, DEFAULT_SPLITS
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.splits import LABEL_LEADER, SITES, SourceTable, SplitRows, job_rows, prepare_split
+from vflflare.bench.stats import mean_std
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import table as register_table
 from vflflare.config import JobConfig
 from vflflare.models.fitting import fit_head, predict_proba
 from vflflare.models.heads import MLPHead
@@ -419,70 +406,70 @@ def tables(records: list[dict]) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
-    parser.add_argument("--overlaps", nargs="+", type=int, default=[1000, 2000])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--variant", default="default", help="name under which --set overrides are recorded")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help=f"config override for {', '.join(TUNABLE)}; "
-        f"{', '.join(PREPROCESSING_KEYS)} also for {', '.join(PREPROCESSED)}",
-    )
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS, help="where the split folders go")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; runs already in it are skipped")
-    parser.add_argument("--table", action="store_true", help="only print the tables of --out")
-    args = parser.parse_args()
-    overrides = parse_overrides(args.set)
-    if overrides and args.variant == "default":
-        parser.error("name the variant (--variant) when overriding the defaults")
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """Every (N_o, seed, method) not yet in `out` under its variant, appended as each ends."""
+    overrides, variant_name = dict(spec.settings["job"]), spec.settings["variant"]
+    if overrides and variant_name == "default":
+        raise ValueError("name the variant (--set variant=NAME) when overriding the defaults")
     preprocessing = {k: v for k, v in overrides.items() if k in PREPROCESSING_KEYS}
 
     def method_overrides(method: str) -> dict[str, Any]:
         return overrides if method in TUNABLE else preprocessing if method in PREPROCESSED else {}
 
-    if not args.table:
-        limit_threads()
-        table = SourceTable(args.data_dir)
-        env = environment()
-        done = {(r["method"], r["variant"], r["overlap"], r["seed"]) for r in read_jsonl(args.out)}
-        for overlap in args.overlaps:
-            for seed in args.seeds:
-                root = prepare_split(args.data_dir, overlap, seed, args.splits)
-                rows = job_rows(root, seed, make_config().val_fraction)
-                for method in args.methods:
-                    variant = args.variant if method_overrides(method) or method in TUNABLE else "default"
-                    if (method, variant, overlap, seed) in done:
-                        continue
-                    start = time.perf_counter()
-                    if method in VFL_METHODS:
-                        record = run_vfl_method(method, method_overrides(method), root, seed)
-                    else:
-                        record = run_baseline(method, root, rows, table, seed, method_overrides(method))
-                    record = {
-                        "method": method,
-                        "variant": variant,
-                        "overlap": overlap,
-                        "seed": seed,
-                        "set": method_overrides(method),
-                        **record,
-                        "wall_s": round(time.perf_counter() - start, 2),
-                        "env": env,
-                    }
-                    append_jsonl(args.out, record)
-                    done.add((method, variant, overlap, seed))
-                    print(
-                        f"{method:18s} {variant:10s} N_o={overlap} seed={seed} "
-                        f"test_auc={record['metrics']['test_auc']:.4f} ({record['wall_s']:.0f} s)",
-                        flush=True,
-                    )
-    print(tables(read_jsonl(args.out)))
+    limit_threads()
+    table = SourceTable(data_dir)
+    env = environment_record()
+    done = {(r["method"], r["variant"], r["overlap"], r["seed"]) for r in read_jsonl(out)}
+    for overlap in spec.settings["overlaps"]:
+        for seed in spec.seeds:
+            root = prepare_split(data_dir, overlap, seed, DEFAULT_SPLITS)
+            rows = job_rows(root, seed, make_config().val_fraction)
+            for method in spec.methods:
+                variant = variant_name if method_overrides(method) or method in TUNABLE else "default"
+                if (method, variant, overlap, seed) in done:
+                    continue
+                start = time.perf_counter()
+                if method in VFL_METHODS:
+                    record = run_vfl_method(method, method_overrides(method), root, seed)
+                else:
+                    record = run_baseline(method, root, rows, table, seed, method_overrides(method))
+                record = {
+                    "method": method,
+                    "variant": variant,
+                    "overlap": overlap,
+                    "seed": seed,
+                    "set": method_overrides(method),
+                    **record,
+                    "wall_s": round(time.perf_counter() - start, 2),
+                    "env": env,
+                }
+                append_jsonl(out, record)
+                done.add((method, variant, overlap, seed))
+                print(
+                    f"{method:18s} {variant:10s} N_o={overlap} seed={seed} "
+                    f"test_auc={record['metrics']['test_auc']:.4f} ({record['wall_s']:.0f} s)",
+                    flush=True,
+                )
 
 
-if __name__ == "__main__":
-    main()
+@register_table("credit_default")
+def committed_tables() -> str:
+    return tables(read_jsonl(RESULTS))
+
+
+suite(
+    Suite(
+        name="credit_default",
+        about="the VFL algorithms on credit default next to the baselines a user would compare (REPORT.md)",
+        runner=run,
+        datasets=("credit_default",),
+        methods=tuple(METHODS),
+        seeds=(0, 1, 2),
+        settings={
+            "overlaps": (1000, 2000),
+            "variant": "default",  # the name job overrides are recorded under
+            "job": {},  # config overrides for the tunable methods (preprocessing keys reach every neural one)
+        },
+        records="credit_default.jsonl",
+    )
+)

@@ -1,39 +1,39 @@
-"""Image algorithms in the NVFlare simulator: MNIST and CIFAR-10 halves (or quadrants: --sites 4).
+"""Image algorithms in the NVFlare simulator: MNIST and CIFAR-10 halves (or quadrants: sites 4).
 
 Default (small subsets, short runs): every algorithm runs end to end on image strips, with the
-communication its protocol implies and the in-process metrics. With `--rows all` it is the issue's
+communication its protocol implies and the in-process metrics. With `rows` "all" it is the issue's
 headline instead: all of MNIST, N_o 256, one-shot against vanilla, several seeds.
 
-    python benchmarks/images_simulator.py --out /tmp/vflflare_images_sim        # every algorithm, small
-    python benchmarks/images_simulator.py --out /tmp/vflflare_mnist_full --datasets mnist --rows all \
-        --seeds 0,1,2 --methods vanilla,vanilla+paper_budget,oneshot --no-reference   # headline
-    python benchmarks/images_simulator.py --out /tmp/vflflare_images_k4 --datasets mnist --sites 4 \
-        --label-owner site-3                                                           # quadrants, labels at a site
+    vflflare bench run images_simulator                                               # every algorithm, small
+    vflflare bench run images_simulator --datasets mnist --set rows=all --seeds 0 1 2 \
+        --methods vanilla vanilla+paper_budget oneshot --set reference=false          # headline
+    vflflare bench run images_simulator --datasets mnist --set sites=4 --set label_owner=site-3  # quadrants
 
 Training MB is a site's payload less its test-row representations, which every method uploads once
-(inference traffic, n_test x rep_dim x 4 B). IMAGES_REPORT's tables are built from the --out folders'
-results.jsonl, committed as benchmarks/results/images_small.jsonl, images_k4.jsonl and images_mnist_all.jsonl.
+(inference traffic, n_test x rep_dim x 4 B). IMAGES_REPORT's tables are built from the runs' records,
+committed as benchmarks/results/images_small.jsonl, images_k4.jsonl and images_mnist_all.jsonl (`--out` one
+of them); splits, jobs and workspaces go to the `work` folder.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-from common import environment
-
-from vflflare.cli import main as cli_main
-from vflflare.cli import parse_overrides
+from vflflare.bench.paths import COMMITTED
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import register
+from vflflare.data.split import parse_sites
+from vflflare.data.split.dataset import split_dataset, synthetic_options
 from vflflare.jobs import write_job
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.registry import make_config
 from vflflare.simulation import simulate
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 SHORT = {"ssl_epochs": 5, "split_epochs": 10, "split_patience": 10, "pretrain_epochs": 5}
 # method name -> its settings over the algorithm's defaults; "+name" marks a variant
 METHODS = {
@@ -49,69 +49,54 @@ METHODS = {
 }
 
 
-def settings(method: str, short: bool, extra: dict) -> dict:
+def settings_for(method: str, short: bool, extra: dict) -> dict:
     algorithm = method.split("+")[0]
     known = make_config(algorithm=algorithm).to_dict()
     chosen = {**(SHORT if short else {}), **extra}
     return {"algorithm": algorithm, **{k: v for k, v in chosen.items() if k in known}, **METHODS[method]}
 
 
-def split_for(out: Path, dataset: str, rows: str, seed: int, sites: int, label_owner: str) -> Path:
-    split = out / "splits" / f"{dataset}_{rows.replace(',', '_')}_k{sites}_{label_owner}_s{seed}"
+def split_for(work: Path, data_dir: Path, dataset: str, rows: str, seed: int, sites: int, label_owner: str) -> Path:
+    """`vflflare split --overlap 256 --label-owner OWNER [--train-rows T --test-rows E]` once per argument set."""
+    split = work / "splits" / f"{dataset}_{rows.replace(',', '_')}_k{sites}_{label_owner}_s{seed}"
     if not (split / "manifest.json").exists():
-        sizes = [] if rows == "all" else ["--train-rows", rows.split(",")[0], "--test-rows", rows.split(",")[1]]
-        code = cli_main(
-            [
-                "split",
-                "--dataset",
-                dataset,
-                "--data-dir",
-                str(DATA_DIR),
-                "--sites",
-                str(sites),
-                "--overlap",
-                "256",
-                "--seed",
-                str(seed),
-                "--label-owner",
-                label_owner,
-                *sizes,
-                "--out",
-                str(split),
-            ]
+        train_rows, test_rows = (None, None) if rows == "all" else map(int, rows.split(","))
+        split_dataset(
+            dataset,
+            str(data_dir),
+            parse_sites(str(sites)),
+            256,
+            seed,
+            str(split),
+            label_owner=label_owner,
+            train_rows=train_rows,
+            test_rows=test_rows,
+            synthetic=synthetic_options(dataset, seed, None, None, None),
         )
-        if code:
-            raise SystemExit(code)
     return split
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="/tmp/vflflare_images_sim")
-    parser.add_argument("--datasets", default="mnist,cifar10")
-    parser.add_argument("--methods", default=",".join(m for m in METHODS if m != "vanilla+paper_budget"))
-    parser.add_argument("--rows", default="1200,400", help="TRAIN,TEST images per split, or 'all' (full-length runs)")
-    parser.add_argument("--seeds", default="0")
-    parser.add_argument("--sites", type=int, default=2, help="2: halves, 4: quadrants")
-    parser.add_argument("--label-owner", default="server", help="server or a site name")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="settings for every method")
-    parser.add_argument("--no-reference", action="store_true", help="skip the in-process rerun (same numbers)")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    extra = parse_overrides(args.set)
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """Each (dataset, seed, method) as a simulator job (and, with `reference`, in process), appended to `out`;
+    fails after the table when a run erred, counted other messages than its protocol, or left the in-process
+    numbers."""
+    settings = spec.settings
+    work, rows_setting, sites, owner = (
+        Path(settings["work"]),
+        str(settings["rows"]),
+        settings["sites"],
+        settings["label_owner"],
+    )
+    extra = dict(settings["job"])
     rows = []
-    for dataset in args.datasets.split(","):
-        for seed in map(int, args.seeds.split(",")):
-            split = split_for(out, dataset, args.rows, seed, args.sites, args.label_owner)
-            for method in args.methods.split(","):
-                config = {**settings(method, args.rows != "all", extra), "seed": seed, "label_owner": args.label_owner}
-                job = write_job(
-                    out / "jobs", f"{dataset}_{method.replace('+', '_')}_s{seed}", config, min_sites=args.sites
-                )
+    for dataset in spec.datasets:
+        for seed in spec.seeds:
+            split = split_for(work, data_dir, dataset, rows_setting, seed, sites, owner)
+            for method in spec.methods:
+                config = {**settings_for(method, rows_setting != "all", extra), "seed": seed, "label_owner": owner}
+                job = write_job(work / "jobs", f"{dataset}_{method.replace('+', '_')}_s{seed}", config, min_sites=sites)
                 started = time.monotonic()
-                results = simulate(
-                    str(job), str(out / "ws" / job.name), args.sites, args.sites, str(split), timeout=7200
-                )
+                results = simulate(str(job), str(work / "ws" / job.name), sites, sites, str(split), timeout=7200)
                 wall = time.monotonic() - started
                 comm = results["communication"]["per_site"]
                 expected = results["expected_communication"]
@@ -138,20 +123,20 @@ def main(argv: list[str] | None = None) -> int:
                     "phases_s": results["phases"],
                     "wall_s": round(wall, 1),
                     "settings": config,
-                    "env": environment(),
+                    "env": environment_record(),
                 }
-                if not args.no_reference:
-                    sites = [f"site-{k}" for k in range(1, args.sites + 1)]
-                    reference = run_inprocess(make_config(**config), sites, str(split))
+                if settings["reference"]:
+                    names = [f"site-{k}" for k in range(1, sites + 1)]
+                    reference = run_inprocess(make_config(**config), names, str(split))
                     row["same_as_inprocess"] = (
                         results["metrics"] == reference["metrics"] and comm == reference["communication"]["per_site"]
                     )
                 print(json.dumps(row), flush=True)
-                with (out / "results.jsonl").open("a") as file:
-                    file.write(json.dumps(row) + "\n")
+                append_jsonl(out, row)
                 rows.append(row)
     print("\n" + table(rows))
-    return 0 if all(not r["error"] and r["as_expected"] and r.get("same_as_inprocess", True) for r in rows) else 1
+    if not all(not r["error"] and r["as_expected"] and r.get("same_as_inprocess", True) for r in rows):
+        raise RuntimeError("a run erred, counted other messages than its protocol says, or left the in-process numbers")
 
 
 def table(rows: list[dict]) -> str:
@@ -180,9 +165,7 @@ def table(rows: list[dict]) -> str:
 
 
 def committed_table(name: str) -> str:
-    """The table of a run committed as benchmarks/results/NAME.jsonl (its --out folder's results.jsonl)."""
-    from common import COMMITTED, read_jsonl
-
+    """The table of a run committed as benchmarks/results/NAME.jsonl."""
     return table(read_jsonl(COMMITTED / f"{name}.jsonl"))
 
 
@@ -203,9 +186,7 @@ def _thousands(n: float) -> str:
 
 
 def headline_table(name: str = "images_mnist_all", methods: dict[str, str] = HEADLINE, quoted: str = "") -> str:
-    """IMAGES_REPORT's `--rows all` tables from benchmarks/results/NAME.jsonl (seeds 0-2), with a quoted row."""
-    from common import COMMITTED, read_jsonl
-
+    """IMAGES_REPORT's `rows` "all" tables from benchmarks/results/NAME.jsonl (seeds 0-2), with a quoted row."""
     records = read_jsonl(COMMITTED / f"{name}.jsonl")
     out = [
         "| method | test accuracy, median (seeds 0, 1, 2) | comms / site (up + down) | payload MB / site | "
@@ -232,5 +213,27 @@ def cifar_table() -> str:
     return headline_table("images_cifar_all", CIFAR_HEADLINE, CIFAR_PAPER)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+register("images_mnist_all", headline_table)
+register("images_cifar_all", cifar_table)
+for _name in ("images_small", "images_k4"):
+    register(f"images/{_name}", lambda name=_name: committed_table(name))
+
+suite(
+    Suite(
+        name="images_simulator",
+        about="image algorithms in the NVFlare simulator on MNIST and CIFAR-10 strips (IMAGES_REPORT.md)",
+        runner=run,
+        datasets=("mnist", "cifar10"),
+        methods=tuple(m for m in METHODS if m != "vanilla+paper_budget"),
+        more_methods=("vanilla+paper_budget",),
+        seeds=(0,),
+        settings={
+            "rows": "1200,400",  # TRAIN,TEST images per split, or "all" (full-length runs)
+            "sites": 2,  # 2: halves, 4: quadrants
+            "label_owner": "server",  # server or a site name
+            "job": {},  # settings for every method
+            "reference": True,  # rerun each in process (the same numbers)
+            "work": "/tmp/vflflare_images_sim",  # splits, jobs, simulator workspaces
+        },
+    )
+)

@@ -16,48 +16,43 @@ predictor, gamma 0.5), finetune lr 0.01 (the middle of the paper's grid {0.005, 
 as no grid is selected on validation yet). Runs go through the in-process driver, which gives the
 simulator's numbers exactly (tests/test_fedhssl_simulator.py).
 
-    python benchmarks/fedhssl.py --settings credit_default --labeled 200 --seeds 0 1 2
-    python benchmarks/fedhssl.py --table
+    vflflare bench run fedhssl --datasets credit_default --set labeled=[200] --seeds 0 1 2 \
+        --set job='{"global_iterations": 10}' --out benchmarks/results/fedhssl_g10.jsonl
+    vflflare bench tables          # FEDHSSL_REPORT.md's tables from the committed records
+
+Records go to --out: one file per job setting (the committed ones: fedhssl_g10.jsonl, fedhssl_g40.jsonl,
+fedhssl_mnist.jsonl, and the probe's fedhssl_probe.jsonl); a rerun refuses a file of runs with other settings.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import functools
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    SourceTable,
-    append_jsonl,
-    environment,
-    job_rows,
-    limit_threads,
-    prepare_split,
-    read_jsonl,
-    refuse_mixed_settings,
-    run_vfl,
-    trees,
-)  # fmt: skip
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from vflflare import cli
-from vflflare.cli import parse_overrides
+from vflflare.bench.baselines import trees
+from vflflare.bench.inprocess import limit_threads, run_vfl
+from vflflare.bench.paths import COMMITTED
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl, refuse_mixed_settings
+from vflflare.bench.splits import job_rows, prepare_split, source_table
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import register
 from vflflare.config import JobConfig
 from vflflare.data.sources import load_source
+from vflflare.data.split import parse_sites
+from vflflare.data.split.dataset import split_dataset, synthetic_options
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.registry import get_algorithm, make_config
 
-RESULTS = COMMITTED / "fedhssl.jsonl"  # compact records; --out a file per --set (see main)
 SPLITS = Path("/tmp/vflflare-bench/fedhssl-splits")
 SETTINGS = ["credit_default", "adult"]
 LABELED = [200, 400, 1000]
@@ -111,35 +106,18 @@ def split_for(data_dir: Path, setting: str, seed: int, splits: Path) -> tuple[Pa
     overlap = int(round(ALIGNED_SHARE * (train + test)))
     out = splits / f"{dataset}_k{len(sites)}_n{overlap}_s{seed}"
     if not (out / "manifest.json").exists():
-        code = cli.main(
-            [
-                "split",
-                "--dataset",
-                dataset,
-                "--data-dir",
-                str(data_dir),
-                "--sites",
-                str(len(sites)),
-                "--overlap",
-                str(overlap),
-                "--train-rows",
-                str(train),
-                "--test-rows",
-                str(test),
-                "--seed",
-                str(seed),
-                "--out",
-                str(out),
-            ]
+        split_dataset(
+            dataset,
+            str(data_dir),
+            parse_sites(str(len(sites))),
+            overlap,
+            seed,
+            str(out),
+            train_rows=train,
+            test_rows=test,
+            synthetic=synthetic_options(dataset, seed, None, None, None),
         )
-        if code != 0:
-            raise RuntimeError(f"vflflare split failed for {setting}, seed {seed}")
     return out, overlap
-
-
-@functools.cache
-def source_table(data_dir: Path, dataset: str) -> SourceTable:
-    return SourceTable(data_dir, dataset)
 
 
 PROBE_ROWS = 5000  # aligned rows whose true labels the diagnostic probe (not a method) trains on
@@ -197,7 +175,7 @@ def linear_probe(
         "overrides": overrides,
         "probe_test_auc": auc,
         "probe_rows": PROBE_ROWS,
-        "env": environment(),
+        "env": environment_record(),
     }
 
 
@@ -242,7 +220,7 @@ def run_one(
             comms_per_site={p: [v[sites[-1]]["uploads"], v[sites[-1]]["downloads"]] for p, v in per_phase.items()},
             phase_wall_s={p: round(s, 1) for p, s in wall.items()},
         )
-    record.update(wall_s=round(time.perf_counter() - start, 1), env=environment())
+    record.update(wall_s=round(time.perf_counter() - start, 1), env=environment_record())
     assert record["rows"]["aligned_train"] == labeled, record["rows"]
     return record
 
@@ -457,56 +435,69 @@ def communication_table(records: list[dict], setting: str = "credit_default", la
     return "\n".join(out)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--settings", nargs="+", default=SETTINGS)
-    parser.add_argument("--labeled", nargs="+", type=int, default=LABELED)
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--methods", nargs="+", default=[*METHODS, TREES], choices=[*METHODS, TREES])
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (all methods)")
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--splits", type=Path, default=SPLITS)
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; finished runs are skipped")
-    parser.add_argument("--table", action="store_true", help="only print the tables of --out")
-    parser.add_argument(
-        "--probe",
-        action="store_true",
-        help="diagnostic instead: linear probe of the pretrained towers (see linear_probe)",
-    )
-    args = parser.parse_args()
-    if args.probe:
-        limit_threads()
-        for setting in args.settings:
-            for seed in args.seeds:
-                for method in [m for m in args.methods if METHODS.get(m, {}).get("algorithm") == "fedhssl"]:
-                    record = linear_probe(
-                        method, setting, args.labeled[0], seed, parse_overrides(args.set), args.data_dir, args.splits
-                    )
-                    append_jsonl(args.out, record)
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """Every (setting, L, seed, method) not yet in `out` (no trees on images); with `probe`, the linear probe
+    of the pretrained towers instead (FedHSSL variants only, the first L)."""
+    settings = spec.settings
+    overrides = dict(settings["job"])
+    limit_threads()
+    if settings["probe"]:
+        for setting in spec.datasets:
+            for seed in spec.seeds:
+                for method in [m for m in spec.methods if METHODS.get(m, {}).get("algorithm") == "fedhssl"]:
+                    record = linear_probe(method, setting, settings["labeled"][0], seed, overrides, data_dir, SPLITS)
+                    append_jsonl(out, record)
                     print(f"probe {setting} seed {seed} {method}: test AUC {record['probe_test_auc']:.4f}", flush=True)
         return
-    if not args.table:
-        limit_threads()
-        overrides = parse_overrides(args.set)
-        refuse_mixed_settings(args.out, overrides)
-        done = {(r["setting"], r["labeled"], r["seed"], r["method"]) for r in read_jsonl(args.out)}
-        for setting in args.settings:
-            for labeled in args.labeled:
-                for seed in args.seeds:
-                    for method in args.methods:
-                        if (setting, labeled, seed, method) in done or (
-                            method == TREES and parse_setting(setting)[0] in IMAGE_ROWS
-                        ):
-                            continue
-                        record = run_one(method, setting, labeled, seed, overrides, args.data_dir, args.splits)
-                        append_jsonl(args.out, record)
-                        print(
-                            f"{setting} {labeled} seed {seed} {method}: test {test_metric(record):.4f}, "
-                            f"{record['wall_s']} s",
-                            flush=True,
-                        )
-    print(tables(read_jsonl(args.out)))
+    refuse_mixed_settings(out, overrides)
+    done = {(r["setting"], r["labeled"], r["seed"], r["method"]) for r in read_jsonl(out)}
+    for setting in spec.datasets:
+        for labeled in settings["labeled"]:
+            for seed in spec.seeds:
+                for method in spec.methods:
+                    if (setting, labeled, seed, method) in done or (
+                        method == TREES and parse_setting(setting)[0] in IMAGE_ROWS
+                    ):
+                        continue
+                    record = run_one(method, setting, labeled, seed, overrides, data_dir, SPLITS)
+                    append_jsonl(out, record)
+                    print(
+                        f"{setting} {labeled} seed {seed} {method}: test {test_metric(record):.4f}, "
+                        f"{record['wall_s']} s",
+                        flush=True,
+                    )
 
 
-if __name__ == "__main__":
-    main()
+def _committed(*files: str) -> list[list[dict]]:
+    return [read_jsonl(COMMITTED / name) for name in files]
+
+
+G10, G40, MNIST, PROBE = "fedhssl_g10.jsonl", "fedhssl_g40.jsonl", "fedhssl_mnist.jsonl", "fedhssl_probe.jsonl"
+register("fedhssl/credit_200", lambda: method_table(*_committed(G10), setting="credit_default", labeled=200))
+register("fedhssl/credit_400", lambda: method_table(*_committed(G10), setting="credit_default", labeled=400))
+register("fedhssl/adult_200", lambda: method_table(*_committed(G10), setting="adult", labeled=200))
+register("fedhssl/communication", lambda: communication_table(*_committed(G10)))
+register(
+    "fedhssl/grid",
+    lambda: grid_table(*_committed(G10), cells=[("credit_default", 1000), ("adult", 400), ("adult", 1000)]),
+)
+register("fedhssl/mnist", lambda: grid_table(*_committed(MNIST), cells=[("mnist:2", 200), ("mnist:4", 200)]))
+register("fedhssl/summary", lambda: summary_table(*_committed(G10, MNIST)))
+register("fedhssl/iterations", lambda: iterations_table(*_committed(G40, G10)))
+register("fedhssl/probe", lambda: probe_table(*_committed(PROBE)))
+
+suite(
+    Suite(
+        name="fedhssl",
+        about="FedHSSL and its ablations against the other algorithms and trees (FEDHSSL_REPORT.md)",
+        runner=run,
+        datasets=tuple(SETTINGS),  # DATASET or DATASET:K (mnist:2, mnist:4)
+        methods=(*METHODS, TREES),
+        seeds=(0, 1, 2),
+        settings={
+            "labeled": tuple(LABELED),  # L, the labeled aligned rows
+            "job": {},  # config overrides (all methods)
+            "probe": False,  # diagnostic instead: linear probe of the pretrained towers (see linear_probe)
+        },
+    )
+)

@@ -11,13 +11,14 @@ AUCs, scores what the sites did against the true labels (which no party sees in 
 
 Decisions use val_auc (the jobs' own validation split); test_auc is reported, never selected on.
 
-    python benchmarks/imbalance.py --settings paper distribution_alignment --overlaps 1000 --seeds 0 1 2
-    python benchmarks/imbalance.py --table
+    vflflare bench run imbalance --methods paper distribution_alignment --set overlaps=[1000] --seeds 0 1 2
+    vflflare bench tables         # REPORT.md §2 from the committed records (benchmarks/results/imbalance.jsonl)
+
+The suite's "methods" are the named settings below (each runs one-shot and few-shot).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 from collections import defaultdict
@@ -25,23 +26,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    DEFAULT_SPLITS,
-    InspectableRuntime,
-    SourceTable,
-    append_jsonl,
-    environment,
-    limit_threads,
-    mean_std,
-    prepare_split,
-    read_jsonl,
-    run_vfl,
-)  # fmt: skip
 from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import roc_auc_score
 
+from vflflare.bench.inprocess import InspectableRuntime, limit_threads, run_vfl
+from vflflare.bench.paths import COMMITTED, DEFAULT_SPLITS
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.splits import SourceTable, prepare_split
+from vflflare.bench.stats import mean_std
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import table as register_table
 from vflflare.registry import get_algorithm, make_config
 
 RESULTS = COMMITTED / "imbalance.jsonl"  # compact records: numbers and settings
@@ -182,32 +177,36 @@ def table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
-    parser.add_argument("--overlaps", nargs="+", type=int, default=[1000, 2000])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS, help="where the split folders go")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--table", action="store_true", help="only print the table of --out")
-    args = parser.parse_args()
-    if not args.table:
-        limit_threads()
-        table_data = SourceTable(args.data_dir)
-        env = environment()
-        done = {(r["setting"], r["overlap"], r["seed"]) for r in read_jsonl(args.out)}
-        for overlap in args.overlaps:
-            for seed in args.seeds:
-                for name in args.settings:
-                    if (name, overlap, seed) in done:
-                        continue
-                    overrides = {**SWEEP_BASE, **SETTINGS[name]}
-                    record = run_setting(name, overrides, overlap, seed, args.data_dir, args.splits, table_data)
-                    append_jsonl(args.out, {**record, "env": env})
-                    print(name, overlap, seed, record["oneshot"], record["fewshot"], flush=True)
-    print(table(read_jsonl(args.out)))
+@register_table("imbalance")
+def committed_table() -> str:
+    return table(read_jsonl(RESULTS))
 
 
-if __name__ == "__main__":
-    main()
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """Every (named setting, N_o, seed) not yet in `out`, appended as each ends."""
+    limit_threads()
+    table_data = SourceTable(data_dir)
+    env = environment_record()
+    done = {(r["setting"], r["overlap"], r["seed"]) for r in read_jsonl(out)}
+    for overlap in spec.settings["overlaps"]:
+        for seed in spec.seeds:
+            for name in spec.methods:
+                if (name, overlap, seed) in done:
+                    continue
+                overrides = {**SWEEP_BASE, **SETTINGS[name]}
+                record = run_setting(name, overrides, overlap, seed, data_dir, DEFAULT_SPLITS, table_data)
+                append_jsonl(out, {**record, "env": env})
+                print(name, overlap, seed, record["oneshot"], record["fewshot"], flush=True)
+
+
+suite(
+    Suite(
+        name="imbalance",
+        about="what moves FixMatch's majority-class collapse and few-shot's pseudo-label selection (REPORT.md §2)",
+        runner=run,
+        datasets=("credit_default",),
+        methods=tuple(SETTINGS),
+        settings={"overlaps": (1000, 2000)},
+        records="imbalance.jsonl",
+    )
+)

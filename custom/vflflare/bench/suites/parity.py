@@ -1,22 +1,20 @@
-"""Before/after check of a refactor: every algorithm on credit default (2 sites, N_o 1000), seeds 0-2,
-in process and in the NVFlare simulator. It talks to vflflare only through its command line (`split`,
-`inprocess`, `jobs`, `simulate`), so the same script runs against the code before and after a change:
+"""REFACTOR_PARITY.md: before/after check of a refactor. Every algorithm on credit default (2 sites, N_o 1000),
+seeds 0-2, in process and in the NVFlare simulator. The runs talk to vflflare only through its command line
+(`split`, `inprocess`, `jobs`, `simulate`) in child processes, so one suite runs the code before and after a
+change: the `code` setting is the PYTHONPATH those processes get (default: this process's).
 
-    git worktree add /tmp/vfl_before <old commit>; git worktree add /tmp/vfl_after <new commit>
-    PYTHONPATH=/tmp/vfl_before/custom .venv/bin/python benchmarks/refactor_parity.py --out /tmp/parity/before.jsonl
-    PYTHONPATH=/tmp/vfl_after/custom .venv/bin/python benchmarks/refactor_parity.py --out /tmp/parity/after.jsonl
-    .venv/bin/python benchmarks/refactor_parity.py --compare /tmp/parity/before.jsonl /tmp/parity/after.jsonl
-
-(PYTHONPATH picks the code under test; every vflflare and NVFlare process the script starts inherits it.
-The data comes from ../shared/data, or VFLFLARE_DATA_DIR.)
+    git worktree add /tmp/vfl_before <old commit>
+    vflflare bench run parity --set code=/tmp/vfl_before/custom --out /tmp/parity/before.jsonl
+    vflflare bench run parity --set code=custom --out /tmp/parity/after.jsonl
+    vflflare bench parity /tmp/parity/before.jsonl /tmp/parity/after.jsonl     # exit 1 if a number moved
 
 Each record keeps the metrics and, per site, uploads, downloads, payload bytes and wire bytes. The
-comparison prints one row per (method, seed, mode) and flags any number that moved.
+comparison has one row per (method, seed, mode) and flags any number that moved; the committed pairs are
+benchmarks/results/ISSUE_parity/{before,after}.jsonl.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -25,9 +23,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-DATA_DIR = Path(os.environ.get("VFLFLARE_DATA_DIR", REPO.parent / "shared" / "data"))
-SPLITS = Path("/tmp/vflflare-bench/splits")
+from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import register
 
 # method -> (algorithm, --set overrides); fedbcd with the paper's Q = 5
 METHODS: dict[str, tuple[str, dict]] = {
@@ -51,19 +50,21 @@ SPLIT_ARGS: dict[str, tuple[str, ...]] = {
     "oneshot_mnist": ("--dataset", "mnist", "--overlap", "200", "--train-rows", "800", "--test-rows", "200"),
 }
 MODES = ("inprocess", "simulator")
+# the code under test's command line, whether its vflflare.cli is a module or a package
+CLI = ("-c", "import sys; from vflflare.cli import main; sys.exit(main())")
 
 
 def vflflare(*args: str, env: dict | None = None) -> None:
-    subprocess.run([sys.executable, "-m", "vflflare.cli", *args], check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, *CLI, *args], check=True, env=env, stdout=subprocess.DEVNULL)
 
 
-def split(seed: int, extra: tuple[str, ...] = ()) -> Path:
-    out = SPLITS / ("_".join([f"credit_default_n1000_s{seed}", *(a.strip("-") for a in extra)]))
+def split(seed: int, extra: tuple[str, ...] = (), data_dir: Path = DEFAULT_DATA_DIR, env: dict | None = None) -> Path:
+    out = DEFAULT_SPLITS / ("_".join([f"credit_default_n1000_s{seed}", *(a.strip("-") for a in extra)]))
     if not (out / "manifest.json").exists():
         dataset = () if "--dataset" in extra else ("--dataset", "credit_default")
         overlap = () if "--overlap" in extra or "--silo-space" in extra else ("--overlap", "1000")
-        args = ("--data-dir", str(DATA_DIR), "--sites", "2", "--seed", str(seed), "--out", str(out))
-        vflflare("split", *dataset, *overlap, *args, *extra)
+        args = ("--data-dir", str(data_dir), "--sites", "2", "--seed", str(seed), "--out", str(out))
+        vflflare("split", *dataset, *overlap, *args, *extra, env=env)
     return out
 
 
@@ -71,23 +72,27 @@ def sets(overrides: dict) -> list[str]:
     return [arg for key, value in overrides.items() for arg in ("--set", f"{key}={json.dumps(value)}")]
 
 
-def run(method: str, seed: int, mode: str, work: Path) -> dict:
+def run_one(method: str, seed: int, mode: str, work: Path, data_dir: Path, env: dict | None = None) -> dict:
     algorithm, overrides = {**METHODS, **EXTRA_METHODS}[method]
-    root = split(seed, SPLIT_ARGS.get(method, ()))
+    root = split(seed, SPLIT_ARGS.get(method, ()), data_dir, env)
     overrides = {**overrides, "seed": seed}
     out = work / f"{method}_{seed}_{mode}"
     out.mkdir(parents=True)
     if mode == "inprocess":
         result = out / "result.json"
         vflflare(
-            "inprocess", "--algorithm", algorithm, "--data-root", str(root), "--json", str(result), *sets(overrides)
-        )
+            "inprocess", "--algorithm", algorithm, "--data-root", str(root), "--json", str(result),
+            *sets(overrides), env=env,
+        )  # fmt: skip
     else:
         name = method.replace("+", "_")
-        vflflare("jobs", "--out", str(out / "jobs"), "--name", name, "--algorithm", algorithm, *sets(overrides))
         vflflare(
-            "simulate", str(out / "jobs" / name), "-w", str(out / "ws"), "-n", "2", "-t", "2", "--data-root", str(root)
+            "jobs", "--out", str(out / "jobs"), "--name", name, "--algorithm", algorithm, *sets(overrides), env=env
         )
+        vflflare(
+            "simulate", str(out / "jobs" / name), "-w", str(out / "ws"), "-n", "2", "-t", "2",
+            "--data-root", str(root), env=env,
+        )  # fmt: skip
         result = next((out / "ws").rglob("vflflare_results.json"))
     record = json.loads(result.read_text())
     if "error" in record:
@@ -114,20 +119,56 @@ def key(record: dict) -> tuple:
     return record["method"], record["seed"], record["mode"]
 
 
-def compare(before_path: Path, after_path: Path) -> int:
-    read = lambda p: {key(r): r for r in map(json.loads, Path(p).read_text().splitlines()) if r}  # noqa: E731
-    before, after = read(before_path), read(after_path)
-    print(
-        "| method | seed | mode | test AUC before | test AUC after | uploads/downloads per site | payload bytes "
-        "per site | wire bytes per site (before → after) | same |"
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """Every (method, seed, mode) not yet in `out`, appended as each ends."""
+    modes = spec.settings["modes"]
+    modes = [modes] if isinstance(modes, str) else list(modes)
+    code = spec.settings["code"]
+    env = {**os.environ, "PYTHONPATH": str(code)} if code else None
+    done = {key(r) for r in read_jsonl(out)}
+    with tempfile.TemporaryDirectory(prefix="vflflare-parity-") as work:
+        for method in spec.methods:
+            for seed in spec.seeds:
+                for mode in modes:
+                    if (method, seed, mode) in done:
+                        continue
+                    record = run_one(method, seed, mode, Path(work), data_dir, env)
+                    print(f"{method} seed {seed} {mode}: {record['metrics']}", flush=True)
+                    append_jsonl(out, record)
+
+
+PARITY = suite(
+    Suite(
+        name="parity",
+        about="does a refactor move any number? every algorithm before and after, in process and simulated",
+        runner=run,
+        datasets=("credit_default",),
+        methods=tuple(METHODS),
+        more_methods=tuple(EXTRA_METHODS),
+        settings={"modes": MODES, "code": None},
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+)
+
+
+def _by_key(path: Path) -> dict[tuple, dict]:
+    return {key(r): r for r in read_jsonl(Path(path))}
+
+
+def compare(before_path: Path, after_path: Path) -> tuple[str, int]:
+    """The comparison table and its summary line; the number of runs that differ in metrics, message counts
+    or payload bytes (wire bytes may move: they are shown, not compared)."""
+    before, after = _by_key(before_path), _by_key(after_path)
+    lines = [
+        "| method | seed | mode | test AUC before | test AUC after | uploads/downloads per site | payload bytes "
+        "per site | wire bytes per site (before → after) | same |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     moved = 0
     order = [*METHODS, *EXTRA_METHODS]
     for k in sorted(before, key=lambda k: (order.index(k[0]), k[1], k[2])):
         b, a = before[k], after.get(k)
         if a is None:
-            print(f"| {' | '.join(map(str, k))} | {test_score(b):.4f} | missing | | | | no |")
+            lines.append(f"| {' | '.join(map(str, k))} | {test_score(b):.4f} | missing | | | | no |")
             moved += 1
             continue
         counts = lambda r: {s: (v["uploads"], v["downloads"]) for s, v in r["per_site"].items()}  # noqa: E731
@@ -137,19 +178,18 @@ def compare(before_path: Path, after_path: Path) -> int:
         moved += not same
         site_counts = "; ".join(f"{u}/{d}" for u, d in counts(a).values())
         site_payload = "/".join(str(v) for v in payload(a).values())
-        print(
+        lines.append(
             f"| {k[0]} | {k[1]} | {k[2]} | {test_score(b):.4f} | {test_score(a):.4f} | "
             f"{site_counts} | {site_payload} | {wire(b)} → {wire(a)} | {'yes' if same else '**no**'} |"
         )
-    print(f"\n{len(before)} runs compared, {moved} differ in metrics, counts or payload bytes")
-    return 1 if moved else 0
+    lines += ["", f"{len(before)} runs compared, {moved} differ in metrics, counts or payload bytes"]
+    return "\n".join(lines) + "\n", moved
 
 
 def changes(before_path: Path, after_path: Path) -> str:
     """For a change meant to move numbers: per method, the test AUC difference after - before per seed and
     its median, and whether the site's message counts stayed (a different early-stopping epoch moves them)."""
-    read = lambda p: {key(r): r for r in map(json.loads, Path(p).read_text().splitlines()) if r}  # noqa: E731
-    before, after = read(before_path), read(after_path)
+    before, after = _by_key(before_path), _by_key(after_path)
     lines = ["| method | median Δ test AUC | Δ per seed | uploads/downloads per site |", "|---|---|---|---|"]
     for method in METHODS:
         keys = sorted(k for k in before if k[0] == method and k in after)
@@ -172,30 +212,22 @@ def changes(before_path: Path, after_path: Path) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, help="JSON lines; runs already in it are skipped")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=[*METHODS, *EXTRA_METHODS])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
-    args = parser.parse_args()
-    if args.compare:
-        return compare(*args.compare)
-    done = {key(json.loads(line)) for line in args.out.read_text().splitlines()} if args.out.exists() else set()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="vflflare-parity-") as work:
-        for method in args.methods:
-            for seed in args.seeds:
-                for mode in args.modes:
-                    if (method, seed, mode) in done:
-                        continue
-                    record = run(method, seed, mode, Path(work))
-                    print(f"{method} seed {seed} {mode}: {record['metrics']}", flush=True)
-                    with open(args.out, "a") as handle:
-                        handle.write(json.dumps(record) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+# table name -> the committed folder of its before.jsonl and after.jsonl
+PAIRS = {
+    "parity/issue9": "issue9_parity",
+    "parity/issue25": "issue25_parity",
+    "parity/issue27": "issue27_parity",
+    "parity/issue28": "issue28_parity",
+    "parity/issue29": "issue29_parity",
+    "parity/issue29_split": "issue29_split_parity",
+    "parity/issue36": "issue36_parity",
+    "parity/issue37": "issue37_parity",
+}
+for _name, _folder in PAIRS.items():
+    register(_name, lambda f=_folder: compare(COMMITTED / f / "before.jsonl", COMMITTED / f / "after.jsonl")[0])
+register(
+    "parity/stratified",
+    lambda: changes(
+        COMMITTED / "stratified_validation" / "before.jsonl", COMMITTED / "stratified_validation" / "after.jsonl"
+    ),
+)

@@ -1,39 +1,34 @@
 """What CKKS homomorphic encryption (`he: true`) costs: NVFlare simulator, 2 sites, labels on site-1.
 
 (a) One-shot VFL and (b) a per-batch split-NN job (vanilla VFL, a fixed number of epochs so both modes
-    do the same steps), each with HE off and on, alternated, --reps times each. Reported: medians of
+    do the same steps), each with HE off and on, alternated, `reps` times each. Reported: medians of
     - the simulator command's wall time and the job's own wall time (result record), with and without
       the 'setup' phase (simulator start-up, data loading; HE only adds loading the key there),
     - the split-NN per-batch step latency (ledger 'step_latency'),
     - bytes on the wire (serialised message bodies, what the ledger calls wire_bytes) and payload bytes.
 (c) The codec alone, in-process: encrypt / decrypt / add per 4096-slot chunk and its ciphertext size.
 
-    python benchmarks/he_overhead.py --reps 3                  # embedded default (breast cancer)
-    python benchmarks/he_overhead.py --dataset credit --reps 1 # credit default, N_o = 1000
-    python benchmarks/he_overhead.py --table
+    vflflare bench run he_overhead --set reps=3                        # embedded default (breast cancer)
+    vflflare bench run he_overhead --datasets credit --set reps=1      # credit default, N_o = 1000
+    vflflare bench tables        # HE_REPORT.md's tables from the committed records (results/he_overhead.jsonl)
 """
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import time
 from pathlib import Path
 
 import numpy as np
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    DEFAULT_SPLITS,
-    SITES,
-    append_jsonl,
-    environment,
-    limit_threads,
-    prepare_split,
-    read_jsonl,
-)  # fmt: skip
 
+from vflflare.bench.inprocess import limit_threads
+from vflflare.bench.paths import COMMITTED, DEFAULT_SPLITS
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.splits import SITES, prepare_split
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import table
 from vflflare.jobs import write_job
 from vflflare.privacy import ckks
 from vflflare.simulation import simulate
@@ -231,33 +226,20 @@ def summary_tables(records: list[dict]) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument(
-        "--dataset",
-        choices=["default", "credit"],
-        default="default",
-        help="default: the embedded breast-cancer split; credit: credit default, N_o = 1000",
-    )
-    parser.add_argument("--jobs", default="oneshot,vanilla")
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS)
-    parser.add_argument("--work", type=Path, default=Path("/tmp/vflflare-bench/he_overhead"))
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--table", action="store_true", help="only print the tables of --out")
-    args = parser.parse_args()
-    if not args.table:
-        limit_threads()
-        env = environment()
-        append_jsonl(args.out, {**codec_timings(), "env": env})
-        root = credit_split(args.data_dir, args.splits) if args.dataset == "credit" else None
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """The codec timings, then each job with HE off and on, alternated; each record appended to `out`."""
+    limit_threads()
+    env = environment_record()
+    work = Path(spec.settings["work"])
+    append_jsonl(out, {**codec_timings(), "env": env})
+    for dataset in spec.datasets:
+        root = credit_split(data_dir, DEFAULT_SPLITS) if dataset == "credit" else None
         # alternate HE off / on so drifting machine load hits both alike
-        for rep in range(args.reps):
-            for job in args.jobs.split(","):
+        for rep in range(spec.settings["reps"]):
+            for job in spec.methods:
                 for he in (False, True):
-                    record = run_simulator(args.dataset, job, he, root, args.work, rep)
-                    append_jsonl(args.out, {**record, "env": env})
+                    record = run_simulator(dataset, job, he, root, work, rep)
+                    append_jsonl(out, {**record, "env": env})
                     print(
                         f"{job:8s} he={he!s:5s} rep {rep}: command {record['command_s']:.1f} s, job "
                         f"{record['job_s']:.1f} s,"
@@ -265,8 +247,22 @@ def main() -> None:
                         f"{record['communication']['wire_bytes'] / 1e6:.2f} MB, step {record['step_latency']}",
                         flush=True,
                     )
-    print(tables(read_jsonl(args.out)))
 
 
-if __name__ == "__main__":
-    main()
+@table("he_overhead")
+def committed_tables() -> str:
+    return summary_tables(read_jsonl(RESULTS))
+
+
+suite(
+    Suite(
+        name="he_overhead",
+        about="what CKKS homomorphic encryption costs in the NVFlare simulator (HE_REPORT.md)",
+        runner=run,
+        datasets=("default",),  # default: the embedded breast-cancer split; credit: credit default, N_o = 1000
+        methods=tuple(JOBS),
+        seeds=(SEED,),
+        settings={"reps": 3, "work": "/tmp/vflflare-bench/he_overhead"},
+        records="he_overhead.jsonl",
+    )
+)

@@ -1,6 +1,6 @@
 """Every algorithm as a real POC (NVFlare server, site and admin processes) with the sites' traffic through an
 emulated wide-area link (poc/wan_link.py, via poc/run.sh --link-rtt-ms/--link-mbit), on credit default
-(2 sites, N_o 1000, split and job seed 0, package defaults as refactor_parity.py runs them).
+(2 sites, N_o 1000, split and job seed 0, package defaults as the parity suite runs them).
 
 Links: round trips of 0, 20 and 100 ms at 1 Gbit/s, and 100 and 10 Mbit/s at 20 ms. Each record keeps
 the whole command's wall time (POC start to stop), the job's own (controller start to result), its
@@ -12,28 +12,32 @@ latency and the metrics. The floor of a job on a link is modelled from the job o
 (round trips: the ledger's exchanges and steps, each one to all sites in parallel; link bytes: what the
 relay carried, both directions, shared evenly by the sites).
 
-    python benchmarks/wan.py                       # every method x link; runs already recorded are skipped
-    python benchmarks/wan.py --methods vanilla --links 0/1000 100/1000
-    python benchmarks/wan.py --table               # the report's tables from benchmarks/results/wan.jsonl
+    vflflare bench run wan --committed            # every method x link; runs already recorded are skipped
+    vflflare bench run wan --methods vanilla --set links='["0/1000", "100/1000"]'
+    vflflare bench tables                         # the report's tables from benchmarks/results/wan.jsonl
+
+A run also draws the wall-time plot (benchmarks/wan_wall_time.png for the committed records, else beside them).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import COMMITTED, REPO, append_jsonl, environment, read_jsonl
-from refactor_parity import DATA_DIR, SPLIT_ARGS, SPLITS, sets, split
-from refactor_parity import METHODS as PARITY_METHODS
-
-sys.path.insert(0, str(REPO / "poc"))
-from localproc import free_port  # noqa: E402
+from vflflare.bench.paths import BENCHMARKS, COMMITTED, DEFAULT_SPLITS
+from vflflare.bench.poc import POC_RUN, free_port
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.suites.parity import METHODS as PARITY_METHODS
+from vflflare.bench.suites.parity import SPLIT_ARGS, sets, split, vflflare
+from vflflare.bench.tables import table
+from vflflare.data.split import parse_sites
+from vflflare.data.split.dataset import split_silo_dataset, synthetic_options
 
 RESULTS = COMMITTED / "wan.jsonl"
 SEED = 0
@@ -47,64 +51,37 @@ def parse_link(link: str) -> tuple[float, float]:
     return float(rtt), float(mbit)
 
 
-def data_root(method: str) -> Path:
+def data_root(method: str, data_dir: Path) -> Path:
     """The method's split: CFL's a silo space of the same table (each site its own rows and labels)."""
     if method != "cfl":
-        return split(SEED, SPLIT_ARGS.get(method, ()))
-    out = SPLITS / f"credit_default_silo_space_s{SEED}"
+        return split(SEED, SPLIT_ARGS.get(method, ()), data_dir)
+    out = DEFAULT_SPLITS / f"credit_default_silo_space_s{SEED}"
     if not (out / "manifest.json").exists():
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "vflflare.cli",
-                "split",
-                "--dataset",
-                "credit_default",
-                "--data-dir",
-                str(DATA_DIR),
-                "--sites",
-                "2",
-                "--silo-space",
-                "--seed",
-                str(SEED),
-                "--out",
-                str(out),
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
+        split_silo_dataset(
+            "credit_default",
+            str(data_dir),
+            parse_sites("2"),
+            SEED,
+            str(out),
+            synthetic=synthetic_options("credit_default", SEED, None, None, None),
         )
     return out
 
 
-def run(method: str, link: str, work: Path, timeout: int) -> dict:
+def run_one(method: str, link: str, work: Path, timeout: int, data_dir: Path) -> dict:
     algorithm, overrides = METHODS[method]
-    root = data_root(method)
+    root = data_root(method, data_dir)
     name = method.replace("+", "_")
     out = work / f"{name}_{link.replace('/', '_')}"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vflflare.cli",
-            "jobs",
-            "--out",
-            str(out / "jobs"),
-            "--name",
-            name,
-            "--algorithm",
-            algorithm,
-            *sets({**overrides, "seed": SEED}),
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
+    vflflare(
+        "jobs", "--out", str(out / "jobs"), "--name", name, "--algorithm", algorithm, *sets({**overrides, "seed": SEED})
     )
     rtt, mbit = parse_link(link)
     start = time.monotonic()
     proc = subprocess.run(
         [
             "bash",
-            str(REPO / "poc" / "run.sh"),
+            str(POC_RUN),
             str(out / "jobs" / name),
             "--data-root",
             str(root),
@@ -146,7 +123,7 @@ def run(method: str, link: str, work: Path, timeout: int) -> dict:
         "per_site": comm["per_site"],
         "step_latency": record.get("step_latency", {}),
         "link_bytes": json.loads((out / "poc" / "results" / "link.json").read_text()),
-        "env": environment(),
+        "env": environment_record(),
     }
 
 
@@ -234,34 +211,39 @@ def plot(records: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    parser.add_argument("--links", nargs="+", default=LINKS, help="RTT_MS/MBIT each (default: %(default)s)")
-    parser.add_argument("--timeout", type=int, default=3600, help="seconds one job may take")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines (default: the committed %(default)s)")
-    parser.add_argument("--table", action="store_true", help="print the tables and draw the plot, run nothing")
-    args = parser.parse_args()
-    if args.table:
-        records = read_jsonl(args.out)
-        print(tables(records))
-        plot(records, REPO / "benchmarks" / "wan_wall_time.png")
-        return 0
-    done = {(r["method"], r["link"]) for r in read_jsonl(args.out)} if args.out.exists() else set()
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """Every (link, method) not yet in `out`, appended as each ends; then the wall-time plot."""
+    done = {(r["method"], r["link"]) for r in read_jsonl(out)}
     with tempfile.TemporaryDirectory(prefix="vflflare-wan-") as work:
-        for link in args.links:
-            for method in args.methods:
+        for link in spec.settings["links"]:
+            for method in spec.methods:
                 if (method, link) in done:
                     continue
-                record = run(method, link, Path(work), args.timeout)
-                append_jsonl(args.out, record)
+                record = run_one(method, link, Path(work), spec.settings["timeout"], data_dir)
+                append_jsonl(out, record)
                 print(
                     f"{method} over {link}: job {record['job_s']:.1f} s, command {record['command_s']:.0f} s, "
                     f"{record['metrics']}",
                     flush=True,
                 )
-    return 0
+    committed = out.resolve() == RESULTS.resolve()
+    plot(read_jsonl(out), BENCHMARKS / "wan_wall_time.png" if committed else out.with_name("wan_wall_time.png"))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@table("wan")
+def committed_tables() -> str:
+    return tables(read_jsonl(RESULTS))
+
+
+suite(
+    Suite(
+        name="wan",
+        about="every algorithm as a real POC across emulated wide-area links (WAN_REPORT.md)",
+        runner=run,
+        datasets=("credit_default",),
+        methods=tuple(METHODS),
+        seeds=(SEED,),
+        settings={"links": tuple(LINKS), "timeout": 3600},  # links: RTT_MS/MBIT each; timeout: s one job may take
+        records="wan.jsonl",
+    )
+)

@@ -11,16 +11,15 @@
 
     vflflare split --dataset synthetic --synthetic-rows 1650000 --synthetic-features 100 --sites 2 \
         --overlap 10000 --seed 0 --out /tmp/scale/s1m
-    python benchmarks/scale_memory.py tree --data-root /tmp/scale/s1m --set ssl_epochs=1
-    python benchmarks/scale_memory.py sites --data-root /tmp/scale/s1m --set ssl_epochs=1
+    vflflare bench run scale_memory --methods tree --set data_root=/tmp/scale/s1m --set job='{"ssl_epochs": 1}'
+    vflflare bench run scale_memory --methods sites --set data_root=/tmp/scale/s1m --set job='{"ssl_epochs": 1}'
 
-SCALE_REPORT's tables come from the records committed in benchmarks/results/scale_memory.jsonl (`--json`
-lines, with the code's commit and environment): `tables(records)`.
+SCALE_REPORT's tables come from the records committed in benchmarks/results/scale_memory.jsonl (one line a
+run, with the code's commit and environment): `tables(records)`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import os
@@ -33,7 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from common import COMMITTED, environment
+
+from vflflare.bench.paths import COMMITTED
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import table
 
 MB = 2**20
 POLL_S = 0.05
@@ -139,8 +143,7 @@ class SiteProcess:
         return log
 
 
-def sites_peak(data_root: str, algorithm: str, settings: list[str], sites: int) -> dict[str, Any]:
-    from vflflare.cli import parse_overrides
+def sites_peak(data_root: str, algorithm: str, settings: dict[str, Any], sites: int) -> dict[str, Any]:
     from vflflare.config import SERVER
     from vflflare.data.loading import load_label_tables
     from vflflare.protocol.inprocess import InProcessTransport
@@ -149,7 +152,7 @@ def sites_peak(data_root: str, algorithm: str, settings: list[str], sites: int) 
     from vflflare.torch_runtime import prepare_torch
     from vflflare.tracking import LogTracker
 
-    cfg = make_config({"algorithm": algorithm, **parse_overrides(settings)})
+    cfg = make_config({"algorithm": algorithm, **settings})
     names = [f"site-{i + 1}" for i in range(sites)]
     context = mp.get_context("spawn")  # fresh interpreters: a site's peak is its own, not a fork of ours
     processes = {site: SiteProcess(site, data_root, context) for site in names}
@@ -236,29 +239,50 @@ def tables(records: list[dict]) -> str:
     return "\n\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["tree", "sites"])
-    parser.add_argument("--data-root", required=True, help="a folder written by `vflflare split`")
-    parser.add_argument("--algorithm", default="oneshot")
-    parser.add_argument("--sites", type=int, default=2)
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="job settings")
-    parser.add_argument("--json", help="append the result as one JSON line to this file")
-    args = parser.parse_args(argv)
-    measure = tree_peak if args.mode == "tree" else sites_peak
-    result = measure(args.data_root, args.algorithm, args.set, args.sites)
-    result.update(data_root=args.data_root, algorithm=args.algorithm, settings=args.set, env=environment())
-    brief = {k: v for k, v in result.items() if k != "sites"}
-    if "sites" in result:
-        brief["sites"] = {s: {k: v for k, v in info.items() if k != "log"} for s, info in result["sites"].items()}
-        for site, info in result["sites"].items():
-            print(f"{site}: " + ", ".join(f"{e['task']} {e['rss_mb']}/{e['peak_mb']}" for e in info["log"]))
-    print(json.dumps(brief, indent=2))
-    if args.json:
-        with open(args.json, "a") as handle:
-            handle.write(json.dumps(result) + "\n")
-    return 0
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """Each measurement (`tree`, `sites`) of one run on the split at `data_root`; a record each in `out`."""
+    settings = spec.settings
+    if not settings["data_root"]:
+        raise ValueError("set data_root: a folder written by `vflflare split`")
+    job = dict(settings["job"])
+    # as `--set KEY=VALUE` arguments: the tree run passes them on, and the record keeps them so
+    as_set = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in job.items()]
+    for mode in spec.methods:
+        if mode == "tree":
+            result = tree_peak(settings["data_root"], settings["algorithm"], as_set, settings["sites"])
+        else:
+            result = sites_peak(settings["data_root"], settings["algorithm"], job, settings["sites"])
+        result.update(
+            data_root=settings["data_root"], algorithm=settings["algorithm"], settings=as_set, env=environment_record()
+        )
+        brief = {k: v for k, v in result.items() if k != "sites"}
+        if "sites" in result:
+            brief["sites"] = {s: {k: v for k, v in info.items() if k != "log"} for s, info in result["sites"].items()}
+            for site, info in result["sites"].items():
+                print(f"{site}: " + ", ".join(f"{e['task']} {e['rss_mb']}/{e['peak_mb']}" for e in info["log"]))
+        print(json.dumps(brief, indent=2))
+        append_jsonl(out, result)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@table("scale_memory")
+def committed_tables() -> str:
+    return tables(read_jsonl(RESULTS))
+
+
+suite(
+    Suite(
+        name="scale_memory",
+        about="peak memory of a VFL run at scale: the process tree, and each site in its own process",
+        runner=run,
+        datasets=("synthetic",),
+        methods=("tree", "sites"),  # the two ways of measuring
+        seeds=(0,),
+        settings={
+            "data_root": None,  # a folder written by `vflflare split`
+            "algorithm": "oneshot",
+            "sites": 2,
+            "job": {},  # job settings
+        },
+        records="scale_memory.jsonl",
+    )
+)

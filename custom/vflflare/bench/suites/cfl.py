@@ -7,35 +7,40 @@ Per silo, test accuracy of a logistic regression on
 - local CL: the same training without FedAvg (`cfl_fedavg: false`), the paper's non-FL contrastive line;
 - LL: the silo's raw slice;
 and the paper's delta accuracy: the accuracy of a logistic regression on the (imaginary) global table
-(every column, every training row; no party holds it, only this script) minus the silo's. Smaller is
+(every column, every training row; no party holds it, only this suite) minus the silo's. Smaller is
 better; the tables give the mean over silos, median over seeds.
 
-MNIST is reduced for CPU: 10 000 training and 2 000 test images (`--train-rows/--test-rows`), pooled and
+MNIST is reduced for CPU: 10 000 training and 2 000 test images (`vflflare split --train-rows/--test-rows`), pooled and
 split 80/20 like any silo space (9 600 / 2 400 rows).
 
-    python benchmarks/cfl.py --datasets adult mnist --methods CFL --seeds 0 1 2
-    python benchmarks/cfl.py --datasets adult mnist --methods "local CL" --settings standard --seeds 0 1 2
-    python benchmarks/cfl.py --table
+    vflflare bench run cfl --committed --methods CFL --seeds 0 1 2
+    vflflare bench run cfl --committed --methods "local CL" --set settings='["standard"]' --seeds 0 1 2
 
-Records go to benchmarks/results/cfl.jsonl (committed; `python benchmarks/tables.py` rebuilds the
+Records go (with --committed) to benchmarks/results/cfl.jsonl (`vflflare bench tables` rebuilds the
 report's tables from it); a rerun skips the (dataset, setting, seed, method) cells it already holds.
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from common import COMMITTED, DEFAULT_DATA_DIR, append_jsonl, environment, limit_threads, read_jsonl, run_vfl
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from vflflare import cli
+from vflflare.bench.inprocess import limit_threads, run_vfl
+from vflflare.bench.paths import COMMITTED
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import table
+from vflflare.data.image_sources import IMAGE_SOURCES
+from vflflare.data.split import parse_sites
+from vflflare.data.split.dataset import split_silo_dataset, synthetic_options
 from vflflare.data.split.silo import SETTINGS
 from vflflare.registry import make_config
 
@@ -75,31 +80,24 @@ def split_settings(dataset: str, setting: str | None, seed: int) -> dict:
 
 
 def split_for(data_dir: Path, dataset: str, setting: str, seed: int) -> Path:
+    """`vflflare split --silo-space --silo-setting SETTING` once per argument set."""
     out = SPLITS / f"{dataset}_{SILOS[dataset]}_{setting}_s{seed}"
     if not (out / "manifest.json").exists():
         rows = IMAGE_ROWS.get(dataset)
-        extra = ["--train-rows", str(rows[0]), "--test-rows", str(rows[1])] if rows else []
-        code = cli.main(
-            [
-                "split",
-                "--dataset",
+        try:
+            split_silo_dataset(
                 dataset,
-                "--data-dir",
                 str(data_dir),
-                "--sites",
-                str(SILOS[dataset]),
-                "--silo-space",
-                "--silo-setting",
-                setting,
-                "--seed",
-                str(seed),
-                "--out",
+                parse_sites(str(SILOS[dataset])),
+                seed,
                 str(out),
-                *extra,
-            ]
-        )
-        if code != 0:
-            raise RuntimeError(f"silo split failed: {dataset} {setting} seed {seed}")
+                setting=setting,
+                train_rows=rows[0] if rows else None,
+                test_rows=rows[1] if rows else None,
+                synthetic=None if dataset in IMAGE_SOURCES else synthetic_options(dataset, seed, None, None, None),
+            )
+        except ValueError as error:
+            raise RuntimeError(f"silo split failed: {dataset} {setting} seed {seed}: {error}") from error
     return out
 
 
@@ -139,7 +137,7 @@ def run_one(dataset: str, setting: str, seed: int, method: str, data_dir: Path) 
         "wall_s": round(time.perf_counter() - start, 1),
         "split": split_settings(dataset, setting, seed),
         "config": result["config"],
-        "env": environment(),
+        "env": environment_record(),
     }
 
 
@@ -219,49 +217,54 @@ def tables(records: list[dict]) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", nargs="+", default=list(SILOS), choices=list(SILOS))
-    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--table", action="store_true")
-    args = parser.parse_args()
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """The global LR per (dataset, seed), then every (setting, method) cell not yet in `out`."""
     limit_threads()
-    if not args.table:
-        done = {(r["dataset"], r.get("setting"), r["seed"], r["method"]) for r in read_jsonl(args.out)}
-        for dataset in args.datasets:
-            for seed in args.seeds:
-                if (dataset, None, seed, "global LR") not in done:
-                    append_jsonl(
-                        args.out,
-                        {
-                            "dataset": dataset,
-                            "seed": seed,
-                            "method": "global LR",
-                            "accuracy": global_accuracy(args.data_dir, dataset, seed),
-                            "split": split_settings(dataset, "standard", seed),
-                            "model": "StandardScaler + LogisticRegression(max_iter=1000, random_state=seed)",
-                            "env": environment(),
-                        },
+    done = {(r["dataset"], r.get("setting"), r["seed"], r["method"]) for r in read_jsonl(out)}
+    for dataset in spec.datasets:
+        for seed in spec.seeds:
+            if (dataset, None, seed, "global LR") not in done:
+                append_jsonl(
+                    out,
+                    {
+                        "dataset": dataset,
+                        "seed": seed,
+                        "method": "global LR",
+                        "accuracy": global_accuracy(data_dir, dataset, seed),
+                        "split": split_settings(dataset, "standard", seed),
+                        "model": "StandardScaler + LogisticRegression(max_iter=1000, random_state=seed)",
+                        "env": environment_record(),
+                    },
+                )
+            for setting in spec.settings["settings"]:
+                for method in spec.methods:
+                    if (dataset, setting, seed, method) in done:
+                        continue
+                    record = run_one(dataset, setting, seed, method, data_dir)
+                    append_jsonl(out, record)
+                    print(
+                        f"{dataset} {setting} seed {seed} {method}: mean silo accuracy "
+                        f"{record['metrics']['test_accuracy']:.4f} (LL "
+                        f"{record['metrics']['ll_test_accuracy']:.4f}), "
+                        f"{record['wall_s']} s",
+                        flush=True,
                     )
-                for setting in args.settings:
-                    for method in args.methods:
-                        if (dataset, setting, seed, method) in done:
-                            continue
-                        record = run_one(dataset, setting, seed, method, args.data_dir)
-                        append_jsonl(args.out, record)
-                        print(
-                            f"{dataset} {setting} seed {seed} {method}: mean silo accuracy "
-                            f"{record['metrics']['test_accuracy']:.4f} (LL "
-                            f"{record['metrics']['ll_test_accuracy']:.4f}), "
-                            f"{record['wall_s']} s",
-                            flush=True,
-                        )
-    print(tables(read_jsonl(args.out)))
 
 
-if __name__ == "__main__":
-    main()
+@table("cfl")
+def committed_tables() -> str:
+    return tables(read_jsonl(RESULTS))
+
+
+suite(
+    Suite(
+        name="cfl",
+        about="CFL on silo spaces against local CL and the silo alone (CFL_REPORT.md)",
+        runner=run,
+        datasets=tuple(SILOS),
+        methods=tuple(METHODS),
+        seeds=(0, 1, 2),
+        settings={"settings": tuple(SETTINGS)},  # the silo settings (`vflflare split --silo-setting`)
+        records="cfl.jsonl",
+    )
+)

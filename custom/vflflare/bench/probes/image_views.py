@@ -1,13 +1,13 @@
-"""Cost of the image views (vflflare.ssl.image_augment) per image and view, one torch thread: FixMatch's weak and
-strong views and one SimSiam-style view, on a batch of 224 CIFAR strips [224, 3, 32, 16] and 256 MNIST strips
-[256, 1, 28, 14] (standard normal pixels), median of 15 calls after 2 warm-up calls.
+"""A probe run as a script in a child process whose PYTHONPATH picks the code tree measured (the
+performance suite's image_views part runs it per tree): cost of the image views (vflflare.ssl.image_augment)
+per image and view, one torch thread: FixMatch's weak and strong views and one SimSiam-style view, on a batch
+of 224 CIFAR strips [224, 3, 32, 16] and 256 MNIST strips [256, 1, 28, 14] (standard normal pixels), median
+of 15 calls after 2 warm-up calls.
 
 The package comes from PYTHONPATH, so two code trees compare in one run, e.g. (issue 29 item 5):
 
     git worktree add /tmp/views_before <commit>
-    for tree in /tmp/views_before .; do
-        PYTHONPATH=$tree/custom .venv/bin/python benchmarks/image_views_speed.py
-    done
+    vflflare bench run performance --methods image_views --set trees='["/tmp/views_before", "."]'
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ CASES = [("CIFAR strips", 3, (32, 16), 224), ("MNIST strips", 1, (28, 14), 256)]
 
 
 def main() -> None:
-    """With --json, one JSON object per batch instead of the text lines (benchmarks/performance.py records them)."""
+    """With --json, one JSON object per batch instead of the text lines (the performance suite records them)."""
     as_json = "--json" in sys.argv
     torch.set_num_threads(1)
     if not as_json:

@@ -1,46 +1,48 @@
 """Time to result (issue 29): the before/after of its items, each measured side by side in one run, on credit
 default (2 sites, N_o 1000, split seed = job seed), package defaults unless named. Records go to
-benchmarks/results/performance/<part>.jsonl; runs already recorded are skipped.
+the folder given (with --committed, benchmarks/results/performance/<part>.jsonl); runs already recorded are
+skipped. The suite's methods are its parts, each run only when named:
 
---wire       every method (refactor_parity.METHODS; FedHSSL at 10 global iterations, as privacy.py runs it)
+wire         every method (the parity suite's METHODS, or the methods setting; FedHSSL at 10 global iterations,
+             as privacy.py runs it)
              in process with wire_dtype float32, float16, bfloat16 and int8, seeds 0-2: AUC and bytes.
              Rule, fixed before the runs: a narrower dtype may become the default only if, for every method,
              the median over seeds of its paired test-AUC difference to float32 is within 0.005.
---pipeline   vanilla in process with batches_per_step 1, 2, 4 and 8, seeds 0-5. Rule, fixed before the runs:
+pipeline     vanilla in process with batches_per_step 1, 2, 4 and 8, seeds 0-5. Rule, fixed before the runs:
              the largest m whose median validation AUC over seeds 0-2 is within 0.005 of m = 1's is the one
              to use over a slow link; seeds 3-5, which play no part in choosing it, confirm its test AUC
              (median paired difference within 0.005).
---pipeline-wan M
+pipeline_wan (the pipeline_m setting, M)
              vanilla as a real POC over a 100 ms, 1 Gbit/s link (poc/run.sh --link-rtt-ms 100), with
              batches_per_step 1 and M alternating, seeds 0-2: wall times and their ratio per seed.
---imports TREE...
-             what a process pays before any work, per code tree, alternating, --reps times: the `vflflare
+imports      (the trees setting: TREE...)
+             what a process pays before any work, per code tree, alternating, `reps` times: the `vflflare
              simulate` command's own start (`vflflare simulate --help`) and a job process importing the
              executor and the controller (what each NVFlare site and server job process imports).
---image-views TREE...
-             ms per image and view of the image views (benchmarks/image_views_speed.py, one torch thread), per code
-             tree, alternating, --reps times.
---fedhssl   FedHSSL at the package default (the paper's 40 global iterations, float32) and at one cheaper recipe
+image_views  (the trees setting)
+             ms per image and view of the image views (bench/probes/image_views.py, one torch thread), per code
+             tree, alternating, `reps` times.
+fedhssl      FedHSSL at the package default (the paper's 40 global iterations, float32) and at one cheaper recipe
              named before the runs, FEDHSSL_CHEAP (the paper's NUSWIDE iteration count, 10, and a bfloat16 cut
              layer), alternating per seed, in process (one torch thread), on FEDHSSL_REPORT's setting: credit
              default, 40 % of rows aligned, 200 labeled rows, fresh seeds 3-5 (FEDHSSL_REPORT §3 compared 10 and
              40 iterations on seed 0; §1 ran seeds 0-2). Rule, fixed before the runs: the recipe holds the
              default's test AUC if its median lies within the range of the default's per-seed test AUCs.
---overhead TREE...
+overhead     (the trees setting)
              one-shot, whole command: `vflflare simulate` (2 sites, 2 threads) and `vflflare inprocess`,
-             for each code tree given (a checkout's custom/ folder on PYTHONPATH), alternating, --reps times.
+             for each code tree given (a checkout's custom/ folder on PYTHONPATH), alternating, `reps` times.
 
-    python benchmarks/performance.py --wire
-    python benchmarks/performance.py --pipeline
-    python benchmarks/performance.py --pipeline-wan 4
-    python benchmarks/performance.py --fedhssl
-    python benchmarks/performance.py --overhead /tmp/before /tmp/after --reps 5
-    python benchmarks/performance.py --table
+    vflflare bench run performance --committed --methods wire
+    vflflare bench run performance --committed --methods pipeline
+    vflflare bench run performance --committed --methods pipeline_wan --set pipeline_m=4
+    vflflare bench run performance --committed --methods fedhssl
+    vflflare bench run performance --committed --methods overhead --set trees='["/tmp/before", "/tmp/after"]' \
+        --set reps=5
+    vflflare bench tables          # PERFORMANCE.md's tables from the committed records
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -51,13 +53,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import COMMITTED, REPO, append_jsonl, environment, read_jsonl
-from refactor_parity import METHODS, SPLIT_ARGS, sets, split
+from vflflare.bench.paths import COMMITTED
+from vflflare.bench.poc import POC_RUN, free_port
+from vflflare.bench.probes import image_views as image_views_probe
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.suites.parity import CLI, METHODS, SPLIT_ARGS, sets, split
+from vflflare.bench.tables import register
 
-sys.path.insert(0, str(REPO / "poc"))
-from localproc import free_port  # noqa: E402
-
-OUT = COMMITTED / "performance"
+RESULTS = COMMITTED / "performance"
 DTYPES = ("float32", "float16", "bfloat16", "int8")
 PIPELINE = (1, 2, 4, 8)
 CHOOSE_SEEDS, CONFIRM_SEEDS = (0, 1, 2), (3, 4, 5)
@@ -69,7 +74,7 @@ FEDHSSL_SEEDS = (3, 4, 5)
 
 def vflflare(*args: str, env: dict | None = None) -> None:
     subprocess.run(
-        [sys.executable, "-m", "vflflare.cli", *args],
+        [sys.executable, *CLI, *args],
         check=True,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -77,7 +82,7 @@ def vflflare(*args: str, env: dict | None = None) -> None:
     )
 
 
-def inprocess(method: str, seed: int, work: Path, extra: dict) -> dict:
+def inprocess(method: str, seed: int, work: Path, extra: dict, data_dir: Path) -> dict:
     algorithm, overrides = METHODS[method]
     overrides = {**overrides, **(FEDHSSL if method == "fedhssl" else {}), **extra, "seed": seed}
     out = work / f"{method}_{seed}_{abs(hash(json.dumps(extra, sort_keys=True)))}.json"
@@ -86,7 +91,7 @@ def inprocess(method: str, seed: int, work: Path, extra: dict) -> dict:
         "--algorithm",
         algorithm,
         "--data-root",
-        str(split(seed, SPLIT_ARGS.get(method, ()))),
+        str(split(seed, SPLIT_ARGS.get(method, ()), data_dir)),
         "--json",
         str(out),
         *sets(overrides),
@@ -97,13 +102,13 @@ def inprocess(method: str, seed: int, work: Path, extra: dict) -> dict:
     return record
 
 
-def run_grid(path: Path, jobs: list[tuple[str, int, dict]]) -> None:
+def run_grid(path: Path, jobs: list[tuple[str, int, dict]], data_dir: Path) -> None:
     done = {(r["method"], r["seed"], json.dumps(r["settings"], sort_keys=True)) for r in read_jsonl(path)}
     with tempfile.TemporaryDirectory(prefix="vflflare-perf-") as work:
         for method, seed, extra in jobs:
             if (method, seed, json.dumps(extra, sort_keys=True)) in done:
                 continue
-            result = inprocess(method, seed, Path(work), extra)
+            result = inprocess(method, seed, Path(work), extra, data_dir)
             comm = result["communication"]
             append_jsonl(
                 path,
@@ -116,14 +121,14 @@ def run_grid(path: Path, jobs: list[tuple[str, int, dict]]) -> None:
                     "wire_bytes": comm["total"]["wire_bytes"],
                     "rounds": comm["rounds"],
                     "split_epochs": result.get("training", {}).get("split_epochs"),
-                    "env": environment(),
+                    "env": environment_record(),
                 },
             )
             print(f"{method} seed {seed} {extra}: {result['metrics']}", flush=True)
 
 
-def pipeline_wan(m: int, seeds: tuple[int, ...]) -> None:
-    path = OUT / "pipeline_wan.jsonl"
+def pipeline_wan(m: int, seeds: tuple[int, ...], out: Path, data_dir: Path) -> None:
+    path = out / "pipeline_wan.jsonl"
     done = {(r["seed"], r["batches_per_step"]) for r in read_jsonl(path)}
     with tempfile.TemporaryDirectory(prefix="vflflare-perf-") as work:
         for seed in seeds:
@@ -145,10 +150,10 @@ def pipeline_wan(m: int, seeds: tuple[int, ...]) -> None:
                 proc = subprocess.run(
                     [
                         "bash",
-                        str(REPO / "poc" / "run.sh"),
+                        str(POC_RUN),
                         str(job / "vanilla"),
                         "--data-root",
-                        str(split(seed)),
+                        str(split(seed, (), data_dir)),
                         "--workspace",
                         str(job / "poc"),
                         "--port",
@@ -183,25 +188,23 @@ def pipeline_wan(m: int, seeds: tuple[int, ...]) -> None:
                         ),
                         "rounds": record["communication"]["rounds"],
                         "step_latency": record["step_latency"],
-                        "env": environment(),
+                        "env": environment_record(),
                     },
                 )
                 print(f"seed {seed} m {per_step}: job {record['wall_s']:.1f} s, {record['metrics']}", flush=True)
 
 
-def fedhssl_cost(seeds: tuple[int, ...]) -> None:
-    import fedhssl  # its sklearn and torch imports stay out of the other parts
+def fedhssl_cost(seeds: tuple[int, ...], out: Path, data_dir: Path) -> None:
+    from vflflare.bench.suites import fedhssl  # its sklearn and torch imports stay out of the other parts
 
-    path = OUT / "fedhssl.jsonl"
+    path = out / "fedhssl.jsonl"
     done = {(r["seed"], json.dumps(r["overrides"], sort_keys=True)) for r in read_jsonl(path)}
     fedhssl.limit_threads()
     for seed in seeds:
         for overrides in ({}, FEDHSSL_CHEAP):
             if (seed, json.dumps(overrides, sort_keys=True)) in done:
                 continue
-            record = fedhssl.run_one(
-                "FedHSSL", "credit_default", 200, seed, overrides, fedhssl.DEFAULT_DATA_DIR, fedhssl.SPLITS
-            )
+            record = fedhssl.run_one("FedHSSL", "credit_default", 200, seed, overrides, data_dir, fedhssl.SPLITS)
             append_jsonl(path, record)
             print(
                 f"seed {seed} {overrides}: test AUC {record['metrics']['test_auc']:.4f}, {record['wall_s']} s, "
@@ -210,9 +213,9 @@ def fedhssl_cost(seeds: tuple[int, ...]) -> None:
             )
 
 
-def overhead(trees: list[str], reps: int) -> None:
-    path = OUT / "overhead.jsonl"
-    root = split(0)
+def overhead(trees: list[str], reps: int, out: Path, data_dir: Path) -> None:
+    path = out / "overhead.jsonl"
+    root = split(0, (), data_dir)
     with tempfile.TemporaryDirectory(prefix="vflflare-perf-") as work:
         for rep in range(reps):
             for tree in trees:
@@ -244,18 +247,18 @@ def overhead(trees: list[str], reps: int) -> None:
                 commit = subprocess.run(
                     ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
                 ).stdout.strip()
-                append_jsonl(path, {"tree": commit, "rep": rep, **timings, "env": environment()})
+                append_jsonl(path, {"tree": commit, "rep": rep, **timings, "env": environment_record()})
                 print(f"{commit} rep {rep}: {timings}", flush=True)
 
 
 IMPORT_PROBES = {
-    "vflflare simulate --help": ["-m", "vflflare.cli", "simulate", "--help"],
+    "vflflare simulate --help": [*CLI, "simulate", "--help"],
     "import executor + controller": ["-c", "import vflflare.flare.executor, vflflare.flare.controller"],
 }
 
 
-def imports(trees: list[str], reps: int) -> None:
-    path = OUT / "imports.jsonl"
+def imports(trees: list[str], reps: int, out: Path) -> None:
+    path = out / "imports.jsonl"
     for rep in range(reps):
         for tree in trees:
             env = {**os.environ, "PYTHONPATH": str(Path(tree) / "custom")}
@@ -267,17 +270,17 @@ def imports(trees: list[str], reps: int) -> None:
             commit = subprocess.run(
                 ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
             ).stdout.strip()
-            append_jsonl(path, {"tree": commit, "rep": rep, **timings, "env": environment()})
+            append_jsonl(path, {"tree": commit, "rep": rep, **timings, "env": environment_record()})
             print(f"{commit} rep {rep}: {timings}", flush=True)
 
 
-def image_views(trees: list[str], reps: int) -> None:
-    path = OUT / "image_views.jsonl"
+def image_views(trees: list[str], reps: int, out: Path) -> None:
+    path = out / "image_views.jsonl"
     for rep in range(reps):
         for tree in trees:
             env = {**os.environ, "PYTHONPATH": str(Path(tree) / "custom")}
-            out = subprocess.run(
-                [sys.executable, str(REPO / "benchmarks" / "image_views_speed.py"), "--json"],
+            printed = subprocess.run(
+                [sys.executable, str(Path(image_views_probe.__file__)), "--json"],
                 env=env,
                 check=True,
                 capture_output=True,
@@ -286,9 +289,9 @@ def image_views(trees: list[str], reps: int) -> None:
             commit = subprocess.run(
                 ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
             ).stdout.strip()
-            for line in out.splitlines():
-                append_jsonl(path, {"tree": commit, "rep": rep, **json.loads(line), "env": environment()})
-            print(f"{commit} rep {rep}: {out.strip()}", flush=True)
+            for line in printed.splitlines():
+                append_jsonl(path, {"tree": commit, "rep": rep, **json.loads(line), "env": environment_record()})
+            print(f"{commit} rep {rep}: {printed.strip()}", flush=True)
 
 
 def _median_diff(records: list[dict], key: str, base: dict, other: dict, seeds: tuple[int, ...], metric: str) -> float:
@@ -303,7 +306,7 @@ def _median_diff(records: list[dict], key: str, base: dict, other: dict, seeds: 
 
 def wire_table() -> str:
     out: list[str] = []
-    wire = read_jsonl(OUT / "wire.jsonl")
+    wire = read_jsonl(RESULTS / "wire.jsonl")
     if wire:
         methods = [m for m in METHODS if any(r["method"] == m for r in wire)]
         out += [
@@ -331,7 +334,7 @@ def wire_table() -> str:
 
 def pipeline_table() -> str:
     out: list[str] = []
-    pipe = read_jsonl(OUT / "pipeline.jsonl")
+    pipe = read_jsonl(RESULTS / "pipeline.jsonl")
     if pipe:
         out += [
             "vanilla, batches_per_step m, in process: median AUC (per seed), the median of the per-seed "
@@ -361,7 +364,7 @@ def pipeline_table() -> str:
 
 def pipeline_wan_table() -> str:
     out: list[str] = []
-    wan = read_jsonl(OUT / "pipeline_wan.jsonl")
+    wan = read_jsonl(RESULTS / "pipeline_wan.jsonl")
     if wan:
         out += [
             "vanilla in a real POC over a 100 ms link, batches_per_step 1 and m, run alternately: epochs run "
@@ -385,7 +388,7 @@ def pipeline_wan_table() -> str:
 
 def fedhssl_table() -> str:
     out: list[str] = []
-    runs = read_jsonl(OUT / "fedhssl.jsonl")
+    runs = read_jsonl(RESULTS / "fedhssl.jsonl")
     if runs:
         out += [
             "FedHSSL, credit default, 200 labeled rows, in process, one torch thread: the package default against "
@@ -472,7 +475,7 @@ def _by_tree(records: list[dict]) -> dict[str, list[dict]]:
 
 def imports_table() -> str:
     out: list[str] = []
-    probes = read_jsonl(OUT / "imports.jsonl")
+    probes = read_jsonl(RESULTS / "imports.jsonl")
     if probes:
         out += [
             "Before any work, medians of alternating runs (s)\n",
@@ -490,7 +493,7 @@ def imports_table() -> str:
 
 def image_views_table() -> str:
     out: list[str] = []
-    views = read_jsonl(OUT / "image_views.jsonl")
+    views = read_jsonl(RESULTS / "image_views.jsonl")
     if views:
         out += [
             "Image views, ms per image and view (one torch thread), medians of alternating runs\n",
@@ -507,7 +510,7 @@ def image_views_table() -> str:
 
 def overhead_table() -> str:
     out: list[str] = []
-    over = read_jsonl(OUT / "overhead.jsonl")
+    over = read_jsonl(RESULTS / "overhead.jsonl")
     if over:
         out += [
             "One-shot, whole command, medians (alternating runs): `vflflare simulate` against `vflflare inprocess`\n",
@@ -520,58 +523,66 @@ def overhead_table() -> str:
     return "\n".join(out)
 
 
+PARTS = ("wire", "pipeline", "pipeline_wan", "fedhssl", "imports", "image_views", "overhead")
+
+
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """Each part named (--methods), its records to out/PART.jsonl."""
+    settings = spec.settings
+    if not spec.methods:
+        raise ValueError(f"name the parts to run with --methods: {list(PARTS)}")
+    trees, reps = list(settings["trees"]), settings["reps"]
+    if {"imports", "image_views", "overhead"} & set(spec.methods) and not trees:
+        raise ValueError("set trees: the code trees (checkouts) to compare")
+    methods = list(settings["methods"])
+    for part in spec.methods:
+        if part == "wire":
+            jobs = [(m, s, {"wire_dtype": d}) for m in methods for s in CHOOSE_SEEDS for d in DTYPES]
+            run_grid(out / "wire.jsonl", jobs, data_dir)
+        elif part == "pipeline":
+            jobs = [("vanilla", s, {"batches_per_step": m}) for s in CHOOSE_SEEDS + CONFIRM_SEEDS for m in PIPELINE]
+            run_grid(out / "pipeline.jsonl", jobs, data_dir)
+        elif part == "pipeline_wan":
+            pipeline_wan(settings["pipeline_m"], CHOOSE_SEEDS, out, data_dir)
+        elif part == "fedhssl":
+            fedhssl_cost(FEDHSSL_SEEDS, out, data_dir)
+        elif part == "imports":
+            imports(trees, reps, out)
+        elif part == "image_views":
+            image_views(trees, reps, out)
+        else:
+            overhead(trees, reps, out, data_dir)
+
+
 TABLES = {
     "wire": wire_table,
     "pipeline": pipeline_table,
     "pipeline_wan": pipeline_wan_table,
-    "fedhssl": fedhssl_table,
-    "mnist_simulator": mnist_simulator_table,
     "imports": imports_table,
     "image_views": image_views_table,
     "overhead": overhead_table,
+    "fedhssl": fedhssl_table,
 }
+for _part, _build in TABLES.items():
+    if (RESULTS / f"{_part}.jsonl").is_file():
+        register(f"performance/{_part}", _build)
+register("performance/mnist_simulator", mnist_simulator_table)
 
-
-def tables() -> str:
-    return "\n\n".join(table() for table in TABLES.values() if table())
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--wire", action="store_true")
-    parser.add_argument("--pipeline", action="store_true")
-    parser.add_argument("--pipeline-wan", type=int, metavar="M")
-    parser.add_argument("--fedhssl", action="store_true")
-    parser.add_argument("--imports", nargs="+", metavar="TREE")
-    parser.add_argument("--image-views", nargs="+", metavar="TREE")
-    parser.add_argument("--overhead", nargs="+", metavar="TREE")
-    parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    parser.add_argument("--table", action="store_true")
-    args = parser.parse_args()
-    if args.table:
-        print(tables())
-    if args.wire:
-        run_grid(
-            OUT / "wire.jsonl", [(m, s, {"wire_dtype": d}) for m in args.methods for s in CHOOSE_SEEDS for d in DTYPES]
-        )
-    if args.pipeline:
-        run_grid(
-            OUT / "pipeline.jsonl",
-            [("vanilla", s, {"batches_per_step": m}) for s in CHOOSE_SEEDS + CONFIRM_SEEDS for m in PIPELINE],
-        )
-    if args.pipeline_wan:
-        pipeline_wan(args.pipeline_wan, CHOOSE_SEEDS)
-    if args.fedhssl:
-        fedhssl_cost(FEDHSSL_SEEDS)
-    if args.imports:
-        imports(args.imports, args.reps)
-    if args.image_views:
-        image_views(args.image_views, args.reps)
-    if args.overhead:
-        overhead(args.overhead, args.reps)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+suite(
+    Suite(
+        name="performance",
+        about="time to result (issue 29): each change before and after, side by side (PERFORMANCE.md)",
+        runner=run,
+        datasets=("credit_default",),
+        methods=(),  # the parts: each runs only when named
+        more_methods=PARTS,
+        seeds=CHOOSE_SEEDS,
+        settings={
+            "methods": tuple(METHODS),  # the wire part's methods (the parity suite's)
+            "pipeline_m": 4,  # the pipeline_wan part's batches_per_step besides 1
+            "trees": (),  # code trees (checkouts) for imports, image_views and overhead
+            "reps": 5,
+        },
+        records="performance",
+    )
+)

@@ -16,33 +16,32 @@ the tables give the training throughput in images/s per site.
 
 Shared work is computed once per (cell, seed) and reused; the tables mark it, and the "standalone"
 wall time adds it back:
-- SS-VFL-I and SS-VFL-C pretrain identically (`PretrainOnce` from ssvfl.py);
+- SS-VFL-I and SS-VFL-C pretrain identically (`PretrainOnce` from the ssvfl suite);
 - few-shot VFL's first round is one-shot VFL's local SSL. `TimedRuntime` keeps each site's state after
   the one-shot round, keyed by the settings, the encoder weights, the random state and the partial
   gradients received, so a hit is the same computation. Check (MNIST, N_o 256, seed 100, ssl_epochs 2):
   few-shot alone and few-shot after one-shot give identical metrics and communication.
 
-With `--set KEY=VALUE --variant NAME` a follow-up runs other settings (applied to the methods that
-have them), recorded apart, e.g. `--set ssl_epochs=40 --variant ssl40 --methods oneshot fewshot`.
+With `--set job='{"KEY": VALUE}' --set variant=NAME` a follow-up runs other settings (applied to the methods
+that have them), recorded apart, e.g. `--set job='{"ssl_epochs": 40}' --set variant=ssl40 --methods oneshot fewshot`.
+The suite's datasets are cells DATASET:N_o (default: the scale's cells).
 
-    cd benchmarks
-    ../.venv/bin/python images.py                    # CPU scale, everything; resumes (finished runs are skipped)
-    ../.venv/bin/python images.py --cells mnist:256 --seeds 0 --methods vanilla oneshot
-    ../.venv/bin/python images.py --table            # Markdown tables of the results file
-    ../.venv/bin/python images.py --cells mnist:1024 --seeds 0 --methods oneshot fewshot --replace   # redo runs
-    ../.venv/bin/python images.py --paper            # print the paper-scale commands (for a GPU machine)
+    vflflare bench run images --committed          # CPU scale, everything; resumes (finished runs are skipped)
+    vflflare bench run images --datasets mnist:256 --seeds 0 --methods vanilla oneshot
+    vflflare bench run images --committed --datasets mnist:1024 --seeds 0 --methods oneshot fewshot \
+        --set replace=true                         # redo runs
+    vflflare bench run images --set paper=true     # print the paper-scale commands (for a GPU machine)
+    vflflare bench tables                          # IMAGES_REPORT.md's tables from the committed records
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import hashlib
 import json
 import os
 import shlex
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -50,13 +49,19 @@ from typing import Any
 
 import numpy as np
 import torch
-from common import COMMITTED, DEFAULT_DATA_DIR, REPO, append_jsonl, environment, limit_threads, mean_std, read_jsonl
-from ssvfl import PretrainOnce, pretrain_key
 
-from vflflare import cli
 from vflflare.algorithms.oneshot import OneShotConfig
-from vflflare.cli import parse_overrides
+from vflflare.bench.inprocess import limit_threads
+from vflflare.bench.paths import COMMITTED, REPO
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.stats import mean_std
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.suites.ssvfl import PretrainOnce, pretrain_key
+from vflflare.bench.tables import table
 from vflflare.data.loading import load_label_tables
+from vflflare.data.split import parse_sites
+from vflflare.data.split.dataset import split_dataset, synthetic_options
 from vflflare.protocol.inprocess import InProcessTransport
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.setup import SERVER
@@ -120,7 +125,7 @@ def parse_cell(text: str) -> tuple[str, int]:
 
 
 def method_settings(scale: str, method: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The scale's settings for `method`, then those of `overrides` (--set) that the method has."""
+    """The scale's settings for `method`, then those of `overrides` (the job setting) that the method has."""
     spec = SCALES[scale]
     extra = spec["fixmatch"] if method in FIXMATCH else spec["pretraining"] if method in PRETRAINING else {}
     known = {f.name for f in dataclasses.fields(get_algorithm(method).Config)}
@@ -144,11 +149,21 @@ def split_dir(scale: str, dataset: str, overlap: int, seed: int, splits: Path) -
 
 
 def prepare_image_split(scale: str, dataset: str, overlap: int, seed: int, data_dir: Path, splits: Path) -> Path:
-    """`vflflare split` once per argument set (common.prepare_split has no --train-rows / --test-rows)."""
+    """`vflflare split` (split_args) once per argument set (bench.splits.prepare_split has no --train-rows /
+    --test-rows)."""
     out = split_dir(scale, dataset, overlap, seed, splits)
     if not (out / "manifest.json").exists():
-        if cli.main(split_args(scale, dataset, overlap, seed, data_dir, out)) != 0:
-            raise RuntimeError(f"vflflare split failed for {dataset}, overlap {overlap}, seed {seed}")
+        train_rows, test_rows = SCALES[scale]["rows"][dataset]
+        try:
+            split_dataset(
+                dataset, str(data_dir), parse_sites(str(len(SITES))), overlap, seed, str(out),
+                train_rows=train_rows or None, test_rows=test_rows or None,
+                synthetic=synthetic_options(dataset, seed, None, None, None),
+            )  # fmt: skip
+        except ValueError as error:
+            raise RuntimeError(
+                f"vflflare split failed for {dataset}, overlap {overlap}, seed {seed}: {error}"
+            ) from error
     return out
 
 
@@ -419,70 +434,46 @@ def paper_commands(data_dir: Path, splits: Path) -> str:
         lines.append(f"#   {method}: {json.dumps(method_settings('paper', method))}")
     lines += [
         "# The benchmark (resumable; on a machine with a CUDA build of torch):",
-        "cd benchmarks && ../.venv/bin/python images.py --scale paper --out runs/images_paper.jsonl",
+        ".venv/bin/vflflare bench run images --set scale=paper --out benchmarks/runs/images_paper.jsonl",
     ]
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", default="cpu", choices=list(SCALES))
-    parser.add_argument("--cells", nargs="+", help="dataset:N_o (default: the scale's cells)")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
-    parser.add_argument("--variant", default="default", help="name under which --set overrides are recorded")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="config override, applied to the methods that have the setting",
-    )
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--splits", type=Path, default=SPLITS, help="where the split folders go")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; existing runs are skipped")
-    parser.add_argument("--table", action="store_true", help="only print the tables of --out")
-    parser.add_argument(
-        "--replace",
-        action="store_true",
-        help="drop the selected runs (scale, variant, cells, seeds, methods) from --out and run them again",
-    )
-    parser.add_argument("--paper", action="store_true", help="only print the paper-scale commands")
-    args = parser.parse_args()
-    if args.paper:
-        print(paper_commands(args.data_dir, args.splits))
-        return
-    if args.table:
-        print(tables(read_jsonl(args.out)))
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """Every (cell, seed, method) of the scale not yet in `out` (with `replace`: the selected ones again)."""
+    settings = spec.settings
+    scale, variant = settings["scale"], settings["variant"]
+    if settings["paper"]:
+        print(paper_commands(data_dir, SPLITS))
         return
     limit_threads()
-    overrides = parse_overrides(args.set)
-    if overrides and args.variant == "default":
-        sys.exit("--set needs --variant NAME, so the runs are not mixed with the default ones")
-    cells = [parse_cell(c) for c in args.cells or SCALES[args.scale]["cells"]]
-    chosen = {(args.scale, args.variant, c, seed, m) for c in cells for seed in args.seeds for m in args.methods}
+    overrides = dict(settings["job"])
+    if overrides and variant == "default":
+        raise ValueError("job overrides need --set variant=NAME, so the runs are not mixed with the default ones")
+    cells = [parse_cell(c) for c in spec.datasets or SCALES[scale]["cells"]]
+    chosen = {(scale, variant, c, seed, m) for c in cells for seed in spec.seeds for m in spec.methods}
 
     def selected(r: dict) -> bool:
         return (r["scale"], r.get("variant", "default"), (r["dataset"], r["overlap"]), r["seed"], r["method"]) in chosen
 
-    if args.replace and args.out.exists():
-        kept = [r for r in read_jsonl(args.out) if not selected(r)]
-        args.out.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    if settings["replace"] and out.exists():
+        kept = [r for r in read_jsonl(out) if not selected(r)]
+        out.write_text("".join(json.dumps(r) + "\n" for r in kept))
     done = {
         (r["scale"], r.get("variant", "default"), r["dataset"], r["overlap"], r["seed"], r["method"])
-        for r in read_jsonl(args.out)
+        for r in read_jsonl(out)
     }
     started = time.perf_counter()
     for dataset, overlap in cells:
-        for seed in args.seeds:
-            todo = [m for m in args.methods if (args.scale, args.variant, dataset, overlap, seed, m) not in done]
+        for seed in spec.seeds:
+            todo = [m for m in spec.methods if (scale, variant, dataset, overlap, seed, m) not in done]
             if not todo:
                 continue
-            root = prepare_image_split(args.scale, dataset, overlap, seed, args.data_dir, args.splits)
+            root = prepare_image_split(scale, dataset, overlap, seed, data_dir, SPLITS)
             for method in todo:
-                record = run_one(args.scale, dataset, overlap, seed, method, root, overrides, args.variant)
-                record["env"] = environment()
-                append_jsonl(args.out, record)
+                record = run_one(scale, dataset, overlap, seed, method, root, overrides, variant)
+                record["env"] = environment_record()
+                append_jsonl(out, record)
                 print(
                     f"[{time.perf_counter() - started:7.0f} s] {dataset} N_o {overlap} seed {seed} {method}: "
                     f"test acc {record['metrics']['test_accuracy']:.4f}, "
@@ -491,8 +482,28 @@ def main() -> None:
                 )
             TimedRuntime.cache.clear()  # one (cell, seed) at a time: the cached states are not needed again
             TimedRuntime.ssl_cache.clear()
-    print(tables(read_jsonl(args.out)))
 
 
-if __name__ == "__main__":
-    main()
+@table("images")
+def committed_tables() -> str:
+    return tables(read_jsonl(RESULTS))
+
+
+suite(
+    Suite(
+        name="images",
+        about="image halves (the one-shot paper's Table 1) in process, at CPU scale or paper scale (IMAGES_REPORT.md)",
+        runner=run,
+        datasets=(),  # cells DATASET:N_o; none named: the scale's cells
+        methods=tuple(METHODS),
+        seeds=(0, 1, 2),
+        settings={
+            "scale": "cpu",  # one of SCALES
+            "variant": "default",  # the name job overrides are recorded under
+            "job": {},  # config overrides, applied to the methods that have the setting
+            "replace": False,  # drop the selected runs from the records and run them again
+            "paper": False,  # only print the paper-scale commands
+        },
+        records="images_cpu.jsonl",
+    )
+)

@@ -21,29 +21,29 @@ mean final test AUC (a level every method reaches on average, so the columns com
 for it) and the highest ('-' = reached by no seed; 'k/3' = reached by k seeds, mean over those).
 
 The two SS-VFL variants pretrain identically (same seed, rows and settings): the pretrained encoders
-are computed once per (setting, seed, fraction) and reused (`PretrainOnce`; `--no-pretrain-cache`
+are computed once per (setting, seed, fraction) and reused (`PretrainOnce`; `--set pretrain_cache=false`
 turns that off, to check that the numbers do not change).
 
 The pretraining defaults were tuned on a held-out split seed (100): SS-VFL-I's validation AUC at 25 %
-labeled, credit default and Adult with 2 parties, for each pretraining setting of TUNING (`--tuning`).
+labeled, credit default and Adult with 2 parties, for each pretraining setting of TUNING (`--set tuning=true`).
 
 Records (benchmarks/results/ssvfl.jsonl, committed) keep numbers and settings only: metrics, row
-counts, payload, epochs, the `--set` overrides and variant, commit and environment. The per-epoch test
+counts, payload, epochs, the job overrides and variant, commit and environment. The per-epoch test
 curve is kept only where its best-so-far test AUC rises, which is all the to-target tables read.
 
-    python benchmarks/ssvfl.py                       # everything (resumes: finished runs are skipped)
-    python benchmarks/ssvfl.py --tuning              # the tuning table's runs
-    python benchmarks/ssvfl.py --settings credit_default:2 --fractions 0.01 --seeds 0
-    python benchmarks/ssvfl.py --table               # print the tables of the results file
-    python benchmarks/tables.py                      # rewrite the report's tables from the results file
+    vflflare bench run ssvfl --committed             # everything (resumes: finished runs are skipped)
+    vflflare bench run ssvfl --committed --set tuning=true   # the tuning table's runs
+    vflflare bench run ssvfl --datasets credit_default:2 --set fractions=[0.01] --seeds 0
+    vflflare bench tables                            # rewrite the report's tables from the results file
+
+The suite's datasets are settings DATASET:K (K parties); a run with job overrides (`--set job=...`) names
+them with `--set variant=NAME`.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
-import functools
 import json
 import math
 import multiprocessing
@@ -53,22 +53,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    SourceTable,
-    environment,
-    job_rows,
-    limit_threads,
-    mean_std,
-    prepare_split,
-    read_jsonl,
-    run_vfl,
-    test_inference_bytes,
-    trees,
-)  # fmt: skip
 
-from vflflare.cli import parse_overrides
+from vflflare.bench.baselines import trees
+from vflflare.bench.inprocess import limit_threads, run_vfl, test_inference_bytes
+from vflflare.bench.paths import COMMITTED
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import read_jsonl
+from vflflare.bench.splits import job_rows, prepare_split, source_table
+from vflflare.bench.stats import mean_std
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import table
 from vflflare.config import JobConfig
 from vflflare.data.sources import load_source
 from vflflare.protocol.site_runtime import SiteRuntime
@@ -124,12 +118,6 @@ def prepare_all_shared_split(data_dir: Path, dataset: str, parties: int, seed: i
     n_rows = len(load_source(dataset, data_dir)[2])
     overlap = n_rows - int(round(TEST_FRACTION * n_rows))
     return prepare_split(data_dir, overlap, seed, splits, dataset, parties)
-
-
-@functools.cache
-def source_table(data_dir: Path, dataset: str) -> SourceTable:
-    """One load per process: the reference runs of every fraction and seed read the same table."""
-    return SourceTable(data_dir, dataset)
 
 
 class PretrainOnce(SiteRuntime):
@@ -259,7 +247,7 @@ def run_group(task: tuple) -> list[dict[str, Any]]:
             if method == REFERENCE
             else run_one(method, setting, fraction, seed, overrides, root, cached)
         )
-        record.update(variant=variant, set=overrides, env=environment())
+        record.update(variant=variant, set=overrides, env=environment_record())
         print(
             f"{setting} {fraction:.2f} seed {seed} {method}: test AUC {record['metrics']['test_auc']:.4f}, "
             f"{record.get('training_mb', 0):.2f} MB, {record['wall_s']} s",
@@ -399,70 +387,59 @@ def tables(records: list[dict]) -> str:
     return "\n\n".join(f"{title}\n\n{table}" for title, table in parts)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--settings", nargs="+", default=SETTINGS, help="dataset:parties")
-    parser.add_argument("--fractions", nargs="+", type=float, default=FRACTIONS)
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--methods", nargs="+", default=[*METHODS, REFERENCE], choices=[*METHODS, REFERENCE])
-    parser.add_argument("--variant", default=DEFAULT, help="name under which --set overrides are recorded")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
-    parser.add_argument(
-        "--tuning",
-        action="store_true",
-        help="run the tuning table's variants instead (SS-VFL-I, 25 %% labeled, seed 100)",
-    )
-    parser.add_argument("--workers", type=int, default=1, help="parallel processes (one torch thread each)")
-    parser.add_argument(
-        "--no-pretrain-cache",
-        action="store_true",
-        help="pretrain for every SS-VFL run instead of reusing the (setting, seed, fraction) encoders",
-    )
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--splits", type=Path, default=SPLITS, help="where the split folders go")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; existing runs are skipped")
-    parser.add_argument("--table", action="store_true", help="only print the tables of --out")
-    args = parser.parse_args()
-    if not args.table:
-        if args.tuning:
-            plans = [
-                (variant, overrides, TUNING_SETTINGS, [TUNING_FRACTION], [TUNING_SEED], ["ssvfl_i"])
-                for variant, overrides in TUNING.items()
-            ]
-        else:
-            if args.variant in TUNING or (args.variant == DEFAULT and args.set):
-                parser.error(f"name --set overrides with --variant (not {args.variant!r})")
-            plans = [(args.variant, parse_overrides(args.set), args.settings, args.fractions, args.seeds, args.methods)]
-        done = {(r["variant"], r["setting"], r["fraction"], r["seed"], r["method"]) for r in read_jsonl(args.out)}
-        tasks = []
-        for variant, overrides, settings, fractions, seeds, methods in plans:
-            for setting in settings:
-                for seed in seeds:
-                    for fraction in fractions:
-                        todo = [m for m in methods if (variant, setting, fraction, seed, m) not in done]
-                        if todo:
-                            tasks.append(
-                                (
-                                    setting,
-                                    fraction,
-                                    seed,
-                                    todo,
-                                    overrides,
-                                    args.data_dir,
-                                    args.splits,
-                                    variant,
-                                    not args.no_pretrain_cache,
-                                )
-                            )
-        # splits first, in this process, so parallel workers never write the same folder
-        for setting, seed in {(t[0], t[2]) for t in tasks}:
-            prepare_all_shared_split(args.data_dir, *parse_setting(setting), seed, args.splits)
-        with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
-            for records in pool.imap_unordered(run_group, tasks):
-                for record in records:
-                    write_record(args.out, record)
-    print(tables(read_jsonl(args.out)))
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """Every (variant, setting, seed, fraction) group's methods not yet in `out`, `workers` groups at once."""
+    settings = spec.settings
+    if settings["tuning"]:
+        plans = [
+            (variant, overrides, TUNING_SETTINGS, [TUNING_FRACTION], [TUNING_SEED], ["ssvfl_i"])
+            for variant, overrides in TUNING.items()
+        ]
+    else:
+        variant, overrides = settings["variant"], dict(settings["job"])
+        if variant in TUNING or (variant == DEFAULT and overrides):
+            raise ValueError(f"name job overrides with --set variant=NAME (not {variant!r})")
+        plans = [(variant, overrides, spec.datasets, settings["fractions"], spec.seeds, spec.methods)]
+    done = {(r["variant"], r["setting"], r["fraction"], r["seed"], r["method"]) for r in read_jsonl(out)}
+    tasks = []
+    for variant, overrides, setting_names, fractions, seeds, methods in plans:
+        for setting in setting_names:
+            for seed in seeds:
+                for fraction in fractions:
+                    todo = [m for m in methods if (variant, setting, fraction, seed, m) not in done]
+                    if todo:
+                        cached = settings["pretrain_cache"]
+                        tasks.append((setting, fraction, seed, todo, overrides, data_dir, SPLITS, variant, cached))
+    # splits first, in this process, so parallel workers never write the same folder
+    for setting, seed in {(t[0], t[2]) for t in tasks}:
+        prepare_all_shared_split(data_dir, *parse_setting(setting), seed, SPLITS)
+    with multiprocessing.get_context("spawn").Pool(settings["workers"]) as pool:
+        for records in pool.imap_unordered(run_group, tasks):
+            for record in records:
+                write_record(out, record)
 
 
-if __name__ == "__main__":
-    main()
+@table("ssvfl")
+def committed_tables() -> str:
+    return tables(read_jsonl(RESULTS))
+
+
+suite(
+    Suite(
+        name="ssvfl",
+        about="SS-VFL-I and SS-VFL-C against supervised VFL with few labels (SSVFL_REPORT.md)",
+        runner=run,
+        datasets=tuple(SETTINGS),
+        methods=(*METHODS, REFERENCE),
+        seeds=(0, 1, 2),
+        settings={
+            "fractions": tuple(FRACTIONS),  # labeled fractions of the training rows
+            "variant": DEFAULT,  # the name its job overrides are recorded under
+            "job": {},  # config overrides
+            "tuning": False,  # run the tuning table's variants instead (SS-VFL-I, 25 % labeled, seed 100)
+            "workers": 1,  # parallel processes (one torch thread each)
+            "pretrain_cache": True,  # reuse the (setting, seed, fraction) encoders across SS-VFL variants
+        },
+        records="ssvfl.jsonl",
+    )
+)

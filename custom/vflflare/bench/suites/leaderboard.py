@@ -1,9 +1,10 @@
-"""LEADERBOARD's "Changes tried" (issue 14): each change to the tabular recipe is one `vflflare bench` folder
-per dataset under benchmarks/results/leaderboard/CHANGE_DATASET, run on the default grid's splits and seeds;
-these two tables summarise them against the default grids (grid_DATASET). Each folder's own tables come
-from `vflflare bench report FOLDER --against grid_DATASET`.
+"""LEADERBOARD.md: the default grids (`vflflare bench`: every tabular method and baseline), each change to the
+tabular recipe tried against them, and the fair comparison with tuned trees (issue 26). Each folder's tables
+are `vflflare bench report` of it; "Changes tried" and the goal table summarise the changes against the
+default grids (grid_DATASET), seed by seed on the same splits.
 
-    .venv/bin/python benchmarks/leaderboard_changes.py    # print both tables
+    vflflare bench run leaderboard                                   # the default grids, to a scratch folder
+    vflflare bench run leaderboard --set folder='"ple"' --set job='{"numeric_transform": "ple"}'  # a change
 """
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ from pathlib import Path
 
 import numpy as np
 
-from vflflare.bench.grid import VFL_METHODS, read_records
+from vflflare.bench.grid import LABEL_ALONE_TUNED, METHODS, TUNED, VFL_METHODS, BenchSpec, run_grid
+from vflflare.bench.paths import COMMITTED
+from vflflare.bench.records import read_jsonl
 from vflflare.bench.report import RESULTS, cells
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import Builder, register, table
 
-LEADERBOARD = Path(__file__).resolve().parent / "results" / "leaderboard"
+LEADERBOARD = "leaderboard"
+FOLDERS = ("quantile", "mlp128x2", "ple", "ensemble3", "wd1e-4", "ple_ensemble3")  # the changes' folder stems
 DATASETS = {"credit_default": "credit default", "adult": "Adult"}
 CHANGES = {  # folder stem -> the change as the table names it
     "quantile": "1. quantile encoding (`numeric_transform: quantile`)",
@@ -31,12 +37,73 @@ RECIPES = {  # folder stem (None: the default grid) -> the row of the goal table
     "ple_ensemble3": "best neural method, `ple` + ensemble of 3 (no FedHSSL)",
 }
 TREES = "central XGBoost"
+DEFAULTS = BenchSpec()
+
+
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """One `vflflare bench` folder per dataset, out/FOLDER_DATASET (FOLDER: grid for the default recipe)."""
+    if out.resolve().is_relative_to(COMMITTED.resolve()):
+        # a grid folder also holds its splits and work folders: only results.jsonl and bench.json are committed
+        raise ValueError("run the leaderboard into a scratch folder, then copy results.jsonl and bench.json")
+    settings = spec.settings
+    for dataset in spec.datasets:
+        bench = BenchSpec(
+            [dataset], list(settings["overlaps"]), list(spec.seeds), list(spec.methods), settings["sites"],
+            settings["sim"], str(data_dir), settings["workers"], dict(settings["job"]), settings["ensemble"],
+        )  # fmt: skip
+        run_grid(bench, out / f"{settings['folder']}_{dataset}")
+
+
+suite(
+    Suite(
+        name=LEADERBOARD,
+        about="every tabular method and baseline on one grid of splits, and each change to the recipe",
+        runner=run,
+        datasets=tuple(DATASETS),
+        methods=METHODS,
+        seeds=tuple(DEFAULTS.seeds),
+        settings={
+            "overlaps": tuple(DEFAULTS.overlaps),
+            "sites": DEFAULTS.sites,
+            "sim": DEFAULTS.sim,
+            "workers": 2,
+            "job": {},  # a job setting for every VFL method that has it (`vflflare bench --set`)
+            "ensemble": DEFAULTS.ensemble,
+            "folder": "grid",  # the change's name: its records go to FOLDER_DATASET
+        },
+        records=LEADERBOARD,
+    )
+)
+FAIR_PAIRS = (("VFLHLP", TUNED), ("VFLHLP", LABEL_ALONE_TUNED), ("SS-VFL-I", TUNED), ("VFLHLP", "central XGBoost"))
+
+
+def bench_report(folder: str, against: str | None = None, pairs: tuple[tuple[str, str], ...] = ()) -> Builder:
+    """`vflflare bench report benchmarks/results/FOLDER [--against ...] [--paired ...]`."""
+
+    def build() -> str:
+        from vflflare.bench.report import report_text
+
+        return report_text(COMMITTED / folder, COMMITTED / against if against else None, list(pairs))
+
+    return build
+
+
+for _name in ("grid_credit_default", "grid_adult", "default"):
+    register(f"{LEADERBOARD}/{_name}", bench_report(f"{LEADERBOARD}/{_name}"))
+register(f"{LEADERBOARD}/ple_ensemble3", bench_report(f"{LEADERBOARD}/ple_ensemble3", f"{LEADERBOARD}/default"))
+for _change in FOLDERS:
+    for _dataset in DATASETS:
+        if (COMMITTED / LEADERBOARD / f"{_change}_{_dataset}").is_dir():
+            register(
+                f"{LEADERBOARD}/{_change}_{_dataset}",
+                bench_report(f"{LEADERBOARD}/{_change}_{_dataset}", f"{LEADERBOARD}/grid_{_dataset}"),
+            )
+register(f"{LEADERBOARD}/fair_trees", bench_report(f"{LEADERBOARD}/fair_trees", pairs=FAIR_PAIRS))
 
 
 def records(stem: str | None, dataset: str) -> list[dict]:
     """A change's records on `dataset` ([] if it did not run there); stem None: the default grid."""
-    path = LEADERBOARD / (f"{stem}_{dataset}" if stem else f"grid_{dataset}") / RESULTS
-    return read_records(path) if path.exists() else []
+    return read_jsonl(COMMITTED / LEADERBOARD / (f"{stem}_{dataset}" if stem else f"grid_{dataset}") / RESULTS)
 
 
 def seed_deltas(changed: list[dict], default: list[dict]) -> dict[tuple[str, int], list[float]]:
@@ -102,9 +169,6 @@ def goal() -> str:
     return "\n".join(lines) + "\n"
 
 
-def tables(_: object = None) -> str:
+@table(f"{LEADERBOARD}/changes")
+def changes_and_goal() -> str:
     return changes_tried() + "\n" + goal()
-
-
-if __name__ == "__main__":
-    print(tables())

@@ -11,32 +11,29 @@ plug-in), vanilla split NN, SS-VFL-C, one-shot, and FedHSSL (10 global iteration
 defaults otherwise. Runs go through the in-process driver, which gives the simulator's numbers exactly
 (tests/test_vflhlp_simulator.py).
 
-    python benchmarks/vflhlp.py --settings credit_default:2 --aligned 250 1000 4000 --seeds 0 1 2
-    python benchmarks/vflhlp.py --select-beta     # beta on validation AUC, split seed 9 (not a test seed)
-    python benchmarks/vflhlp.py --table
+    vflflare bench run vflhlp --datasets credit_default:2 --set aligned=[250,1000,4000] --seeds 0 1 2
+    vflflare bench run vflhlp --set select_beta=true   # beta on validation AUC, split seed 9 (not a test seed)
+    vflflare bench tables        # VFLHLP_REPORT.md's tables from the committed records (results/vflhlp.jsonl)
+
+The suite's datasets are settings DATASET:K (K parties).
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    append_jsonl,
-    environment,
-    limit_threads,
-    prepare_split,
-    read_jsonl,
-    run_vfl,
-)
 
-from vflflare.cli import parse_overrides
+from vflflare.bench.inprocess import limit_threads, run_vfl
+from vflflare.bench.paths import COMMITTED
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.splits import prepare_split
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import table
 from vflflare.registry import make_config
 
 RESULTS = COMMITTED / "vflhlp.jsonl"  # compact records: numbers and settings
@@ -93,7 +90,7 @@ def run_one(method: str, setting: str, aligned: int, seed: int, overrides: dict,
         "mb_per_site": {s: round(c["payload_bytes"] / 1e6, 3) for s, c in per_site.items()},
         "phase_wall_s": {p: round(s, 1) for p, s in wall.items()},
         "wall_s": round(time.perf_counter() - start, 1),
-        "env": environment(),
+        "env": environment_record(),
     }
 
 
@@ -191,64 +188,64 @@ def summary_table(records: list[dict], parties: int = 2) -> str:
 
 
 def tables(records: list[dict]) -> str:
-    """`--table`: beta selection, test AUC, credit default's communication (K = 2), and the medians of K = 2."""
+    """The report's tables: beta selection, test AUC, credit default's communication (K = 2), the K = 2 medians."""
     return "\n\n".join(
         t for t in (beta_table(records), auc_table(records), communication_table(records), summary_table(records)) if t
     )
 
 
-def select_beta(args: argparse.Namespace) -> None:
+def select_beta(spec: Suite, out: Path, data_dir: Path) -> None:
     """VFLHLP's validation AUC per beta on a split seed no benchmark uses; the test AUC is recorded, never read."""
-    for setting in args.settings:
-        for aligned in args.aligned:
+    for setting in spec.datasets:
+        for aligned in spec.settings["aligned"]:
             for beta in BETAS:
-                record = run_one("VFLHLP", setting, aligned, SELECTION_SEED, {"beta": beta}, args.data_dir, args.splits)
-                append_jsonl(args.out, {**record, "beta_selection": beta})
+                record = run_one("VFLHLP", setting, aligned, SELECTION_SEED, {"beta": beta}, data_dir, SPLITS)
+                append_jsonl(out, {**record, "beta_selection": beta})
                 val = next(v for k, v in record["metrics"].items() if k.startswith("val_"))
                 print(f"beta {beta}: {setting} {aligned} split seed {SELECTION_SEED}: val {val:.4f}", flush=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--settings", nargs="+", default=SETTINGS)
-    parser.add_argument("--aligned", nargs="+", type=int, default=ALIGNED)
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (VFLHLP runs)")
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--splits", type=Path, default=SPLITS)
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; finished runs are skipped")
-    parser.add_argument("--table", action="store_true", help="only print the tables of --out")
-    parser.add_argument("--select-beta", action="store_true", help=select_beta.__doc__)
-    args = parser.parse_args()
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """Every (setting, N, seed, method) not yet in `out` (FedHSSL with 2 parties only), appended as each ends."""
     limit_threads()
-    if args.select_beta:
-        return select_beta(args)
-    if not args.table:
-        done = {
-            (r["setting"], r["aligned"], r["seed"], r["method"])
-            for r in read_jsonl(args.out)
-            if "beta_selection" not in r
-        }
-        overrides = parse_overrides(args.set)
-        for setting in args.settings:
-            for aligned in args.aligned:
-                for seed in args.seeds:
-                    for method in args.methods:
-                        if (setting, aligned, seed, method) in done or (
-                            method == "FedHSSL" and not setting.endswith(":2")
-                        ):
-                            continue
-                        own = overrides if METHODS[method]["algorithm"] == "vflhlp" else {}
-                        record = run_one(method, setting, aligned, seed, own, args.data_dir, args.splits)
-                        append_jsonl(args.out, record)
-                        print(
-                            f"{setting} {aligned} seed {seed} {method}: test {test_metric(record):.4f}, "
-                            f"{record['wall_s']} s",
-                            flush=True,
-                        )
-    print(tables([r for r in read_jsonl(args.out)]))
+    if spec.settings["select_beta"]:
+        return select_beta(spec, out, data_dir)
+    done = {(r["setting"], r["aligned"], r["seed"], r["method"]) for r in read_jsonl(out) if "beta_selection" not in r}
+    overrides = dict(spec.settings["job"])
+    for setting in spec.datasets:
+        for aligned in spec.settings["aligned"]:
+            for seed in spec.seeds:
+                for method in spec.methods:
+                    if (setting, aligned, seed, method) in done or (method == "FedHSSL" and not setting.endswith(":2")):
+                        continue
+                    own = overrides if METHODS[method]["algorithm"] == "vflhlp" else {}
+                    record = run_one(method, setting, aligned, seed, own, data_dir, SPLITS)
+                    append_jsonl(out, record)
+                    print(
+                        f"{setting} {aligned} seed {seed} {method}: test {test_metric(record):.4f}, "
+                        f"{record['wall_s']} s",
+                        flush=True,
+                    )
 
 
-if __name__ == "__main__":
-    main()
+@table("vflhlp")
+def committed_tables() -> str:
+    return tables(read_jsonl(RESULTS))
+
+
+suite(
+    Suite(
+        name="vflhlp",
+        about="VFLHLP against its ablations, the active party alone and the other algorithms (VFLHLP_REPORT.md)",
+        runner=run,
+        datasets=tuple(SETTINGS),
+        methods=tuple(METHODS),
+        seeds=(0, 1, 2),
+        settings={
+            "aligned": tuple(ALIGNED),  # N, the aligned labeled training rows
+            "job": {},  # config overrides for the VFLHLP runs
+            "select_beta": False,  # only choose beta on validation AUC (split seed 9)
+        },
+        records="vflhlp.jsonl",
+    )
+)

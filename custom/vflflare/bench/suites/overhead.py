@@ -1,11 +1,11 @@
 """What NVFlare costs on top of the algorithm, on credit default (split and job seed 0).
 
 (a) The one-shot job (N_o = 1000, package defaults) in the NVFlare simulator (2 sites, 2 threads) vs
-    `run_inprocess` (the same phases in one process), alternated, --reps times each. Reported: medians of
+    `run_inprocess` (the same phases in one process), alternated, `reps` times each. Reported: medians of
     - the simulator command's wall time vs the in-process call's (everything a user waits for),
     - the job's own wall time from its result record (controller start to result),
     - the same without the 'setup' phase (for the simulator: sites starting, loading and checking data).
-(b) The same comparison on a longer one-shot job, --long-reps times each: N_o = 2000 and ssl_epochs
+(b) The same comparison on a longer one-shot job, `long_reps` times each: N_o = 2000 and ssl_epochs
     LONG_SSL_EPOCHS, so the in-process run takes about a minute. The simulator's start-up (processes,
     sites initialising before they take the setup task) is a fixed cost; this shows how it amortises.
 (c) Split-NN step latency (N_o = 1000): a vanilla VFL job in the simulator, where each per-batch step is one
@@ -14,32 +14,25 @@
     'split_training' phase wall time per step (which adds the label party's compute and the per-epoch
     validation and commit messages), next to the same numbers in-process.
 
-    python benchmarks/overhead.py --reps 3
-    python benchmarks/overhead.py --reps 0 --split-reps 0 --long-reps 3
-    python benchmarks/overhead.py --table
+    vflflare bench run overhead --set reps=3
+    vflflare bench run overhead --set reps=0 --set split_reps=0 --set long_reps=3
+    vflflare bench tables             # REPORT.md table 3 from the committed records (results/overhead.jsonl)
 """
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import time
 from pathlib import Path
 
-from common import (
-    COMMITTED,
-    DEFAULT_DATA_DIR,
-    DEFAULT_SPLITS,
-    SITES,
-    append_jsonl,
-    environment,
-    limit_threads,
-    prepare_split,
-    read_jsonl,
-    run_vfl,
-)  # fmt: skip
-
+from vflflare.bench.inprocess import limit_threads, run_vfl
+from vflflare.bench.paths import COMMITTED, DEFAULT_SPLITS
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.splits import SITES, prepare_split
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import table
 from vflflare.jobs import write_job
 from vflflare.registry import make_config
 from vflflare.simulation import simulate
@@ -208,49 +201,53 @@ def tables(records: list[dict]) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=3, help="repetitions of the one-shot comparison")
-    parser.add_argument("--split-reps", type=int, default=1, help="vanilla VFL simulator runs for the step latency")
-    parser.add_argument(
-        "--long-reps",
-        type=int,
-        default=0,
-        help=f"repetitions of the long one-shot job (N_o={LONG_OVERLAP}, ssl_epochs {LONG_SSL_EPOCHS})",
-    )
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS)
-    parser.add_argument(
-        "--work", type=Path, default=Path("/tmp/vflflare-bench/overhead"), help="job folders and simulator workspaces"
-    )
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--table", action="store_true", help="only print the tables of --out")
-    args = parser.parse_args()
-    if not args.table:
-        limit_threads()
-        roots = {SHORT: prepare_split(args.data_dir, OVERLAP, SEED, args.splits)}
-        if args.long_reps:
-            roots[LONG] = prepare_split(args.data_dir, LONG_OVERLAP, SEED, args.splits)
-        env = environment()
-        # alternate the two modes so drifting machine load hits both alike
-        both = ("simulator", "inprocess")
-        runs = [(mode, "oneshot", rep, SHORT) for rep in range(args.reps) for mode in both]
-        runs += [(mode, "vanilla", rep, SHORT) for rep in range(args.split_reps) for mode in both]
-        runs += [(mode, "oneshot", rep, LONG) for rep in range(args.long_reps) for mode in both]
-        for mode, algorithm, rep, scenario in runs:
-            if mode == "simulator":
-                record = run_simulator(algorithm, roots[scenario], args.work, rep, scenario)
-            else:
-                record = run_in_process(algorithm, roots[scenario], scenario)
-            append_jsonl(args.out, {**record, "rep": rep, "config": _overrides(algorithm, scenario), "env": env})
-            print(
-                f"{mode:10s} {algorithm:8s} {scenario} rep {rep}: command {record['command_s']:.1f} s, "
-                f"job {record['job_s']:.1f} s,"
-                f" without setup {record['job_without_setup_s']:.1f} s, step {record['step_latency']}",
-                flush=True,
-            )
-    print(tables(read_jsonl(args.out)))
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """The runs of (a)-(c), the two modes alternated; each appended to `out` as it ends."""
+    settings = spec.settings
+    limit_threads()
+    roots = {SHORT: prepare_split(data_dir, OVERLAP, SEED, DEFAULT_SPLITS)}
+    if settings["long_reps"]:
+        roots[LONG] = prepare_split(data_dir, LONG_OVERLAP, SEED, DEFAULT_SPLITS)
+    env = environment_record()
+    work = Path(settings["work"])
+    # alternate the two modes so drifting machine load hits both alike
+    both = ("simulator", "inprocess")
+    runs = [(mode, "oneshot", rep, SHORT) for rep in range(settings["reps"]) for mode in both]
+    runs += [(mode, "vanilla", rep, SHORT) for rep in range(settings["split_reps"]) for mode in both]
+    runs += [(mode, "oneshot", rep, LONG) for rep in range(settings["long_reps"]) for mode in both]
+    for mode, algorithm, rep, scenario in runs:
+        if mode == "simulator":
+            record = run_simulator(algorithm, roots[scenario], work, rep, scenario)
+        else:
+            record = run_in_process(algorithm, roots[scenario], scenario)
+        append_jsonl(out, {**record, "rep": rep, "config": _overrides(algorithm, scenario), "env": env})
+        print(
+            f"{mode:10s} {algorithm:8s} {scenario} rep {rep}: command {record['command_s']:.1f} s, "
+            f"job {record['job_s']:.1f} s,"
+            f" without setup {record['job_without_setup_s']:.1f} s, step {record['step_latency']}",
+            flush=True,
+        )
 
 
-if __name__ == "__main__":
-    main()
+@table("overhead")
+def committed_tables() -> str:
+    return tables(read_jsonl(RESULTS))
+
+
+suite(
+    Suite(
+        name="overhead",
+        about="what NVFlare costs on top of the algorithm: simulator against in process (REPORT.md table 3)",
+        runner=run,
+        datasets=("credit_default",),
+        methods=("oneshot", "vanilla"),
+        seeds=(SEED,),
+        settings={
+            "reps": 3,  # repetitions of the one-shot comparison
+            "split_reps": 1,  # vanilla VFL simulator runs for the step latency
+            "long_reps": 0,  # repetitions of the long one-shot job (N_o 2000, ssl_epochs 200)
+            "work": "/tmp/vflflare-bench/overhead",  # job folders and simulator workspaces
+        },
+        records="overhead.jsonl",
+    )
+)

@@ -9,18 +9,17 @@ older commit measures that commit. The ledger times each step's round trip to al
     vflflare split --dataset credit_default --data-dir ../shared/data --sites 2 --overlap 1000 --seed 0 \\
         --out /tmp/scale/credit
     git worktree add /tmp/wt_before <commit>
-    python benchmarks/poc_step_latency.py --session mine --data-root /tmp/scale/credit --reps 3 \\
-        --tree before=/tmp/wt_before/custom --tree after=custom
-    python benchmarks/poc_step_latency.py --session adhoc --data-root /tmp/scale/credit --reps 3 \\
-        --tree "default-routing=custom --no-adhoc" --tree adhoc=custom
+    vflflare bench run poc_step_latency --set session=mine --set data_root=/tmp/scale/credit --set reps=3 \\
+        --set trees='["before=/tmp/wt_before/custom", "after=custom"]'
+    vflflare bench run poc_step_latency --committed --set session=adhoc --set data_root=/tmp/scale/credit \\
+        --set trees='["default-routing=custom --no-adhoc", "adhoc=custom"]'
 
-Records are appended to benchmarks/results/poc_step_latency.jsonl, tagged with --session; `--table SESSION`
-prints that comparison's table (SCALE_REPORT's `<!-- table poc_step_latency/SESSION -->`).
+Records are appended (with --committed, to benchmarks/results/poc_step_latency.jsonl), tagged with the
+session; each committed session is one table (SCALE_REPORT's `<!-- table poc_step_latency/SESSION -->`).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -29,9 +28,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import COMMITTED, append_jsonl, environment, read_jsonl
+from vflflare.bench.paths import COMMITTED, REPO
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import register
 
-REPO = Path(__file__).resolve().parents[1]
 RESULTS = COMMITTED / "poc_step_latency.jsonl"
 
 
@@ -70,72 +72,46 @@ def run_once(tree: Path, options: list[str], job: Path, data_root: str, workspac
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--session", help="the name these runs are recorded under")
-    parser.add_argument("--table", metavar="SESSION", help="print a recorded session's table, run nothing")
-    parser.add_argument("--data-root")
-    parser.add_argument(
-        "--tree",
-        action="append",
-        metavar="NAME=DIR [OPTIONS]",
-        help="a code tree to measure: the folder holding the vflflare package, then any "
-        "poc/run.sh options for its runs (e.g. 'provisioned=custom --no-adhoc')",
-    )
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--out", default="/tmp/vflflare_step_latency")
-    parser.add_argument("--port", type=int, default=8123, help="the first run's; each run takes the next")
-    args = parser.parse_args(argv)
-    if args.table:
-        print(table(read_jsonl(RESULTS), args.table))
-        return 0
-    if not (args.session and args.data_root and args.tree):
-        parser.error("--session, --data-root and --tree are needed to run")
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """`reps` rounds over the trees, each tree's run in turn; every run appended to `out` as it ends."""
+    settings = spec.settings
+    if not (settings["session"] and settings["data_root"] and settings["trees"]):
+        raise ValueError("set session, data_root (a `vflflare split` folder) and trees to run")
     trees = {}
-    for spec in args.tree:
-        name, rest = spec.split("=", 1)
+    for tree_spec in settings["trees"]:
+        name, rest = tree_spec.split("=", 1)
         folder, *options = shlex.split(rest)
         trees[name] = (Path(folder).resolve(), options)
-    out = Path(args.out)
-    job = out / "jobs" / "vanilla_poc"
+    work = Path(settings["work"])
+    epochs = settings["epochs"]
+    job = work / "jobs" / "vanilla_poc"
     subprocess.run(
         [
-            str(Path(sys.executable).with_name("vflflare")),
-            "jobs",
-            "--out",
-            str(out / "jobs"),
-            "--name",
-            "vanilla_poc",
-            "--algorithm",
-            "vanilla",
-            "--set",
-            f"split_epochs={args.epochs}",
-            "--set",
-            f"split_patience={args.epochs}",
+            str(Path(sys.executable).with_name("vflflare")), "jobs", "--out", str(work / "jobs"), "--name",
+            "vanilla_poc", "--algorithm", "vanilla", "--set", f"split_epochs={epochs}", "--set",
+            f"split_patience={epochs}",
         ],
         check=True,
         stdout=subprocess.DEVNULL,
-    )
+    )  # fmt: skip
     rows: list[dict] = []
-    for rep in range(args.reps):
+    for rep in range(settings["reps"]):
         for index, (name, (tree, options)) in enumerate(trees.items()):
-            port = args.port + len(rows)  # a stopped POC's port can stay busy for a while
-            workspace = out / f"ws_{index}_{rep}"  # a tree's name is free text: no path from it
+            port = settings["port"] + len(rows)  # a stopped POC's port can stay busy for a while
+            workspace = work / f"ws_{index}_{rep}"  # a tree's name is free text: no path from it
             row = {
-                "session": args.session,
+                "session": settings["session"],
                 "tree": name,
                 "options": options,
                 "rep": rep,
-                "epochs": args.epochs,
-                **run_once(tree, options, job, args.data_root, workspace, port),
-                "env": environment(),
+                "epochs": epochs,
+                **run_once(tree, options, job, settings["data_root"], workspace, port),
+                "env": environment_record(),
             }
             print(json.dumps(row), flush=True)
-            append_jsonl(RESULTS, row)
+            append_jsonl(out, row)
             rows.append(row)
-    print(table(rows, args.session))
-    return 0
+    print(table(rows, settings["session"]))
 
 
 def table(records: list[dict], session: str) -> str:
@@ -156,5 +132,25 @@ def table(records: list[dict], session: str) -> str:
     return "\n".join(out)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+suite(
+    Suite(
+        name="poc_step_latency",
+        about="per-batch split-NN step latency in a real NVFlare POC, code trees side by side (SCALE_REPORT.md)",
+        runner=run,
+        datasets=("credit_default",),
+        methods=("vanilla",),
+        seeds=(0,),
+        settings={
+            "session": None,  # the name the runs are recorded under: one table per session
+            "data_root": None,  # a `vflflare split` folder
+            "trees": (),  # "NAME=DIR [poc/run.sh options]": the folder holding the vflflare package to measure
+            "reps": 3,
+            "epochs": 10,
+            "work": "/tmp/vflflare_step_latency",
+            "port": 8123,  # the first run's; each run takes the next
+        },
+        records="poc_step_latency.jsonl",
+    )
+)
+for _session in dict.fromkeys(r["session"] for r in read_jsonl(RESULTS)):
+    register(f"poc_step_latency/{_session}", lambda s=_session: table(read_jsonl(RESULTS), s))
