@@ -14,7 +14,8 @@ from vflflare.registry import BUILT_IN
 # highest first; "a | b": a and b may not import each other ("a : b": they may; plug-ins build on each other)
 LAYERS = [
     "cli",
-    "bench | attacks",  # tools on top of everything below
+    "bench",  # tools on top of everything below; benchmarks measure attacks too
+    "attacks",
     "simulation | jobs",
     "recipes",
     "flare",  # NVFlare adapters

@@ -1,4 +1,5 @@
-"""poc/wan_link.py adds the round-trip time and the bandwidth it is set to, measured through it."""
+"""vflflare/bench/wan_link.py (poc/run.sh --link-*) adds the round-trip time and the bandwidth it is set to,
+measured through it."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import threading
 import time
 
 import pytest
-from deployment_helpers import REPO  # noqa: F401 - puts poc/ on sys.path
-from wan_link import WanLink
+
+from vflflare.bench.wan_link import WanLink
 
 
 def sink_server() -> tuple[socket.socket, int]:

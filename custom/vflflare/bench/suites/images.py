@@ -148,15 +148,19 @@ def split_dir(scale: str, dataset: str, overlap: int, seed: int, splits: Path) -
     return splits / f"{dataset}_r{train_rows or 'all'}_t{test_rows or 'all'}_n{overlap}_s{seed}"
 
 
-def prepare_image_split(scale: str, dataset: str, overlap: int, seed: int, data_dir: Path, splits: Path) -> Path:
+def prepare_image_split(
+    scale: str, dataset: str, overlap: int, seed: int, data_dir: Path, splits: Path, label_owner: str | None = None
+) -> Path:
     """`vflflare split` (split_args) once per argument set (bench.splits.prepare_split has no --train-rows /
-    --test-rows)."""
+    --test-rows); with `label_owner`, `--label-owner O --active-site-labels` in a folder of its own."""
     out = split_dir(scale, dataset, overlap, seed, splits)
+    out = out.with_name(out.name + (f"_labels_{label_owner}_all" if label_owner else ""))
     if not (out / "manifest.json").exists():
         train_rows, test_rows = SCALES[scale]["rows"][dataset]
         try:
             split_dataset(
                 dataset, str(data_dir), parse_sites(str(len(SITES))), overlap, seed, str(out),
+                label_owner=label_owner or SERVER, active_site_labels=bool(label_owner),
                 train_rows=train_rows or None, test_rows=test_rows or None,
                 synthetic=synthetic_options(dataset, seed, None, None, None),
             )  # fmt: skip

@@ -1,5 +1,5 @@
 """Every algorithm as a real POC (NVFlare server, site and admin processes) with the sites' traffic through an
-emulated wide-area link (poc/wan_link.py, via poc/run.sh --link-rtt-ms/--link-mbit), on credit default
+emulated wide-area link (bench/wan_link.py, via poc/run.sh --link-rtt-ms/--link-mbit), on credit default
 (2 sites, N_o 1000, split and job seed 0, package defaults as the parity suite runs them).
 
 Links: round trips of 0, 20 and 100 ms at 1 Gbit/s, and 100 and 10 Mbit/s at 20 ms. Each record keeps

@@ -37,20 +37,22 @@ on seeds 3-5, which played no part in choosing it; there the goal is met when th
 <= 0.60 at a test AUC cost <= 0.02 (one-shot's own goal, issue 36: leak <= 0.65 at test AUC >= 0.70, is
 reported beside it; the rule is the same for every algorithm).
 
-Second cell (`--dataset mnist`, records in privacy_mnist_adaptive.jsonl; not run with the adaptive suite yet,
+Second cell (suite privacy_mnist, records in privacy_mnist_adaptive.jsonl; not run with the adaptive suite yet,
 issue 27's withdrawn records are privacy_mnist.jsonl):
 MNIST halves, small, as IMAGES_REPORT's CPU table (N_o 256, 1500 training and 1000 test images per split,
-`images.py` SCALES["cpu"] settings). Ten classes, so the label attacks score the share of rows whose label
+the images suite's SCALES["cpu"] settings). Ten classes, so the label attacks score the share of rows whose label
 they recover (beside the majority-class rate), and Marvell (binary) is left out.
 
-    python benchmarks/privacy.py --seeds 0 1 2 --workers 2
-    python benchmarks/privacy.py --confirm --seeds 3 4 5 --workers 2
-    python benchmarks/privacy.py --table
+    vflflare bench run privacy --committed --set workers=2
+    vflflare bench run privacy --committed --set confirm=true --seeds 3 4 5 --set workers=2
+    vflflare bench tables        # PRIVACY_REPORT.md's and the README's tables from the committed records
+
+A run ends with the tables of its records and the plot (benchmarks/privacy_credit_default.png for the
+committed records, else beside them); a run with nothing left to do only prints and draws them.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -60,17 +62,19 @@ from pathlib import Path
 from typing import Any
 
 from vflflare.bench.inprocess import limit_threads
-from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS
+from vflflare.bench.paths import BENCHMARKS, COMMITTED, DEFAULT_SPLITS
 from vflflare.bench.provenance import environment_record
 from vflflare.bench.records import append_jsonl, read_jsonl
 from vflflare.bench.splits import SourceTable, prepare_split
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.suites import images
+from vflflare.bench.tables import register
 
 CREDIT_RESULTS = COMMITTED / "privacy_adaptive.jsonl"  # credit default, the adaptive suite (issue 36)
-RESULTS = CREDIT_RESULTS  # what `vflflare bench tables` reads for the "privacy" builder
 # MNIST with the adaptive suite: a file of its own, so a rerun never resumes into issue 27's privacy_mnist.jsonl
 MNIST, MNIST_RESULTS, MNIST_OVERLAP = "mnist", COMMITTED / "privacy_mnist_adaptive.jsonl", 256
-PLOT = Path(__file__).resolve().parent / "privacy_credit_default.png"
-MNIST_PLOT = Path(__file__).resolve().parent / "privacy_mnist.png"
+PLOT = BENCHMARKS / "privacy_credit_default.png"
+MNIST_PLOT = BENCHMARKS / "privacy_mnist.png"
 OVERLAP = 1000
 ALGORITHMS: dict[str, dict[str, Any]] = {
     "oneshot": {},
@@ -132,17 +136,7 @@ def split_root(algorithm: str, seed: int, data_dir: Path, dataset: str = "credit
     owner = ALGORITHMS[algorithm].get("label_owner")
     if dataset != MNIST:
         return prepare_split(data_dir, OVERLAP, seed, DEFAULT_SPLITS, label_owner=owner, active_site_labels=bool(owner))
-    import images
-
-    from vflflare import cli
-
-    out = images.split_dir("cpu", MNIST, MNIST_OVERLAP, seed, DEFAULT_SPLITS)
-    out = out.with_name(out.name + (f"_labels_{owner}_all" if owner else ""))
-    if not (out / "manifest.json").exists():
-        extra = ["--label-owner", owner, "--active-site-labels"] if owner else []
-        if cli.main([*images.split_args("cpu", MNIST, MNIST_OVERLAP, seed, data_dir, out), *extra]) != 0:
-            raise RuntimeError(f"vflflare split failed for MNIST, seed {seed}")
-    return out
+    return images.prepare_image_split("cpu", MNIST, MNIST_OVERLAP, seed, data_dir, DEFAULT_SPLITS, owner)
 
 
 def cell_settings(algorithm: str, dataset: str) -> dict[str, Any]:
@@ -150,8 +144,6 @@ def cell_settings(algorithm: str, dataset: str) -> dict[str, Any]:
     scale on MNIST."""
     if dataset != MNIST:
         return dict(ALGORITHMS[algorithm])
-    import images
-
     return {**images.method_settings("cpu", algorithm), **ALGORITHMS[algorithm]}
 
 
@@ -640,28 +632,45 @@ def plot(records: list[dict], path: Path = PLOT, mnist: bool = False) -> Path:
     return path
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=list(ALGORITHMS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--confirm", action="store_true", help="undefended + the chosen row only")
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--dataset", choices=["credit_default", MNIST], default="credit_default")
-    parser.add_argument("--out", type=Path, help="JSON lines (default: the dataset's committed records)")
-    parser.add_argument("--table", action="store_true", help="only print the tables and draw the plot")
-    args = parser.parse_args()
-    out = args.out or (MNIST_RESULTS if args.dataset == MNIST else CREDIT_RESULTS)
-    if not args.table:
-        run_all(args.algorithms, args.seeds, args.data_dir, out, args.workers, args.confirm, args.dataset)
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """The grid's runs (with `confirm`: the undefended and chosen rows) not yet in `out`, then the tables of
+    `out` and the plot."""
+    dataset = spec.datasets[0]
+    settings = spec.settings
+    run_all(list(spec.methods), list(spec.seeds), data_dir, out, settings["workers"], settings["confirm"], dataset)
     records = read_jsonl(out)
-    if args.dataset == MNIST:
-        print(mnist_table(records))
-        print(f"plot: {plot(records, MNIST_PLOT, mnist=True)}")
-        return
-    print(tables(records))
-    print(f"plot: {plot(records)}")
+    mnist = dataset == MNIST
+    print(mnist_table(records) if mnist else tables(records))
+    committed = out.resolve() == (MNIST_RESULTS if mnist else CREDIT_RESULTS).resolve()
+    path = (MNIST_PLOT if mnist else PLOT) if committed else out.with_name((MNIST_PLOT if mnist else PLOT).name)
+    print(f"plot: {plot(records, path, mnist=mnist)}")
 
 
-if __name__ == "__main__":
-    main()
+register("privacy", lambda: tables(read_jsonl(CREDIT_RESULTS)))
+register("privacy_mnist", lambda: mnist_table(read_jsonl(MNIST_RESULTS)))
+
+SETTINGS = {"confirm": False, "workers": 1}  # confirm: the undefended and chosen rows only; workers: processes
+suite(
+    Suite(
+        name="privacy",
+        about="every algorithm against the adaptive attacks, undefended and under each defense (PRIVACY_REPORT.md)",
+        runner=run,
+        datasets=("credit_default",),
+        methods=tuple(ALGORITHMS),
+        seeds=tuple(sorted(CHOSEN_ON)),
+        settings=SETTINGS,
+        records=CREDIT_RESULTS.name,
+    )
+)
+suite(
+    Suite(
+        name="privacy_mnist",
+        about="the privacy grid on MNIST halves at the images suite's CPU scale (PRIVACY_REPORT.md)",
+        runner=run,
+        datasets=(MNIST,),
+        methods=tuple(ALGORITHMS),
+        seeds=tuple(sorted(CHOSEN_ON)),
+        settings=SETTINGS,
+        records=MNIST_RESULTS.name,
+    )
+)

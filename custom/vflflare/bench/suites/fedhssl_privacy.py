@@ -15,13 +15,12 @@ rows: it knows their IDs, and we give it their labels), then scored on the test 
 
 Same setting as the fedhssl suite: 40 % aligned, 200 labeled training rows + 50 validation rows.
 
-    python benchmarks/fedhssl_privacy.py --seeds 0 1 2 --set global_iterations=10
-    python benchmarks/fedhssl_privacy.py --table
+    vflflare bench run fedhssl_privacy --committed --set job='{"global_iterations": 10}'
+    vflflare bench tables                        # FEDHSSL_REPORT.md section 5 from the committed records
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -31,12 +30,13 @@ import numpy as np
 
 from vflflare.attacks.model_completion import AUX_ROWS, cap, model_completion_attack
 from vflflare.bench.inprocess import limit_threads, run_vfl
-from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR
+from vflflare.bench.paths import COMMITTED
 from vflflare.bench.provenance import environment_record
 from vflflare.bench.records import append_jsonl, read_jsonl, refuse_mixed_settings
 from vflflare.bench.splits import prepare_split
+from vflflare.bench.suite import Suite, suite
 from vflflare.bench.suites.fedhssl import ALIGNED_SHARE, labeled_fraction
-from vflflare.cli import parse_overrides
+from vflflare.bench.tables import register
 from vflflare.data.sources import load_source
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.registry import make_config
@@ -270,54 +270,58 @@ def table_vii(records: list[dict]) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (all runs)")
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--splits", type=Path, default=SPLITS)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--table", action="store_true")
-    args = parser.parse_args()
-    if not args.table:
-        limit_threads()
-        overrides = parse_overrides(args.set)
-        refuse_mixed_settings(args.out, overrides)
-        done = {(r["method"], r["lambda_p"], r["lambda_f"], r["seed"]) for r in read_jsonl(args.out)}
-        for seed in args.seeds:
-            for method, lp, lf in plan():
-                if (method, lp, lf, seed) in done:
-                    continue
-                try:
-                    record = run_one(method, lp, lf, seed, overrides, args.data_dir, args.splits)
-                except (
-                    RuntimeError,
-                    FloatingPointError,
-                ) as error:  # a run the noise made diverge: its site ended the job, say so
-                    append_jsonl(
-                        args.out,
-                        {
-                            "method": method,
-                            "lambda_p": lp,
-                            "lambda_f": lf,
-                            "seed": seed,
-                            "overrides": overrides,
-                            "error": str(error),
-                            "env": environment_record(),
-                        },
-                    )
-                    print(f"seed {seed} {method} lambda_p {lp:g} lambda_f {lf:g}: failed: {error}", flush=True)
-                    continue
-                append_jsonl(args.out, record)
-                print(
-                    f"seed {seed} {method} lambda_p {lp:g} lambda_f {lf:g}: test AUC "
-                    f"{record['metrics']['test_auc']:.4f}, "
-                    f"MC pretrained {record['mc_pretrained']}, finetuned {record['mc_finetuned']}, "
-                    f"{record['wall_s']} s",
-                    flush=True,
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """Every (seed, method, lambda_p, lambda_f) of the plan for the spec's methods not yet in `out`; a run the
+    noise made diverge is recorded with its error."""
+    limit_threads()
+    overrides = dict(spec.settings["job"])
+    refuse_mixed_settings(out, overrides)
+    done = {(r["method"], r["lambda_p"], r["lambda_f"], r["seed"]) for r in read_jsonl(out)}
+    for seed in spec.seeds:
+        for method, lp, lf in plan():
+            if method not in spec.methods or (method, lp, lf, seed) in done:
+                continue
+            try:
+                record = run_one(method, lp, lf, seed, overrides, data_dir, SPLITS)
+            except (RuntimeError, FloatingPointError) as error:  # a run the noise made diverge: its site ended the job
+                append_jsonl(
+                    out,
+                    {
+                        "method": method,
+                        "lambda_p": lp,
+                        "lambda_f": lf,
+                        "seed": seed,
+                        "overrides": overrides,
+                        "error": str(error),
+                        "env": environment_record(),
+                    },
                 )
-    print(tables(read_jsonl(args.out)))
+                print(f"seed {seed} {method} lambda_p {lp:g} lambda_f {lf:g}: failed: {error}", flush=True)
+                continue
+            append_jsonl(out, record)
+            print(
+                f"seed {seed} {method} lambda_p {lp:g} lambda_f {lf:g}: test AUC "
+                f"{record['metrics']['test_auc']:.4f}, "
+                f"MC pretrained {record['mc_pretrained']}, finetuned {record['mc_finetuned']}, "
+                f"{record['wall_s']} s",
+                flush=True,
+            )
+    print(tables(read_jsonl(out)))
 
 
-if __name__ == "__main__":
-    main()
+register("fedhssl/privacy_vi", lambda: table_vi(read_jsonl(RESULTS)))
+register("fedhssl/privacy_vii", lambda: table_vii(read_jsonl(RESULTS)))
+
+suite(
+    Suite(
+        name="fedhssl_privacy",
+        about="FedHSSL's privacy evaluation: model completion against ISO, the paper's Tables VI and VII "
+        "(FEDHSSL_REPORT.md)",
+        runner=run,
+        datasets=("credit_default",),
+        methods=tuple(VARIANTS),
+        seeds=(0, 1, 2),
+        settings={"job": {}},  # config overrides (all runs); a file holds runs of one setting
+        records="fedhssl_privacy.jsonl",
+    )
+)

@@ -1,23 +1,21 @@
 """Build the Collab split-NN job with CollabRecipe and export it as a self-contained job folder
-(this package and vflflare in every app's custom/), runnable by `nvflare simulator` and by a POC.
+(vflflare, this package included, in every app's custom/), runnable by `nvflare simulator` and by a POC:
 
-    PYTHONPATH=custom:benchmarks python -m collab_split.job --sites 2 --epochs 21 --out /tmp/collab_jobs
-    VFLFLARE_DATA_ROOT=/tmp/credit2 python -m nvflare.cli simulator /tmp/collab_jobs/collab_split_k2 -w /tmp/ws -n 2
-    -t 2
+    python -c "from vflflare.bench.collab_split.job import export_job; print(export_job('/tmp/collab_jobs', 2, 21))"
+    VFLFLARE_DATA_ROOT=/tmp/credit2 python -m nvflare.cli simulator /tmp/collab_jobs/collab_split_k2 \
+        -w /tmp/ws -n 2 -t 2
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from pathlib import Path
 
 from nvflare.collab import CollabRecipe
 
-from collab_split.app import ARRAYS, BYTES, SplitServer, SplitSite
+from vflflare.bench.collab_split.app import ARRAYS, SplitServer, SplitSite
 
-PACKAGE_DIR = Path(__file__).resolve().parent
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "results*.jsonl")
 
 
@@ -35,7 +33,7 @@ def make_recipe(
 def export_job(
     out_dir: str | Path, sites: int, epochs: int, warmup_steps: int = 25, name: str | None = None, payload: str = ARRAYS
 ) -> Path:
-    """Export the recipe, then copy collab_split/ and vflflare/ into each app's custom/ folder (the
+    """Export the recipe, then copy vflflare/ (this package with it) into each app's custom/ folder (the
     recipe ships only the file defining each class, at custom/'s top level)."""
     import vflflare
 
@@ -48,21 +46,6 @@ def export_job(
     for app in meta["deploy_map"]:
         custom = root / app / "custom"
         custom.mkdir(parents=True, exist_ok=True)
-        for package in (PACKAGE_DIR, Path(vflflare.__file__).resolve().parent):
-            shutil.copytree(package, custom / package.name, ignore=IGNORE, dirs_exist_ok=True)
+        package = Path(vflflare.__file__).resolve().parent
+        shutil.copytree(package, custom / package.name, ignore=IGNORE, dirs_exist_ok=True)
     return root
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sites", type=int, default=2)
-    parser.add_argument("--epochs", type=int, default=21)
-    parser.add_argument("--warmup-steps", type=int, default=25)
-    parser.add_argument("--payload", choices=[ARRAYS, BYTES], default=ARRAYS)
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
-    print(export_job(args.out, args.sites, args.epochs, args.warmup_steps, payload=args.payload))
-
-
-if __name__ == "__main__":
-    main()

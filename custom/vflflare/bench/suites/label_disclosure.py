@@ -5,13 +5,12 @@ gradients down), lets each site cluster its gradients exactly as its ClientUpdat
 row directions, Alg. 1 line 28) and scores the clusters against the true labels of the aligned rows
 (best one-to-one renaming). Also shown: the majority-class rate, what "learned nothing" would score.
 
-    python benchmarks/label_disclosure.py --overlaps 1000 2000 --seeds 0 1 2   # appends to RESULTS
-    python benchmarks/label_disclosure.py --table                              # print the table of RESULTS
+    vflflare bench run label_disclosure --committed --set overlaps='[1000, 2000]'   # appends to RESULTS
+    vflflare bench tables                                  # REPORT.md's table from the committed records
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +20,13 @@ from vflflare.algorithms.blocks.representations import reps_of, upload_represent
 from vflflare.algorithms.oneshot import OneShotVFL
 from vflflare.attacks.leak import cluster_label_agreement
 from vflflare.bench.inprocess import limit_threads
-from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS
+from vflflare.bench.paths import COMMITTED, DEFAULT_SPLITS
 from vflflare.bench.provenance import environment_record
 from vflflare.bench.records import append_jsonl, read_jsonl
 from vflflare.bench.splits import SITES, SourceTable, job_rows, prepare_split
 from vflflare.bench.stats import mean_std
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import table as register_table
 from vflflare.data.loading import load_label_tables
 from vflflare.protocol.inprocess import InProcessTransport
 from vflflare.protocol.run_context import RunContext
@@ -67,36 +68,34 @@ def tables(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--overlaps", nargs="+", type=int, default=[1000])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument(
-        "--classifier-hidden",
-        nargs="+",
-        type=int,
-        default=[0, 64],
-        help="label party's head: 0 = linear (the default), else one ReLU hidden layer",
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """Every (N_o, seed, head) of the spec, appended to `out` (no resume: a rerun appends again)."""
+    limit_threads()
+    source = SourceTable(data_dir)
+    env = environment_record()
+    for overlap in spec.settings["overlaps"]:
+        for seed in spec.seeds:
+            root = prepare_split(data_dir, overlap, seed, DEFAULT_SPLITS)
+            for hidden in spec.settings["classifier_hidden"]:
+                record = measure(root, seed, source, {"classifier_hidden": hidden})
+                append_jsonl(out, {"overlap": overlap, "seed": seed, "classifier_hidden": hidden, **record, "env": env})
+    print(tables(read_jsonl(out)))
+
+
+@register_table("label_disclosure")
+def committed_tables() -> str:
+    return tables(read_jsonl(RESULTS))
+
+
+suite(
+    Suite(
+        name="label_disclosure",
+        about="how much of the labels one-shot VFL's single gradient download gives a feature party (REPORT.md)",
+        runner=run,
+        datasets=("credit_default",),
+        seeds=(0, 1, 2),
+        # classifier_hidden: the label party's head, 0 = linear (the default), else one ReLU hidden layer
+        settings={"overlaps": (1000,), "classifier_hidden": (0, 64)},
+        records="label_disclosure.jsonl",
     )
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--splits", type=Path, default=DEFAULT_SPLITS)
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON lines; every run is appended")
-    parser.add_argument("--table", action="store_true", help="only print the table of --out")
-    args = parser.parse_args()
-    if not args.table:
-        limit_threads()
-        table = SourceTable(args.data_dir)
-        env = environment_record()
-        for overlap in args.overlaps:
-            for seed in args.seeds:
-                root = prepare_split(args.data_dir, overlap, seed, args.splits)
-                for hidden in args.classifier_hidden:
-                    record = measure(root, seed, table, {"classifier_hidden": hidden})
-                    append_jsonl(
-                        args.out, {"overlap": overlap, "seed": seed, "classifier_hidden": hidden, **record, "env": env}
-                    )
-    print(tables(read_jsonl(args.out)))
-
-
-if __name__ == "__main__":
-    main()
+)

@@ -5,31 +5,30 @@ Paths (each one a whole NVFlare job on the same split, `vflflare split --dataset
 --overlap 1000 --seed 0 --sites K`):
 - aux:          vflflare's own vanilla job (`vflflare jobs --algorithm vanilla --set split_epochs=E
                 --set split_patience=E`); per-step latency from its vflflare_results.json `step_latency`.
-- collab:       benchmarks/collab_split (CollabRecipe): the server calls every site's published
+- collab:       vflflare.bench.collab_split (CollabRecipe): the server calls every site's published
                 `step(grad, rows)` in parallel with numpy arrays as arguments and result.
 - collab_bytes: the same job, arrays passed as plain bytes (what vflflare's aux path does with its
                 msgpack codec); shows what the default array transport (fobs download transactions) costs.
 Both do E epochs of 800 aligned training rows = 25 timed round trips each (E = 21: 525 steps; the
 collab job also reports the 500 after the first 25 as warm-up). Runs alternate aux, collab,
 collab_bytes, aux, ... so machine load hits every path alike. The POC is started once per K and every
-job is submitted to it in turn (poc/poc_run.py's PocRun: private NVFLARE_POC_WORKSPACE and HOME; started
+job is submitted to it in turn (vflflare.bench.poc's PocRun: private NVFLARE_POC_WORKSPACE and HOME; started
 with `nvflare poc start --no-wait` and ready once the server log shows every site, see start_poc).
 
 Same numbers: every collab run's per-step losses are compared with an in-process loop of the same
 model and schedule (collab_split.split_step.run_reference); vflflare's job trains on another row
 order, so for it the validation/test AUC are recorded instead.
 
-    PYTHONPATH=custom .venv/bin/python benchmarks/collab_vs_aux.py --sim-reps 3 --poc-reps 2
-    PYTHONPATH=custom .venv/bin/python benchmarks/collab_vs_aux.py --ks 4 --poc-reps 1  # as in COLLAB_REPORT.md
-    PYTHONPATH=custom .venv/bin/python benchmarks/collab_vs_aux.py --table   # table from results.jsonl
+    vflflare bench run collab_vs_aux --committed                     # K = 2 and 4, 3 simulator and 2 POC reps
+    vflflare bench run collab_vs_aux --committed --set ks='[4]' --set poc_reps=1   # as in COLLAB_REPORT.md
+    vflflare bench tables                    # COLLAB_REPORT.md's table from results/collab_vs_aux.jsonl
 
-A run resumes: every (setting, K, path, rep) that already has a row without error in
-collab_split/results.jsonl is skipped (--fresh starts over), and the closing table covers the whole file.
+A run resumes: every (setting, K, path, rep) that already has a row without error in its records is skipped
+(--set fresh=true starts over), and the closing table covers the whole file.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -38,16 +37,17 @@ import statistics
 import subprocess
 import sys
 import time
-from argparse import Namespace
 from pathlib import Path
+from types import SimpleNamespace
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-for extra in (REPO / "custom", HERE, REPO / "poc"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
+import vflflare
+from vflflare.bench.paths import COMMITTED
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.splits import prepare_split as prepare_credit_split
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import register
 
-RESULTS = HERE / "collab_split" / "results.jsonl"
+RESULTS = COMMITTED / "collab_vs_aux.jsonl"
 PATHS = ("aux", "collab", "collab_bytes")
 SEED, OVERLAP = 0, 1000
 AUX_RESULTS, COLLAB_RESULTS = "vflflare_results.json", "collab_split_results.json"
@@ -57,43 +57,25 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def prepare_split(k: int, work: Path, data_dir: str) -> Path:
-    out = work / f"credit_k{k}"
-    if not (out / "manifest.json").is_file():
-        cmd = [
-            sys.executable,
-            "-c",
-            "import sys; from vflflare.cli import main; sys.exit(main())",  # the CLI is a package: no -m
-            "split",
-            "--dataset",
-            "credit_default",
-            "--data-dir",
-            data_dir,
-            "--sites",
-            str(k),
-            "--overlap",
-            str(OVERLAP),
-            "--seed",
-            str(SEED),
-            "--out",
-            str(out),
-        ]
-        subprocess.run(cmd, check=True, timeout=300, env=_env())
-    return out
+def prepare_split(k: int, work: Path, data_dir: Path) -> Path:
+    """`vflflare split --dataset credit_default --sites K --overlap 1000 --seed 0`, once per K."""
+    return prepare_credit_split(data_dir, OVERLAP, SEED, work, parties=k)
 
 
 def _env(**extra: str) -> dict:
+    """This process's environment, with the code tree of the vflflare running here first on PYTHONPATH: the
+    simulator and POC processes run the same code."""
     env = dict(os.environ)
-    paths = [str(REPO / "custom"), str(HERE)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    code = str(Path(vflflare.__file__).resolve().parents[1])
+    paths = [code] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env.update(extra)
     return env
 
 
 def make_jobs(k: int, epochs: int, work: Path) -> dict[str, Path]:
-    from collab_split.app import ARRAYS, BYTES
-    from collab_split.job import export_job
-
+    from vflflare.bench.collab_split.app import ARRAYS, BYTES
+    from vflflare.bench.collab_split.job import export_job
     from vflflare.jobs import write_job
     from vflflare.staging import stage_job
 
@@ -112,7 +94,7 @@ def make_jobs(k: int, epochs: int, work: Path) -> dict[str, Path]:
 
 
 def reference(k: int, root: Path, epochs: int) -> dict:
-    from collab_split.split_step import latency, run_reference
+    from vflflare.bench.collab_split.split_step import latency, run_reference
 
     ref = run_reference(str(root), [f"site-{i + 1}" for i in range(k)], epochs)
     return {"losses": ref["losses"], "epoch_loss": ref["epoch_loss"], "step_latency": latency(ref["step_s"])}
@@ -182,7 +164,7 @@ def start_poc(poc, sites: list[str], timeout: float) -> None:
     """`nvflare poc start --no-wait`, then wait until the server's log shows every site registered.
     (On this loaded 2-core machine `nvflare poc start`'s own readiness check did not return, twice, for K=4;
     once seen: its admin session stayed connected with no reply after all four sites had registered.)"""
-    from poc_run import SetupError
+    from vflflare.bench.poc import SetupError
 
     poc.started = True
     poc.nvflare("poc", "start", "--no-wait", timeout=120, new_session=True)
@@ -207,18 +189,19 @@ def run_poc(
     reps: int,
     timeout: int,
     refs: dict,
+    out: Path,
     done: set | None = None,
     start_timeout: int = 300,
 ) -> list[dict]:
-    from poc_run import SERVER, PocRun, SetupError
+    from vflflare.bench.poc import SERVER, PocRun, SetupError
 
     done = done or set()
     todo = [(rep, path) for rep in range(reps) for path in PATHS if ("poc", k, path, rep) not in done]
     if not todo:
-        log(f"poc K={k}: all {reps} rep(s) already in {RESULTS.name}, skipped")
+        log(f"poc K={k}: all {reps} rep(s) already in {out.name}, skipped")
         return []
 
-    args = Namespace(
+    args = SimpleNamespace(
         job=str(jobs["aux"]),
         sites=k,
         he=False,
@@ -271,24 +254,12 @@ def run_poc(
                 refs[k],
                 {"job_id": job_id, "status": status, "command_s": round(time.perf_counter() - start, 2)},
             )
-            append(row)
+            append_jsonl(out, row)
             rows.append(row)
             log(summary(row))
     finally:
         poc.stop()
     return rows
-
-
-def load_rows() -> list[dict]:
-    from vflflare.bench.records import read_jsonl
-
-    return read_jsonl(RESULTS)
-
-
-def append(row: dict) -> None:
-    from vflflare.bench.records import append_jsonl
-
-    append_jsonl(RESULTS, row)
 
 
 def summary(row: dict) -> str:
@@ -348,89 +319,80 @@ def _terminate(signum, frame):
     raise SystemExit(128 + signum)
 
 
-def main() -> int:
-    global RESULTS
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ks", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--epochs", type=int, default=21, help="25 timed steps each (default 21: 525 steps)")
-    parser.add_argument("--sim-reps", type=int, default=3)
-    parser.add_argument("--poc-reps", type=int, default=2)
-    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
-    parser.add_argument("--work", default="/tmp/vflflare_collab_bench")
-    parser.add_argument("--timeout", type=int, default=600, help="seconds per job")
-    parser.add_argument(
-        "--poc-start-timeout",
-        type=int,
-        default=300,
-        help="seconds for all sites to connect (`nvflare poc start --timeout`); a loaded 2-core machine"
-        " needed more than 120 for K=4",
-    )
-    parser.add_argument(
-        "--results",
-        default=str(RESULTS),
-        help="the JSON-lines file runs are appended to and"
-        " resumed from (default benchmarks/collab_split/results.jsonl)",
-    )
-    parser.add_argument("--table", action="store_true", help="only print the table of results.jsonl")
-    parser.add_argument(
-        "--fresh",
-        action="store_true",
-        help="start a new results.jsonl (default: resume, skipping"
-        " every (setting, K, path, rep) that already has a row without error)",
-    )
-    args = parser.parse_args()
-    RESULTS = Path(args.results).resolve()
-    if args.table:
-        print(table(load_rows()))
-        return 0
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    """Every (setting, K, path, rep) without a row free of error in `out`, simulator runs first, then one POC
+    per K; the table of the whole file."""
+    from vflflare.bench.localproc import become_subreaper
+    from vflflare.bench.poc import SetupError
 
-    from localproc import become_subreaper
-
+    settings = spec.settings
+    ks = list(settings["ks"])
     become_subreaper()  # POC processes that outlive their parents stay ours to stop
     signal.signal(signal.SIGTERM, _terminate)
     os.environ["PYTHONPATH"] = _env()["PYTHONPATH"]
     import torch
 
     torch.set_num_threads(1)
-    if args.fresh and RESULTS.exists():
-        RESULTS.unlink()
-    work = Path(args.work)
+    if settings["fresh"] and out.exists():
+        out.unlink()
+    work = Path(settings["work"])
     work.mkdir(parents=True, exist_ok=True)
     (work / "sim_ws").mkdir(exist_ok=True)
-    roots = {k: prepare_split(k, work, args.data_dir) for k in args.ks}
-    jobs = {k: make_jobs(k, args.epochs, work) for k in args.ks}
+    roots = {k: prepare_split(k, work, data_dir) for k in ks}
+    jobs = {k: make_jobs(k, settings["epochs"], work) for k in ks}
     refs = {}
-    for k in args.ks:
-        refs[k] = reference(k, roots[k], args.epochs)
+    for k in ks:
+        refs[k] = reference(k, roots[k], settings["epochs"])
         log(
             f"in-process reference K={k}: step {refs[k]['step_latency']}, epoch loss "
             f"{refs[k]['epoch_loss'][0]:.4f} -> {refs[k]['epoch_loss'][-1]:.4f}"
         )
-    done = {(r["setting"], r["k"], r["path"], r["rep"]) for r in load_rows() if "error" not in r}
+    done = {(r["setting"], r["k"], r["path"], r["rep"]) for r in read_jsonl(out) if "error" not in r}
     if done:
-        log(f"resuming: {len(done)} run(s) already in {RESULTS}")
-    for k in args.ks:
-        for rep in range(args.sim_reps):
+        log(f"resuming: {len(done)} run(s) already in {out}")
+    for k in ks:
+        for rep in range(settings["sim_reps"]):
             for path in PATHS:
                 if ("sim", k, path, rep) in done:
-                    log(f"sim K={k} {path} rep {rep}: already in {RESULTS.name}, skipped")
+                    log(f"sim K={k} {path} rep {rep}: already in {out.name}, skipped")
                     continue
-                result = run_sim(path, jobs[k][path], k, roots[k], work, rep, args.timeout)
+                result = run_sim(path, jobs[k][path], k, roots[k], work, rep, settings["timeout"])
                 row = record("sim", k, path, rep, result, refs[k], {"command_s": result.get("command_s")})
-                append(row)
+                append_jsonl(out, row)
                 log(summary(row))
-    for k in args.ks:
-        if args.poc_reps > 0:
-            from poc_run import SetupError
-
+    for k in ks:
+        if settings["poc_reps"] > 0:
             try:
-                run_poc(k, roots[k], jobs[k], work, args.poc_reps, args.timeout, refs, done, args.poc_start_timeout)
-            except SetupError as error:  # recorded in the log, not in results.jsonl: a rerun resumes here
+                run_poc(
+                    k, roots[k], jobs[k], work, settings["poc_reps"], settings["timeout"], refs, out, done,
+                    settings["poc_start_timeout"],
+                )  # fmt: skip
+            except SetupError as error:  # recorded in the log, not in the records: a rerun resumes here
                 log(f"poc K={k}: POC setup failed: {error}")
     print()
-    print(table(load_rows()))  # every run in results.jsonl, resumed ones included
-    return 0
+    print(table(read_jsonl(out)))  # every run in the file, resumed ones included
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+register("collab", lambda: table(read_jsonl(RESULTS)))
+
+suite(
+    Suite(
+        name="collab_vs_aux",
+        about="one split-NN step: vflflare's aux-message path against NVFlare's Collab API (COLLAB_REPORT.md)",
+        runner=run,
+        datasets=("credit_default",),
+        seeds=(SEED,),
+        settings={
+            "ks": (2, 4),  # sites
+            "epochs": 21,  # 25 timed steps each (21: 525 steps)
+            "sim_reps": 3,
+            "poc_reps": 2,
+            "work": "/tmp/vflflare_collab_bench",  # splits, jobs and workspaces
+            "timeout": 600,  # seconds per job
+            # seconds for all sites to connect; a loaded 2-core machine needed more than 120 for K=4
+            "poc_start_timeout": 300,
+            "fresh": False,  # start the records over instead of resuming
+        },
+        records=RESULTS.name,
+    )
+)

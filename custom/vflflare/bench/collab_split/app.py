@@ -23,7 +23,7 @@ import torch
 from nvflare.collab import collab
 from nvflare.fuel.utils.log_utils import get_obj_logger
 
-from collab_split.split_step import (
+from vflflare.bench.collab_split.split_step import (
     SEED,
     FeatureSite,
     LabelHead,
