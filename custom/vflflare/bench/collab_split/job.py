@@ -2,8 +2,7 @@
 (vflflare, this package included, in every app's custom/), runnable by `nvflare simulator` and by a POC:
 
     python -c "from vflflare.bench.collab_split.job import export_job; print(export_job('/tmp/collab_jobs', 2, 21))"
-    VFLFLARE_DATA_ROOT=/tmp/credit2 python -m nvflare.cli simulator /tmp/collab_jobs/collab_split_k2 \
-        -w /tmp/ws -n 2 -t 2
+    VFLFLARE_DATA_ROOT=/tmp/credit2 python -m nvflare.cli simulator /tmp/collab_jobs/collab_split_k2 -w ws -n 2 -t 2
 """
 
 from __future__ import annotations
