@@ -40,12 +40,20 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import torch
+
 import vflflare
+from vflflare.bench.collab_split.split_step import latency, run_reference
+from vflflare.bench.localproc import become_subreaper
 from vflflare.bench.paths import COMMITTED
+from vflflare.bench.poc import SERVER, PocRun, SetupError
 from vflflare.bench.records import append_jsonl, read_jsonl
 from vflflare.bench.splits import prepare_split as prepare_credit_split
 from vflflare.bench.suite import Suite, suite
 from vflflare.bench.tables import register
+from vflflare.jobs import write_job
+from vflflare.simulation import simulate
+from vflflare.staging import stage_job
 
 RESULTS = COMMITTED / "collab_vs_aux.jsonl"
 PATHS = ("aux", "collab", "collab_bytes")
@@ -74,10 +82,10 @@ def _env(**extra: str) -> dict:
 
 
 def make_jobs(k: int, epochs: int, work: Path) -> dict[str, Path]:
+    # here, not at the top: NVFlare's Collab API takes half a second to import, and every `vflflare bench
+    # tables` loads this module
     from vflflare.bench.collab_split.app import ARRAYS, BYTES
     from vflflare.bench.collab_split.job import export_job
-    from vflflare.jobs import write_job
-    from vflflare.staging import stage_job
 
     jobs = work / "jobs"
     aux = write_job(
@@ -94,7 +102,6 @@ def make_jobs(k: int, epochs: int, work: Path) -> dict[str, Path]:
 
 
 def reference(k: int, root: Path, epochs: int) -> dict:
-    from vflflare.bench.collab_split.split_step import latency, run_reference
 
     ref = run_reference(str(root), [f"site-{i + 1}" for i in range(k)], epochs)
     return {"losses": ref["losses"], "epoch_loss": ref["epoch_loss"], "step_latency": latency(ref["step_s"])}
@@ -128,8 +135,6 @@ def run_sim(path: str, job: Path, k: int, root: Path, work: Path, rep: int, time
     shutil.rmtree(workspace, ignore_errors=True)
     start = time.perf_counter()
     if path == "aux":
-        from vflflare.simulation import simulate
-
         try:
             result = simulate(str(job), str(workspace), k, k, str(root), timeout=timeout)
         except (RuntimeError, subprocess.TimeoutExpired) as error:
@@ -164,8 +169,6 @@ def start_poc(poc, sites: list[str], timeout: float) -> None:
     """`nvflare poc start --no-wait`, then wait until the server's log shows every site registered.
     (On this loaded 2-core machine `nvflare poc start`'s own readiness check did not return, twice, for K=4;
     once seen: its admin session stayed connected with no reply after all four sites had registered.)"""
-    from vflflare.bench.poc import SetupError
-
     poc.started = True
     poc.nvflare("poc", "start", "--no-wait", timeout=120, new_session=True)
     server_log = poc.prod / "server" / "log.txt"
@@ -193,8 +196,6 @@ def run_poc(
     done: set | None = None,
     start_timeout: int = 300,
 ) -> list[dict]:
-    from vflflare.bench.poc import SERVER, PocRun, SetupError
-
     done = done or set()
     todo = [(rep, path) for rep in range(reps) for path in PATHS if ("poc", k, path, rep) not in done]
     if not todo:
@@ -322,16 +323,11 @@ def _terminate(signum, frame):
 def run(spec: Suite, out: Path, data_dir: Path) -> None:
     """Every (setting, K, path, rep) without a row free of error in `out`, simulator runs first, then one POC
     per K; the table of the whole file."""
-    from vflflare.bench.localproc import become_subreaper
-    from vflflare.bench.poc import SetupError
-
     settings = spec.settings
     ks = list(settings["ks"])
     become_subreaper()  # POC processes that outlive their parents stay ours to stop
     signal.signal(signal.SIGTERM, _terminate)
     os.environ["PYTHONPATH"] = _env()["PYTHONPATH"]
-    import torch
-
     torch.set_num_threads(1)
     if settings["fresh"] and out.exists():
         out.unlink()
