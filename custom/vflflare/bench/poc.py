@@ -1,6 +1,6 @@
-"""What the suites that run a real POC share: the repository's poc/run.sh, a free port for each start, and
-`PocRun`, one NVFlare POC on this machine step by step (poc/run.sh runs one job with it; the collab_vs_aux
-suite starts one POC per K and submits every job to it in turn).
+"""What the suites that run a real POC share: the repository's poc/run.sh, and `PocRun`, one NVFlare POC on
+this machine step by step (poc/run.sh runs one job with it; the collab_vs_aux suite starts one POC per K and
+submits every job to it in turn).
 
 PocRun's steps (poc/poc_run.py's docstring says what each does): sites, stage, prepare, configure_data,
 configure_link, configure_adhoc, start, submit_and_wait, collect, stop. Its `args` are poc/run.sh's options
@@ -26,8 +26,6 @@ from vflflare.flare.site_config import SITE_CONFIG_FILE, write_site_config
 from vflflare.results import RESULTS_FILE
 
 POC_RUN = REPO / "poc" / "run.sh"
-__all__ = ["POC_RUN", "PocRun", "SetupError", "free_port"]
-
 DEFAULT_PORT = 8002  # NVFlare's; 2.9 serves admin and FL on the same port
 SERVER = "server"
 COMPLETED = "FINISHED:COMPLETED"

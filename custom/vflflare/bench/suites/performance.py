@@ -53,8 +53,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from vflflare.bench.localproc import free_port
 from vflflare.bench.paths import COMMITTED
-from vflflare.bench.poc import POC_RUN, free_port
+from vflflare.bench.poc import POC_RUN
 from vflflare.bench.probes import image_views as image_views_probe
 from vflflare.bench.provenance import environment_record
 from vflflare.bench.records import append_jsonl, read_jsonl

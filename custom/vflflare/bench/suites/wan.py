@@ -28,8 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from vflflare.bench.localproc import free_port
 from vflflare.bench.paths import BENCHMARKS, COMMITTED, DEFAULT_SPLITS
-from vflflare.bench.poc import POC_RUN, free_port
+from vflflare.bench.poc import POC_RUN
 from vflflare.bench.provenance import environment_record
 from vflflare.bench.records import append_jsonl, read_jsonl
 from vflflare.bench.suite import Suite, suite
