@@ -10,7 +10,7 @@ Steps (each one printed with its wall time):
  4. ad-hoc connections (unless --no-adhoc or --link-*): the server's local/comm_config.json lets each
     site's job process connect straight to the server's job process over mutual TLS; with
     --link-rtt-ms/--link-mbit the sites instead dial an emulated wide-area link to the server
-    (vflflare/bench/wan_link.py), which every site message then crosses
+    (vflflare/poc/wan_link.py), which every site message then crosses
  5. start: `nvflare poc start` (server and sites)
  6. submit: `nvflare job submit` with the POC project admin's startup kit, `nvflare job wait`
  7. collect: `nvflare job download` (the server's job workspace, with vflflare_results.json) and a
@@ -31,8 +31,8 @@ import signal
 import sys
 from pathlib import Path
 
-from vflflare.bench.localproc import become_subreaper
-from vflflare.bench.poc import PocRun, SetupError
+from vflflare.poc.processes import become_subreaper
+from vflflare.poc.runner import PocRun, SetupError
 from vflflare.user_paths import user_temp
 
 __all__ = ["PocRun", "SetupError", "main", "parse_args"]  # the tests drive a run through these
@@ -96,7 +96,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--link-rtt-ms",
         type=float,
         help="emulate a wide-area link between the sites and the server: "
-        "this round-trip time in ms (vflflare/bench/wan_link.py; turns ad-hoc connections off)",
+        "this round-trip time in ms (vflflare/poc/wan_link.py; turns ad-hoc connections off)",
     )
     parser.add_argument("--link-mbit", type=float, help="the emulated link's bandwidth in Mbit/s (default: unlimited)")
     return parser.parse_args(argv)

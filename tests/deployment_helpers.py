@@ -28,7 +28,7 @@ for _folder in (REPO / "poc", PROVISIONING):
     if str(_folder) not in sys.path:
         sys.path.insert(0, str(_folder))
 
-from vflflare.bench.localproc import free_port, stop_processes  # noqa: E402, F401 (free_port: re-exported to the tests)
+from vflflare.poc.processes import free_port, stop_processes  # noqa: E402, F401 (free_port: re-exported to the tests)
 
 
 @dataclass

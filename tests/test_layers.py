@@ -16,7 +16,7 @@ LAYERS = [
     "cli",
     "bench",  # tools on top of everything below; benchmarks measure attacks too
     "attacks",
-    "simulation | jobs",
+    "simulation : jobs : poc",  # running jobs: NVFlare's simulator, job folders, a local POC
     "recipes",
     "flare",  # NVFlare adapters
     "results",

@@ -242,7 +242,7 @@ def test_poc_run_matches_inprocess(tmp_path, data_kind):
 
 @pytest.mark.simulator
 def test_poc_over_an_emulated_wide_area_link(tmp_path):
-    """poc/run.sh --link-rtt-ms/--link-mbit (vflflare/bench/wan_link.py): every site message crosses the link, so each
+    """poc/run.sh --link-rtt-ms/--link-mbit (vflflare/poc/wan_link.py): every site message crosses the link, so each
     split-NN step takes at least the round trip and the link carries more than the ledger's wire bytes. The job
     sends its cut layer as bfloat16: the POC's bytes are the in-process run's exactly."""
     from vflflare.protocol.inprocess import run_inprocess

@@ -1,4 +1,4 @@
-"""vflflare/bench/wan_link.py (poc/run.sh --link-*) adds the round-trip time and the bandwidth it is set to,
+"""vflflare/poc/wan_link.py (poc/run.sh --link-*) adds the round-trip time and the bandwidth it is set to,
 measured through it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from vflflare.bench.wan_link import WanLink
+from vflflare.poc.wan_link import WanLink
 
 
 def sink_server() -> tuple[socket.socket, int]:

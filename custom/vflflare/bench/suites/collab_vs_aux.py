@@ -12,7 +12,7 @@ Paths (each one a whole NVFlare job on the same split, `vflflare split --dataset
 Both do E epochs of 800 aligned training rows = 25 timed round trips each (E = 21: 525 steps; the
 collab job also reports the 500 after the first 25 as warm-up). Runs alternate aux, collab,
 collab_bytes, aux, ... so machine load hits every path alike. The POC is started once per K and every
-job is submitted to it in turn (vflflare.bench.poc's PocRun: private NVFLARE_POC_WORKSPACE and HOME; started
+job is submitted to it in turn (vflflare.poc.runner's PocRun: private NVFLARE_POC_WORKSPACE and HOME; started
 with `nvflare poc start --no-wait` and ready once the server log shows every site, see start_poc).
 
 Same numbers: every collab run's per-step losses are compared with an in-process loop of the same
@@ -44,14 +44,14 @@ import torch
 
 import vflflare
 from vflflare.bench.collab_split.split_step import latency, run_reference
-from vflflare.bench.localproc import become_subreaper
 from vflflare.bench.paths import COMMITTED
-from vflflare.bench.poc import SERVER, PocRun, SetupError
 from vflflare.bench.records import append_jsonl, read_jsonl
 from vflflare.bench.splits import prepare_split as prepare_credit_split
 from vflflare.bench.suite import Suite, suite
 from vflflare.bench.tables import register
 from vflflare.jobs import write_job
+from vflflare.poc.processes import become_subreaper
+from vflflare.poc.runner import SERVER, PocRun, SetupError
 from vflflare.simulation import simulate
 from vflflare.staging import stage_job
 

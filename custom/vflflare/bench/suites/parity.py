@@ -222,6 +222,7 @@ PAIRS = {
     "parity/issue29_split": "issue29_split_parity",
     "parity/issue36": "issue36_parity",
     "parity/issue37": "issue37_parity",
+    "parity/issue39": "issue39_parity",
 }
 for _name, _folder in PAIRS.items():
     register(_name, lambda f=_folder: compare(COMMITTED / f / "before.jsonl", COMMITTED / f / "after.jsonl")[0])

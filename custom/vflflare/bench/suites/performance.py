@@ -53,15 +53,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from vflflare.bench.localproc import free_port
 from vflflare.bench.paths import COMMITTED
-from vflflare.bench.poc import POC_RUN
 from vflflare.bench.probes import image_views as image_views_probe
 from vflflare.bench.provenance import environment_record
 from vflflare.bench.records import append_jsonl, read_jsonl
 from vflflare.bench.suite import Suite, suite
 from vflflare.bench.suites.parity import CLI, METHODS, SPLIT_ARGS, sets, split
 from vflflare.bench.tables import register
+from vflflare.poc.processes import free_port
+from vflflare.poc.runner import POC_RUN
 
 RESULTS = COMMITTED / "performance"
 DTYPES = ("float32", "float16", "bfloat16", "int8")

@@ -1,5 +1,5 @@
 """Every algorithm as a real POC (NVFlare server, site and admin processes) with the sites' traffic through an
-emulated wide-area link (bench/wan_link.py, via poc/run.sh --link-rtt-ms/--link-mbit), on credit default
+emulated wide-area link (poc/wan_link.py, via poc/run.sh --link-rtt-ms/--link-mbit), on credit default
 (2 sites, N_o 1000, split and job seed 0, package defaults as the parity suite runs them).
 
 Links: round trips of 0, 20 and 100 ms at 1 Gbit/s, and 100 and 10 Mbit/s at 20 ms. Each record keeps
@@ -28,9 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vflflare.bench.localproc import free_port
 from vflflare.bench.paths import BENCHMARKS, COMMITTED, DEFAULT_SPLITS
-from vflflare.bench.poc import POC_RUN
 from vflflare.bench.provenance import environment_record
 from vflflare.bench.records import append_jsonl, read_jsonl
 from vflflare.bench.suite import Suite, suite
@@ -39,6 +37,8 @@ from vflflare.bench.suites.parity import SPLIT_ARGS, sets, split, vflflare
 from vflflare.bench.tables import table
 from vflflare.data.split import parse_sites
 from vflflare.data.split.dataset import split_silo_dataset, synthetic_options
+from vflflare.poc.processes import free_port
+from vflflare.poc.runner import POC_RUN
 
 RESULTS = COMMITTED / "wan.jsonl"
 SEED = 0

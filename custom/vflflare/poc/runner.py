@@ -18,14 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vflflare.bench.localproc import free_port, port_is_free, stop_processes
-from vflflare.bench.paths import REPO
-from vflflare.bench.wan_link import WanLink
 from vflflare.flare.provisioning import enable_adhoc_connections
 from vflflare.flare.site_config import SITE_CONFIG_FILE, write_site_config
+from vflflare.poc.processes import free_port, port_is_free, stop_processes
+from vflflare.poc.wan_link import WanLink
 from vflflare.results import RESULTS_FILE
 
-POC_RUN = REPO / "poc" / "run.sh"
+POC_RUN = Path(__file__).resolve().parents[3] / "poc" / "run.sh"  # the checkout this package runs from
 DEFAULT_PORT = 8002  # NVFlare's; 2.9 serves admin and FL on the same port
 SERVER = "server"
 COMPLETED = "FINISHED:COMPLETED"
