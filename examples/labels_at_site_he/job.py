@@ -17,9 +17,9 @@ from pathlib import Path
 
 from nvflare.recipe import SimEnv
 
-from vflflare.cli import find_results
 from vflflare.privacy.ckks import write_contexts
 from vflflare.recipes import VFLRecipe
+from vflflare.simulation import find_results
 
 SITES = ["clinic", "registry"]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from nvflare.recipe import SimEnv
 
-from vflflare.cli import find_results
 from vflflare.recipes import VFLRecipe
+from vflflare.simulation import find_results
 
 SITES = ["hospital", "lab"]
 
