@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from vflflare.data.errors import DataError
-from vflflare.data.loading import load_label_tables, load_site_tables
+from vflflare.data.loading import DataRequest, load_label_tables, load_site_tables
 from vflflare.data.sources import load_source
 
 
@@ -26,13 +26,13 @@ def edit_cell(path: Path, line: int, column: str, value: str) -> str:
 
 def site_error(root: Path, site: str = "site-1") -> str:
     with pytest.raises(DataError) as error:
-        load_site_tables(site, ["site-1", "site-2"], str(root), 0)
+        load_site_tables(site, DataRequest(["site-1", "site-2"], str(root)))
     return str(error.value)
 
 
 def label_error(root: Path) -> str:
     with pytest.raises(DataError) as error:
-        load_label_tables("server", ["site-1", "site-2"], str(root), 0)
+        load_label_tables("server", DataRequest(["site-1", "site-2"], str(root)))
     return str(error.value)
 
 
@@ -200,7 +200,7 @@ def test_label_files_missing_or_misdeclared(split_root):
 
 def test_missing_label_folder(split_root):
     with pytest.raises(DataError) as error:
-        load_label_tables("site-1", ["site-1", "site-2"], str(split_root), 0)
+        load_label_tables("site-1", DataRequest(["site-1", "site-2"], str(split_root)))
     assert f"label party 'site-1': {split_root / 'site-1' / 'train_labels.csv'}: file not found" == str(error.value)
 
 
@@ -215,7 +215,7 @@ def label_column_site(root: Path, write_csv, schema: dict[str, object]) -> Path:
 
 def column_label_error(root: Path) -> str:
     with pytest.raises(DataError) as error:
-        load_label_tables("site-1", ["site-1", "site-2"], str(root), 0)
+        load_label_tables("site-1", DataRequest(["site-1", "site-2"], str(root)))
     return str(error.value)
 
 
@@ -269,7 +269,7 @@ def test_missing_dataset_file_names_expected_path(tmp_path):
 
 def test_embedded_default_rejects_unknown_site():
     with pytest.raises(DataError, match="site 'site-9': not one of the sites"):
-        load_site_tables("site-9", ["site-1", "site-2"], None, 0)
+        load_site_tables("site-9", DataRequest(["site-1", "site-2"], None))
 
 
 def test_training_value_that_overflows_standardisation(split_root):
@@ -290,7 +290,7 @@ def test_test_value_beyond_float32_is_clipped_and_reported(split_root):
     path = split_root / "site-2" / "test.csv"
     column = path.read_text().splitlines()[0].split(",")[2]
     edit_cell(path, 4, column, "1e300")
-    tables = load_site_tables("site-2", ["site-1", "site-2"], str(split_root), 0)
+    tables = load_site_tables("site-2", DataRequest(["site-1", "site-2"], str(split_root)))
     assert np.isfinite(tables.test.numeric).all() and np.abs(tables.test.numeric).max() < 100
     found = tables.data_checks["out_of_range"][column]
     assert found["clipped"] == 1 and (found["first_line"], found["first_value"]) == (4, 1e300)  # the clipped one
@@ -299,5 +299,7 @@ def test_test_value_beyond_float32_is_clipped_and_reported(split_root):
 def test_large_values_under_signed_log_are_fine(split_root):
     path = split_root / "site-1" / "train.csv"
     edit_cell(path, 7, path.read_text().splitlines()[0].split(",")[1], "1e200")
-    tables = load_site_tables("site-1", ["site-1", "site-2"], str(split_root), 0, "signed_log")
+    tables = load_site_tables(
+        "site-1", DataRequest(["site-1", "site-2"], str(split_root), numeric_transform="signed_log")
+    )
     assert np.isfinite(tables.train.numeric).all() and np.isfinite(tables.test.numeric).all()

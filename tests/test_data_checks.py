@@ -22,7 +22,7 @@ from vflflare.data.checks import (
     public_checks,
 )
 from vflflare.data.errors import DataError
-from vflflare.data.loading import load_label_tables, load_site_tables
+from vflflare.data.loading import DataRequest, load_label_tables, load_site_tables
 from vflflare.data.preprocess import Preprocessor, SiteInput
 from vflflare.data.schema import NUMERIC_TRANSFORMS, TableSchema
 from vflflare.data.table import FeatureTable, parse_csv, parse_features
@@ -207,7 +207,7 @@ def test_training_job_counts_unseen_test_categories(tmp_path, write_csv):
     write_csv(folder / "train.csv", ["id", "colour", "x"], [[f"r{i}", ["red", "blue"][i % 2], i] for i in range(10)])
     write_csv(folder / "test.csv", ["id", "colour", "x"], [["t1", "red", 1], ["t2", "mauve", 2], ["t3", "teal", 3]])
     (folder / "schema.json").write_text(json.dumps({"categorical_columns": ["colour"]}))
-    tables = load_site_tables("site-1", [], str(tmp_path), 0)
+    tables = load_site_tables("site-1", DataRequest([], str(tmp_path)))
     assert tables.data_checks["unseen_categories"] == {"colour": {"rows": 2, "first_line": 3, "first_value": "mauve"}}
 
 
@@ -221,7 +221,7 @@ def test_a_third_label_value_is_an_error_not_a_three_class_job(split_root):
     lines[6] = f"{row_id},2"
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError) as error:
-        load_label_tables("server", SITES, str(split_root), 0)
+        load_label_tables("server", DataRequest(SITES, str(split_root)))
     message = str(error.value)
     assert message.startswith(
         f"label party 'server': {path} line 7 (id '{row_id}'), column 'label': label 2 outside "
@@ -230,7 +230,7 @@ def test_a_third_label_value_is_an_error_not_a_three_class_job(split_root):
     )
     assert ", 2: 1}" in message
     (folder / "labels.json").write_text(json.dumps({"num_classes": 3}))
-    assert load_label_tables("server", SITES, str(split_root), 0).num_classes == 3
+    assert load_label_tables("server", DataRequest(SITES, str(split_root))).num_classes == 3
 
 
 def test_a_label_beyond_the_declared_classes_shows_the_classes_seen(split_root):
@@ -243,7 +243,7 @@ def test_a_label_beyond_the_declared_classes_shows_the_classes_seen(split_root):
         match=r"test_labels.csv line 3 .*: label 5 outside 0..1 \(C = 2 from labels.json\); "
         r"rows per class in this file: \{0: \d+, 1: \d+, 5: 1\}",
     ):
-        load_label_tables("server", SITES, str(split_root), 0)
+        load_label_tables("server", DataRequest(SITES, str(split_root)))
 
 
 @pytest.mark.parametrize(
@@ -273,4 +273,4 @@ def test_multi_class_and_silo_splits_declare_their_classes(tmp_path, args, class
     out = tmp_path / "data"
     assert vflflare_main(["split", *args, "--out", str(out)]) == 0
     owner = "site-2" if "--label-in-table" in args else "site-1" if "--silo-space" in args else "server"
-    assert load_label_tables(owner, [], str(out), 0).num_classes == classes
+    assert load_label_tables(owner, DataRequest([], str(out))).num_classes == classes

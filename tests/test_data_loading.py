@@ -16,7 +16,7 @@ import pytest
 
 from vflflare.cli.split import configure_split_parser, run_split
 from vflflare.data.errors import DataError
-from vflflare.data.loading import load_label_tables, load_site_tables, resolve_data_root
+from vflflare.data.loading import DataRequest, load_label_tables, load_site_tables, resolve_data_root
 from vflflare.data.types import SiteTables
 
 CUSTOM = Path(__file__).parents[1] / "custom"
@@ -41,10 +41,13 @@ def test_embedded_default_is_the_cli_split(tmp_path):
                               "--seed", "3", "--out", str(out)])  # fmt: skip
     assert run_split(args) == 0
     for site in sites:
-        embedded, files = load_site_tables(site, sites, None, 3), load_site_tables(site, sites, str(out), 3)
+        embedded, files = (
+            load_site_tables(site, DataRequest(sites, None, 3)),
+            load_site_tables(site, DataRequest(sites, str(out), 3)),
+        )
         assert digest(embedded) == digest(files)
-    embedded_labels = load_label_tables("server", sites, None, 3)
-    file_labels = load_label_tables("server", sites, str(out), 3)
+    embedded_labels = load_label_tables("server", DataRequest(sites, None, 3))
+    file_labels = load_label_tables("server", DataRequest(sites, str(out), 3))
     assert embedded_labels.train_ids == file_labels.train_ids
     assert (embedded_labels.train_labels == file_labels.train_labels).all()
     assert (embedded_labels.test_labels == file_labels.test_labels).all()
@@ -52,35 +55,46 @@ def test_embedded_default_is_the_cli_split(tmp_path):
 
 def test_embedded_default_shapes_for_any_sites():
     sites = ["h1", "bank", "telco", "x"]
-    tables = {site: load_site_tables(site, sites, None, 0) for site in sites}
+    tables = {site: load_site_tables(site, DataRequest(sites, None)) for site in sites}
     overlap = set.intersection(*(set(t.train_ids) for t in tables.values()))
     assert len(overlap) == 150
     assert sum(len(t.train_ids) - 150 for t in tables.values()) == 569 - 114 - 150
     assert [t.train.numeric.shape[1] for t in tables.values()] == [8, 8, 7, 7]
     assert all(t.test_ids == tables["h1"].test_ids and len(t.test_ids) == 114 for t in tables.values())
-    labels = load_label_tables("bank", sites, None, 0)  # labels go to whoever is the label party
+    labels = load_label_tables("bank", DataRequest(sites, None))  # labels go to whoever is the label party
     assert set(labels.train_ids) == overlap and labels.test_ids == tables["h1"].test_ids
     assert labels.num_classes == 2 and labels.train_labels.dtype == np.int64
     last = tables["x"]
     assert last.train.numeric.dtype == np.float32 and last.train.categorical.shape == (len(last.train_ids), 0)
 
 
+def test_data_request_takes_lists_as_tuples_in_their_order():
+    # callers pass a job's sites and JobConfig.id_normalize as lists: one request, whichever they hold
+    request = DataRequest(["site-2", "site-1"], None, 3, id_normalize=["strip"])
+    assert request == DataRequest(("site-2", "site-1"), None, 3, id_normalize=("strip",))
+    assert request.sites == ("site-2", "site-1") and request.id_normalize == ("strip",)
+    assert hash(request) == hash(DataRequest(("site-2", "site-1"), None, 3, id_normalize=("strip",)))
+    assert DataRequest(["a"]) == DataRequest(("a",), None, 0, "standard", ())  # the defaults of a bare request
+
+
 def test_embedded_default_identical_across_processes():
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2]);"
-        "from test_data_loading import digest; from vflflare.data.loading import load_site_tables;"
-        "print(digest(load_site_tables('q', ['p', 'q'], None, 5)))"
+        "from test_data_loading import digest; from vflflare.data.loading import DataRequest, load_site_tables;"
+        "print(digest(load_site_tables('q', DataRequest(['p', 'q'], None, 5))))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "123"}
     other = subprocess.run([sys.executable, "-c", script, str(CUSTOM), str(Path(__file__).parent)],
                            capture_output=True, text=True, env=env, check=True)  # fmt: skip
-    assert other.stdout.strip() == digest(load_site_tables("q", ["p", "q"], None, 5))
-    assert digest(load_site_tables("q", ["p", "q"], None, 6)) != digest(load_site_tables("q", ["p", "q"], None, 5))
+    assert other.stdout.strip() == digest(load_site_tables("q", DataRequest(["p", "q"], None, 5)))
+    assert digest(load_site_tables("q", DataRequest(["p", "q"], None, 6))) != digest(
+        load_site_tables("q", DataRequest(["p", "q"], None, 5))
+    )
 
 
 def test_preprocessing_uses_local_train_statistics_only(split_root):
     root = str(split_root)
-    tables = load_site_tables("site-1", [], root, 0)
+    tables = load_site_tables("site-1", DataRequest([], root))
     train = pd.read_csv(split_root / "site-1" / "train.csv").set_index("id")
     test = pd.read_csv(split_root / "site-1" / "test.csv").set_index("id")
     assert tables.feature_names == list(train.columns)
@@ -95,7 +109,7 @@ def test_preprocessing_uses_local_train_statistics_only(split_root):
     other.to_csv(split_root / "site-2" / "train.csv", index=False)
     test.iloc[:, :] += 50
     test.reset_index().to_csv(split_root / "site-1" / "test.csv", index=False)
-    again = load_site_tables("site-1", [], root, 0)
+    again = load_site_tables("site-1", DataRequest([], root))
     np.testing.assert_array_equal(again.train.numeric, tables.train.numeric)
     assert not np.allclose(again.test.numeric, tables.test.numeric)
 
@@ -108,7 +122,7 @@ def test_categorical_encoding_and_constant_columns(tmp_path, write_csv):
     write_csv(site / "test.csv", ["wide", "id", "x", "narrow", "const"],
               [["w03", "t0", 1, "b", 7], ["unseen", "t1", 2, "c", 7]])  # fmt: skip
     (site / "schema.json").write_text(json.dumps({"categorical_columns": ["narrow", "wide"]}))
-    tables = load_site_tables("s", [], str(tmp_path), 0)
+    tables = load_site_tables("s", DataRequest([], str(tmp_path)))
 
     assert tables.feature_names == ["narrow= a", "narrow=a", "narrow=b", "const", "x", "wide"]
     assert tables.train.cardinalities == [21] and tables.train.categorical.dtype == np.int64
@@ -130,7 +144,7 @@ def test_custom_id_column_and_site_label_owner(tmp_path, write_csv):
     write_csv(folder / "train_labels.csv", ["key", "y"], [["k1", 2], ["k2", 0]])
     write_csv(folder / "test_labels.csv", ["key", "y"], [["k9", 1]])
     (folder / "labels.json").write_text(json.dumps({"num_classes": 4, "id_column": "key", "label_column": "y"}))
-    tables = load_site_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
+    tables = load_site_tables("site-1", DataRequest(["site-1", "site-2"], str(tmp_path)))
     assert tables.train_ids == ["k1", "k2", "k3"] and tables.feature_names == ["f"]
     # a declared C above the classes present used to switch the metric silently; now it names the counts
     with pytest.raises(
@@ -138,15 +152,15 @@ def test_custom_id_column_and_site_label_owner(tmp_path, write_csv):
         match=r"labels.json: declares num_classes 4 but the train and test labels hold 3 "
         r"classes \(rows per class: \{0: 1, 1: 1, 2: 1\}\); set num_classes to 3",
     ):
-        load_label_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
+        load_label_tables("site-1", DataRequest(["site-1", "site-2"], str(tmp_path)))
     (folder / "labels.json").write_text(json.dumps({"num_classes": 3, "id_column": "key", "label_column": "y"}))
-    labels = load_label_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
+    labels = load_label_tables("site-1", DataRequest(["site-1", "site-2"], str(tmp_path)))
     assert labels.num_classes == 3 and labels.train_labels.tolist() == [2, 0] and labels.test_ids == ["k9"]
 
 
 def test_num_classes_inferred_without_labels_json(split_root):
     (split_root / "server" / "labels.json").unlink()
-    labels = load_label_tables("server", [], str(split_root), 0)
+    labels = load_label_tables("server", DataRequest([], str(split_root)))
     assert labels.num_classes == 2 and len(labels.train_ids) == 150 and len(labels.test_ids) == 114
 
 
@@ -170,7 +184,7 @@ def test_blank_lines_keep_line_numbers(split_root, name):
     lines[9] = ",".join(fields)
     path.write_text("\n".join(lines) + "\n\n")
     with pytest.raises(ValueError, match=f"{name} line 10 \\(id '{fields[0]}'\\), column 'mean radius'"):
-        load_site_tables("site-1", [], str(split_root), 0)
+        load_site_tables("site-1", DataRequest([], str(split_root)))
 
 
 def test_labels_from_the_owner_sites_label_column(tmp_path, write_csv):
@@ -181,7 +195,7 @@ def test_labels_from_the_owner_sites_label_column(tmp_path, write_csv):
                ["r4", 3.5, 2, 6], ["r5", 4.5, "", 7]])  # fmt: skip
     write_csv(folder / "test.csv", ["y", "g", "f", "id"], [[1, 1, 1.0, "t1"], [0, 2, 2.0, "t2"]])
     (folder / "schema.json").write_text(json.dumps({"label_column": "y"}))
-    tables = load_site_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
+    tables = load_site_tables("site-1", DataRequest(["site-1", "site-2"], str(tmp_path)))
     assert tables.feature_names == ["f", "g"] and tables.train.numeric.shape == (5, 2)  # label never a feature
     assert tables.train_ids == ["r1", "r2", "r3", "r4", "r5"]  # unlabeled rows keep their features
     # three label values but no num_classes: the binary default refuses the third, never infers C = 3
@@ -192,15 +206,15 @@ def test_labels_from_the_owner_sites_label_column(tmp_path, write_csv):
         r"\"num_classes\": 3 in schema.json\); rows per class in this file: "
         r"\{0: 1, 1: 1, 2: 1\}",
     ):
-        load_label_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
+        load_label_tables("site-1", DataRequest(["site-1", "site-2"], str(tmp_path)))
     (folder / "schema.json").write_text(json.dumps({"label_column": "y", "num_classes": 3}))
-    labels = load_label_tables("site-1", ["site-1", "site-2"], str(tmp_path), 0)
+    labels = load_label_tables("site-1", DataRequest(["site-1", "site-2"], str(tmp_path)))
     assert labels.train_ids == ["r1", "r3", "r4"] and labels.train_labels.tolist() == [1, 0, 2]
     assert labels.test_ids == ["t1", "t2"] and labels.test_labels.tolist() == [1, 0]
     assert labels.num_classes == 3 and labels.train_labels.dtype == np.int64
 
     (folder / "schema.json").write_text(json.dumps({"label_column": "y", "num_classes": 5}))
     with pytest.raises(DataError, match=r"schema.json: declares num_classes 5 but the train and test labels hold 3"):
-        load_label_tables("site-1", [], str(tmp_path), 0)
+        load_label_tables("site-1", DataRequest([], str(tmp_path)))
     # A site that is not the label owner but declares a label column: still excluded from its features.
-    assert load_site_tables("site-1", [], str(tmp_path), 0).feature_names == ["f", "g"]
+    assert load_site_tables("site-1", DataRequest([], str(tmp_path))).feature_names == ["f", "g"]

@@ -12,7 +12,7 @@ import pytest
 
 from vflflare.cli.split import configure_split_parser, run_split
 from vflflare.data.errors import DataError
-from vflflare.data.loading import load_label_tables, load_site_tables
+from vflflare.data.loading import DataRequest, load_label_tables, load_site_tables
 from vflflare.data.sources import load_source
 from vflflare.data.split import parse_sites, split_table, write_split
 
@@ -182,11 +182,11 @@ def test_cli_adult_with_categorical_and_site_label_owner(shared_data, tmp_path):
     )
     assert set(manifest["source_sha256"]) == {"adult/adult.data", "adult/adult.test"}
 
-    last = load_site_tables("site-3", [], str(out), 0)
+    last = load_site_tables("site-3", DataRequest([], str(out)))
     countries = pd.read_csv(out / "site-3" / "train.csv", keep_default_na=False)["native-country"].nunique()
     assert countries > 16 and last.feature_names[-1] == "native-country"
     assert last.train.cardinalities == [countries + 1] and last.train.categorical.shape == (13358, 1)
-    labels = load_label_tables("site-2", [], str(out), 0)
+    labels = load_label_tables("site-2", DataRequest([], str(out)))
     assert len(labels.train_ids) == 500 and labels.num_classes == 2
 
 
@@ -208,11 +208,17 @@ def test_cli_label_in_table_round_trip(tmp_path, capsys):
     assert train["label"].isna().sum() == len(train) - 150  # unaligned rows: empty label cells
 
     for site in ("site-1", "site-2"):
-        from_files, from_table = load_site_tables(site, [], str(files), 0), load_site_tables(site, [], str(table), 0)
+        from_files, from_table = (
+            load_site_tables(site, DataRequest([], str(files))),
+            load_site_tables(site, DataRequest([], str(table))),
+        )
         assert from_table.feature_names == from_files.feature_names and "label" not in from_table.feature_names
         assert from_table.train_ids == from_files.train_ids
         np.testing.assert_array_equal(from_table.train.numeric, from_files.train.numeric)
-    expected, got = load_label_tables("site-1", [], str(files), 0), load_label_tables("site-1", [], str(table), 0)
+    expected, got = (
+        load_label_tables("site-1", DataRequest([], str(files))),
+        load_label_tables("site-1", DataRequest([], str(table))),
+    )
     assert got.train_ids == expected.train_ids and got.train_labels.tolist() == expected.train_labels.tolist()
     assert got.test_ids == expected.test_ids and got.test_labels.tolist() == expected.test_labels.tolist()
     assert got.num_classes == expected.num_classes == 2

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from vflflare.data.errors import DataError
-from vflflare.data.loading import load_label_tables, load_site_tables
+from vflflare.data.loading import DataRequest, load_label_tables, load_site_tables
 from vflflare.data.schema import NUMERIC_TRANSFORMS
 from vflflare.data.types import LabelTables, SiteTables
 
@@ -89,7 +89,9 @@ def load_or_data_error(load: Callable[[], T], owner: str, folder: Path) -> T | N
 
 def load_site(root: Path, site: str, transform: str = "standard") -> SiteTables | None:
     tables = load_or_data_error(
-        lambda: load_site_tables(site, [], str(root), 0, numeric_transform=transform), f"site {site!r}", root / site
+        lambda: load_site_tables(site, DataRequest([], str(root), numeric_transform=transform)),
+        f"site {site!r}",
+        root / site,
     )
     if tables is not None:
         check_site_tables(tables)
@@ -98,7 +100,7 @@ def load_site(root: Path, site: str, transform: str = "standard") -> SiteTables 
 
 def load_labels(root: Path, owner: str) -> LabelTables | None:
     tables = load_or_data_error(
-        lambda: load_label_tables(owner, [], str(root), 0), f"label party {owner!r}", root / owner
+        lambda: load_label_tables(owner, DataRequest([], str(root))), f"label party {owner!r}", root / owner
     )
     if tables is not None:
         check_label_tables(tables)

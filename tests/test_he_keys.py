@@ -19,7 +19,7 @@ from nvflare.apis.signal import Signal
 
 from vflflare import wire
 from vflflare.config import SERVER
-from vflflare.data.loading import load_label_tables
+from vflflare.data.loading import DataRequest, load_label_tables
 from vflflare.flare import he_filters
 from vflflare.flare.executor import VFLExecutor
 from vflflare.flare.he_filters import DecryptTaskData, EncryptTaskResult
@@ -109,7 +109,11 @@ def job(startup):
     keys = {s: he_filters.party_keys(_fl_ctx(startup, s)) for s in SITES}
     recorded = RecordingTransport(net)
     results = run_algorithm(
-        recorded, cfg, lambda: load_label_tables(SERVER, SITES, None, cfg.seed), LogTracker("t"), he_context=server
+        recorded,
+        cfg,
+        lambda: load_label_tables(SERVER, DataRequest(SITES, None, cfg.seed)),
+        LogTracker("t"),
+        he_context=server,
     )
     yield {
         "results": results,
@@ -243,7 +247,7 @@ def test_fedhssl_over_three_sites_per_batch_steps_broadcast_and_secure_aggregati
         results = run_algorithm(
             recorded,
             cfg,
-            lambda: load_label_tables(SERVER, SITES, None, cfg.seed),
+            lambda: load_label_tables(SERVER, DataRequest(SITES, None, cfg.seed)),
             LogTracker("t"),
             he_context=ckks.load_context(startup / ckks.SERVER_CONTEXT_FILE, "server"),
         )

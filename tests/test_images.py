@@ -15,6 +15,7 @@ from PIL import Image
 from vflflare.cli import main as cli_main
 from vflflare.data.errors import DataError
 from vflflare.data.image_sources import ImageSource
+from vflflare.data.loading import DataRequest
 from vflflare.data.split.images import cut_strips, split_images, strip_boxes
 from vflflare.protocol.views import ImageView, load_site_view
 
@@ -107,7 +108,7 @@ def test_split_cli_writes_what_a_site_holds_and_the_site_reads_it_back(tmp_path)
     assert list(index.columns) == ["id", "path"] and len(index) == 50 + 62
     first = np.asarray(Image.open(out / "site-3" / index["path"][0]))
     assert first.shape == (14, 14) and first.dtype == np.uint8
-    view = load_site_view("site-3", manifest["sites"], str(out), 0)
+    view = load_site_view("site-3", DataRequest(manifest["sites"], str(out)))
     assert isinstance(view, ImageView) and view.channels == 1 and view.size == (14, 14)
     assert view.train_ids == list(index["id"]) and view.num_rows("test") == 60
     pixels = (first / 255.0 - view.images.channel_mean[0]) / view.images.channel_std[0]
@@ -166,7 +167,7 @@ def _pixels(n: int, size=(10, 8), channels: int = 3, seed: int = 0) -> dict[str,
 
 
 def _load(root: Path) -> ImageView:
-    return load_site_view("site-1", [], str(root), 0)
+    return load_site_view("site-1", DataRequest([], str(root)))
 
 
 def test_own_rgb_images_load_channel_first_in_their_rows(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 from vflflare import cli
 from vflflare.data.errors import DataError
-from vflflare.data.loading import load_label_tables
+from vflflare.data.loading import DataRequest, load_label_tables
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.model_store import LABEL_DIR, models_dir, read_predictions
 from vflflare.registry import make_config
@@ -62,8 +62,8 @@ def named(tmp_path_factory) -> tuple[Path, Path]:
 
 def test_loading_maps_the_users_values_to_class_ids(named):
     plain, words = named
-    ints = load_label_tables("server", SITES, str(plain), 0)
-    names = load_label_tables("server", SITES, str(words), 0)
+    ints = load_label_tables("server", DataRequest(SITES, str(plain)))
+    names = load_label_tables("server", DataRequest(SITES, str(words)))
     assert names.classes == NAMES and ints.classes is None and names.num_classes == 2
     assert names.train_labels.tolist() == ints.train_labels.tolist()
     assert names.test_labels.tolist() == ints.test_labels.tolist()
@@ -78,7 +78,7 @@ def test_an_unknown_value_names_the_file_the_row_and_the_value(named, tmp_path):
     with (root / "server" / "train_labels.csv").open("w", newline="") as f:
         csv.writer(f).writerows(rows)
     with pytest.raises(DataError) as error:
-        load_label_tables("server", SITES, str(root), 0)
+        load_label_tables("server", DataRequest(SITES, str(root)))
     message = str(error.value)
     assert "train_labels.csv line 4" in message and f"(id {rows[3][0]!r})" in message
     assert "label 'Maybe' is not one of the classes ['No', 'Yes']" in message and "labels.json" in message
@@ -101,7 +101,7 @@ def test_bad_classes_are_refused_with_the_reason(named, tmp_path, spec, problem)
     shutil.copytree(words, root)
     (root / "server" / "labels.json").write_text(json.dumps(spec))
     with pytest.raises(DataError, match="labels.json") as error:
-        load_label_tables("server", SITES, str(root), 0)
+        load_label_tables("server", DataRequest(SITES, str(root)))
     assert problem in str(error.value)
 
 
@@ -112,7 +112,7 @@ def test_a_label_column_can_name_its_classes(tmp_path):
     _name_labels(folder, column=header.index("label"), files=("train.csv", "test.csv"))
     schema = json.loads((folder / "schema.json").read_text())
     (folder / "schema.json").write_text(json.dumps({**schema, "classes": NAMES}))
-    tables = load_label_tables("site-1", SITES, str(root), 0)
+    tables = load_label_tables("site-1", DataRequest(SITES, str(root)))
     assert tables.classes == NAMES and set(tables.train_labels.tolist()) == {0, 1}
     # the label site tells the coordinator the names (not the labels) for the job's results
     results = run_inprocess(

@@ -15,7 +15,7 @@ import pytest
 
 from vflflare import cli
 from vflflare.data.errors import DataError
-from vflflare.data.loading import load_site_tables
+from vflflare.data.loading import DataRequest, load_site_tables
 from vflflare.data.preprocess import Preprocessor, SiteInput
 from vflflare.data.schema import MissingPolicy, TableSchema
 from vflflare.data.table import MISSING_CATEGORY, parse_csv, parse_features
@@ -95,7 +95,7 @@ def test_a_wrong_missing_policy_is_an_error_naming_the_file(split_root, missing,
     path = split_root / "site-1" / "schema.json"
     path.write_text(json.dumps({"missing": missing}))
     with pytest.raises(DataError) as error:
-        load_site_tables("site-1", SITES, str(split_root), 0)
+        load_site_tables("site-1", DataRequest(SITES, str(split_root)))
     assert str(error.value) == f"site 'site-1': {path}: {message}"
 
 

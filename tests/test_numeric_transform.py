@@ -10,7 +10,7 @@ import pytest
 
 from vflflare.data.checks import CLIP_RANGES, clip
 from vflflare.data.errors import DataError
-from vflflare.data.loading import load_site_tables
+from vflflare.data.loading import DataRequest, load_site_tables
 from vflflare.data.preprocess import Preprocessor, is_heavy_tailed, piecewise_linear, signed_log, tail_statistics
 from vflflare.data.schema import TableSchema, read_table_schema
 from vflflare.protocol.site_runtime import SiteRuntime
@@ -55,7 +55,7 @@ def test_transforms_use_training_statistics_only(tmp_path, write_csv, transform,
     """Test rows are transformed with the training rows' choice of columns, mean and std: a test value
     far outside the training range (1e7) or negative (-3) changes nothing that was fitted."""
     amount, normal = _write_site(tmp_path, write_csv)
-    tables = load_site_tables("site-1", [], str(tmp_path), 0, numeric_transform=transform)
+    tables = load_site_tables("site-1", DataRequest([], str(tmp_path), numeric_transform=transform))
     assert tables.numeric_transform == transform and tables.log_columns == logged
     for column, (train_values, test_values) in enumerate([(amount, [1e7, -3.0]), (normal, [5.0, 0.0])]):
         name = ["amount", "normal"][column]
@@ -72,10 +72,12 @@ def test_transforms_use_training_statistics_only(tmp_path, write_csv, transform,
 
 def test_schema_key_wins_over_the_job_setting(tmp_path, write_csv):
     _write_site(tmp_path, write_csv, {"numeric_transform": "auto"})
-    assert load_site_tables("site-1", [], str(tmp_path), 0).log_columns == ["amount"]
-    assert load_site_tables("site-1", [], str(tmp_path), 0, numeric_transform="signed_log").log_columns == ["amount"]
+    assert load_site_tables("site-1", DataRequest([], str(tmp_path))).log_columns == ["amount"]
+    assert load_site_tables("site-1", DataRequest([], str(tmp_path), numeric_transform="signed_log")).log_columns == [
+        "amount"
+    ]
     (tmp_path / "site-1" / "schema.json").write_text(json.dumps({"numeric_transform": "standard"}))
-    assert load_site_tables("site-1", [], str(tmp_path), 0, numeric_transform="signed_log").log_columns == []
+    assert load_site_tables("site-1", DataRequest([], str(tmp_path), numeric_transform="signed_log")).log_columns == []
 
 
 def test_schema_key_round_trip_and_bad_values(tmp_path):
@@ -116,7 +118,7 @@ def test_quantile_transform_gives_normal_scores_from_training_knots_only(tmp_pat
     from scipy.stats import skew
 
     amount, normal = _write_site(tmp_path, write_csv)
-    tables = load_site_tables("site-1", [], str(tmp_path), 0, numeric_transform="quantile")
+    tables = load_site_tables("site-1", DataRequest([], str(tmp_path), numeric_transform="quantile"))
     scores = tables.train.numeric[:, 0]
     assert abs(skew(scores)) < 0.1 and abs(scores.mean()) < 1e-6 and abs(scores.std() - 1) < 1e-5
     assert (np.argsort(scores, kind="stable") == np.argsort(amount, kind="stable")).all()  # order kept
@@ -145,7 +147,7 @@ def test_ple_widens_each_numeric_column_into_its_bins_and_is_saved(tmp_path, wri
     from vflflare.data.preprocess import PLE_BINS, SiteInput
 
     amount, normal = _write_site(tmp_path, write_csv)
-    tables = load_site_tables("site-1", [], str(tmp_path), 0, numeric_transform="ple")
+    tables = load_site_tables("site-1", DataRequest([], str(tmp_path), numeric_transform="ple"))
     assert tables.train.numeric.shape[1] == 2 * PLE_BINS  # two continuous columns, 16 bins each
     bins = tables.train.numeric[:, :PLE_BINS]
     assert np.all(np.diff(bins.sum(axis=1)[np.argsort(amount)]) >= -1e-6)  # monotone in the amount
@@ -157,7 +159,7 @@ def test_ple_clips_a_value_far_beyond_the_training_range(tmp_path, write_csv):
     """1e300 used to be an error (its end bin beyond float32); it is clipped to the training bound instead."""
     write_csv(tmp_path / "site-1" / "train.csv", ["id", "x"], [[i, float(i)] for i in range(20)])
     write_csv(tmp_path / "site-1" / "test.csv", ["id", "x"], [[100, 1.0], [101, 1e300]])
-    tables = load_site_tables("site-1", [], str(tmp_path), 0, numeric_transform="ple")
+    tables = load_site_tables("site-1", DataRequest([], str(tmp_path), numeric_transform="ple"))
     bound = 19 + CLIP_RANGES * 19  # the training max, then 3 training ranges further
     expected = piecewise_linear(np.array([bound]), tables.site_input.preprocessor.ple["x"])[0]
     np.testing.assert_allclose(tables.test.numeric[1], expected, rtol=1e-6)

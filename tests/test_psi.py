@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vflflare.data.loading import load_label_tables
+from vflflare.data.loading import DataRequest, load_label_tables
 from vflflare.data.sources import load_source
 from vflflare.data.split import split_table, write_split
 from vflflare.jobs import PSI_JOB, job_files, write_psi_job
@@ -67,7 +67,7 @@ def setup_only(root: Path | None, cfg):
     runtimes = {s: SiteRuntime(s, data_root) for s in SITES}
     net = InProcessTransport(runtimes)
     plugin = get_algorithm(cfg.algorithm)
-    loader = lambda: load_label_tables("server", SITES, data_root, cfg.seed)  # noqa: E731
+    loader = lambda: load_label_tables("server", DataRequest(SITES, data_root, cfg.seed))  # noqa: E731
     label, counts, _ = plugin.setup.coordinator(SetupInputs(net, cfg, plugin.Label, loader, LogTracker("test")))
     return runtimes, label, counts, net
 

@@ -106,7 +106,7 @@ def test_label_column_is_not_kept_with_the_features(small_chunks):
 def test_missing_test_file_fails_before_train_is_parsed(split_root):
     """The train table is preprocessed before the test table is read (loading.py), but a missing
     test.csv is still reported at once, even when train.csv is bad too."""
-    from vflflare.data.loading import load_site_tables
+    from vflflare.data.loading import DataRequest, load_site_tables
 
     train = split_root / "site-1" / "train.csv"
     lines = train.read_text().splitlines()
@@ -114,4 +114,4 @@ def test_missing_test_file_fails_before_train_is_parsed(split_root):
     train.write_text("\n".join(lines) + "\n")
     (split_root / "site-1" / "test.csv").unlink()
     with pytest.raises(DataError, match="test.csv: file not found"):
-        load_site_tables("site-1", ["site-1", "site-2"], str(split_root), 0)
+        load_site_tables("site-1", DataRequest(["site-1", "site-2"], str(split_root)))

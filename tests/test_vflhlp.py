@@ -13,7 +13,7 @@ import torch
 from vflflare import cli
 from vflflare.algorithms.vflhlp import VARIANTS, active_submodel, consistency_loss
 from vflflare.config import ConfigError
-from vflflare.data.loading import load_label_tables
+from vflflare.data.loading import DataRequest, load_label_tables
 from vflflare.protocol.inprocess import InProcessTransport, run_inprocess
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.site_runtime import SiteRuntime
@@ -67,7 +67,7 @@ def test_split_gives_the_active_site_the_labels_of_its_unaligned_rows(tmp_path, 
         tmp_path, "--label-owner", "site-2", "--active-site-labels", *(["--label-in-table"] if in_table else [])
     )
     own = pd.read_csv(f"{root}/site-2/train.csv", dtype=str)
-    tables = load_label_tables("site-2", SITES, root, 0)
+    tables = load_label_tables("site-2", DataRequest(SITES, root))
     assert sorted(tables.train_ids) == sorted(own["id"])  # aligned and unaligned rows alike
     other = pd.read_csv(f"{root}/site-1/train.csv", dtype=str)
     assert not set(tables.train_ids) & (set(other["id"]) - set(own["id"]))  # nothing of the other site's own rows

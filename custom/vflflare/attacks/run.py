@@ -57,6 +57,7 @@ from vflflare.protocol.recording import Message, RecordingTransport, load_messag
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.protocol.topology import COORDINATOR, check_job_sites
+from vflflare.protocol.views import job_data_request
 from vflflare.registry import get_algorithm
 from vflflare.seeding import derive_seed
 from vflflare.torch_runtime import prepare_torch
@@ -395,7 +396,7 @@ def attack_run(
     result = run_algorithm(
         net,
         cfg,
-        lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
+        lambda: load_label_tables(SERVER, job_data_request(sites, data_root, cfg)),
         LogTracker("vflflare.server"),
     )
     return attack(cfg, sites, data_root, runtimes, net.messages, result, unaligned_labels)
@@ -440,7 +441,7 @@ def attack_simulated(
             InProcessTransport(runtimes, cfg.wire_dtype),
             cfg,
             plugin.Label,
-            lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
+            lambda: load_label_tables(SERVER, job_data_request(sites, data_root, cfg)),
             LogTracker("vflflare.server"),
         )
     )
@@ -463,7 +464,8 @@ def attack(
     state (data, alignment, trained bottom models), `result` the run's record."""
     plugin = get_algorithm(cfg.algorithm, cfg.plugins)
     owner = cfg.label_owner if cfg.label_owner in sites else SERVER
-    tables = load_label_tables(owner, sites, data_root, cfg.seed, cfg.id_normalize, plugin.setup.active_site_labels)
+    request = job_data_request(sites, data_root, cfg)
+    tables = load_label_tables(owner, request, active_site_labels=plugin.setup.active_site_labels)
     labels = {
         "train": dict(zip(tables.train_ids, tables.train_labels.tolist())),
         "test": dict(zip(tables.test_ids, tables.test_labels.tolist())),

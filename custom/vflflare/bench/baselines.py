@@ -29,7 +29,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
 from vflflare.bench.splits import SourceTable, SplitRows
-from vflflare.data.loading import load_label_tables, load_site_tables
+from vflflare.data.loading import DataRequest, load_label_tables, load_site_tables
 from vflflare.data.types import LabelTables, SiteTables
 from vflflare.protocol.alignment import align, hash_ids
 from vflflare.protocol.setup import alignment_salt
@@ -64,8 +64,9 @@ class AlignedSplit:
         val_fraction: float,
         numeric_transform: str = "standard",
     ) -> AlignedSplit:
-        tables = {s: load_site_tables(s, sites, str(root), seed, numeric_transform) for s in sites}
-        labels = load_label_tables(owner, sites, str(root), seed, active_site_labels=True)
+        request = DataRequest(sites, str(root), seed, numeric_transform)
+        tables = {s: load_site_tables(s, request) for s in sites}
+        labels = load_label_tables(owner, request, active_site_labels=True)
         salt = alignment_salt(seed)
         label_key = f"label:{owner}"
         train = {

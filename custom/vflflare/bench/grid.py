@@ -27,7 +27,7 @@ from vflflare.bench.baselines import TUNED_GRID, AlignedSplit, central, fit_logr
 from vflflare.bench.provenance import environment, git_state
 from vflflare.bench.records import read_jsonl
 from vflflare.bench.vertical_xgb import run_on_split
-from vflflare.data.loading import load_label_tables
+from vflflare.data.loading import DataRequest, load_label_tables
 from vflflare.data.split import parse_sites
 from vflflare.data.split.dataset import split_dataset
 from vflflare.metrics import score
@@ -177,7 +177,8 @@ def run_ensemble(spec: BenchSpec, method: str, root: Path, seed: int, work: Path
         saved = models_dir(runs / owner, member.pop("job_id")) / LABEL_DIR
         members.append(member)
         scores.append(read_predictions(saved / "test_predictions.csv"))
-    labels = load_label_tables(owner, parse_sites(str(spec.sites)), str(root), seed, active_site_labels=True)
+    request = DataRequest(parse_sites(str(spec.sites)), str(root), seed)
+    labels = load_label_tables(owner, request, active_site_labels=True)
     truth = dict(zip(labels.test_ids, labels.test_labels.tolist()))
     name, value = ensemble_metric(scores, truth, labels.num_classes)
     val = [m["metrics"][f"val_{name}"] for m in members]

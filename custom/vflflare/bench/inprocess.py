@@ -11,7 +11,7 @@ import torch
 
 from vflflare.bench.splits import SITES
 from vflflare.config import JobConfig
-from vflflare.data.loading import load_label_tables, load_site_tables
+from vflflare.data.loading import DataRequest, load_label_tables, load_site_tables
 from vflflare.data.types import SiteTables
 from vflflare.protocol.inprocess import InProcessTransport
 from vflflare.protocol.runner import run_algorithm
@@ -31,7 +31,7 @@ def site_features(
 ) -> tuple[SiteTables, dict[str, int], dict[str, int]]:
     """A site's preprocessed tables (exactly what its bottom model sees under that numeric_transform)
     and ID -> row maps."""
-    tables = load_site_tables(site, SITES, str(root), seed, numeric_transform)
+    tables = load_site_tables(site, DataRequest(SITES, str(root), seed, numeric_transform))
     return tables, {i: r for r, i in enumerate(tables.train_ids)}, {i: r for r, i in enumerate(tables.test_ids)}
 
 
@@ -74,7 +74,10 @@ def run_vfl(
     runtimes = {s: runtime(s, str(root)) for s in sites}
     net = InProcessTransport(runtimes, cfg.wire_dtype)
     result = run_algorithm(
-        net, cfg, lambda: load_label_tables(SERVER, sites, str(root), cfg.seed), LogTracker("vflflare.server")
+        net,
+        cfg,
+        lambda: load_label_tables(SERVER, DataRequest(sites, str(root), cfg.seed)),
+        LogTracker("vflflare.server"),
     )
     return result, runtimes
 

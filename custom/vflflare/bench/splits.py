@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from vflflare.bench.paths import DEFAULT_SPLITS
-from vflflare.data.loading import load_label_tables
+from vflflare.data.loading import DataRequest, load_label_tables
 from vflflare.data.sources import load_source
 from vflflare.data.split import parse_sites
 from vflflare.data.split.dataset import split_dataset, synthetic_options
@@ -73,7 +73,7 @@ def job_rows(
     root: Path, seed: int, val_fraction: float, sites: list[str] = SITES, labeled_fraction: float = 1.0
 ) -> SplitRows:
     """The alignment a VFL job with this seed computes (same salt, same canonical order)."""
-    labels = load_label_tables(SERVER, sites, str(root), seed)
+    labels = load_label_tables(SERVER, DataRequest(sites, str(root), seed))
     salt = alignment_salt(seed)
     key = "label:" + SERVER
     digests = hash_ids(labels.train_ids, salt)

@@ -260,6 +260,7 @@ class PartyCheck:
 def check_site_folder(site: str, folder: Path, sites: list[str], data_root: str | None = None) -> PartyCheck:
     """A site's folder: scanned (its score.csv too, if any), then (if clean) read by the job's loader, and
     its score.csv as scoring reads it."""
+    from vflflare.data.loading import DataRequest
     from vflflare.protocol.views import load_site_view
 
     owner, findings = site_owner(site), Findings()
@@ -304,7 +305,7 @@ def check_site_folder(site: str, folder: Path, sites: list[str], data_root: str 
     if findings:
         return check
     try:
-        view = load_site_view(site, sites, data_root or str(folder.parent), 0)
+        view = load_site_view(site, DataRequest(sites, data_root or str(folder.parent)))
     except DataError as error:
         findings.add(("loader", None, "loader"), error)
         return check
@@ -331,12 +332,12 @@ def check_site_folder(site: str, folder: Path, sites: list[str], data_root: str 
 
 def check_labels(owner_name: str, sites: list[str], data_root: str) -> PartyCheck:
     """The label party's files (the coordinator's `server/` or a label-owning site), read by the job's loader."""
-    from vflflare.data.loading import load_label_tables
+    from vflflare.data.loading import DataRequest, load_label_tables
 
     findings = Findings()
     check = PartyCheck(f"labels at {owner_name}", findings)
     try:
-        tables = load_label_tables(owner_name, sites, data_root, 0)
+        tables = load_label_tables(owner_name, DataRequest(sites, data_root))
     except DataError as error:
         findings.add(("labels", None, "labels"), error)
         return check

@@ -13,6 +13,7 @@ import io
 import json
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +60,30 @@ EMBEDDED_TEST_FRACTION = 0.2
 DEFAULT_NUM_CLASSES = 2  # C without a declared num_classes: more classes are declared, never inferred
 
 
+@dataclass(frozen=True)
+class DataRequest:
+    """What a party's data is loaded with: the job's sites, its data root (None: the embedded default),
+    the seed (the embedded default's split), the numeric transform and the ID normal forms.
+
+    `sites` keeps the order given: the embedded default's split assigns columns by it. Empty: a caller
+    reading one party's files outside a job (benchmarks, tests), so a split's manifest is not checked.
+    numeric_transform: how to transform numeric columns before standardising them (preprocess.py), unless
+    a site's schema.json says otherwise; labels ignore it. id_normalize: the job's ID normalisation
+    (data/ids.py)."""
+
+    sites: tuple[str, ...]
+    data_root: str | None = None
+    seed: int = 0
+    numeric_transform: str = "standard"
+    id_normalize: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # callers hold lists (a job's sites, JobConfig.id_normalize): converted here, once, so a request
+        # is hashable and no loader can change the caller's list
+        object.__setattr__(self, "sites", tuple(self.sites))
+        object.__setattr__(self, "id_normalize", tuple(self.id_normalize))
+
+
 def resolve_data_root() -> str | None:
     """The data root from the environment; None selects the embedded default."""
     return os.environ.get(DATA_ROOT_ENV) or None
@@ -70,29 +95,22 @@ def _embedded_csv(owner: str, name: str, frame, id_column: str, plan: ColumnPlan
     return parse_csv(owner, name, io.StringIO(frame_to_csv(frame)), id_column, plan=plan)
 
 
-def load_site_tables(
-    site: str,
-    sites: list[str],
-    data_root: str | None,
-    seed: int,
-    numeric_transform: str = "standard",
-    id_normalize: Sequence[str] = (),
-) -> SiteTables:
+def load_site_tables(site: str, request: DataRequest) -> SiteTables:
     """Read, validate and locally preprocess feature party `site`'s train and test tables.
 
-    numeric_transform: how to transform numeric columns before standardising them (preprocess.py),
-    unless the site's schema.json says otherwise: the site's own setting wins over the job's.
-    `sites`: the job's sites, checked against a split's manifest; with `seed`, they also choose the
-    embedded default's split (data_root None). id_normalize: the job's ID normalisation (data/ids.py)."""
+    The site's schema.json "numeric_transform" wins over the request's: the site's own setting over the
+    job's. The request's sites are checked against a split's manifest; with its seed, they also choose the
+    embedded default's split (data_root None)."""
     owner = site_owner(site)
-    schema, read = _site_reader(owner, site, sites, data_root, seed)
+    id_normalize = request.id_normalize
+    schema, read = _site_reader(owner, site, request)
     # The train table is preprocessed before the test table is read, so the float64 columns of the two
     # never coexist: on a large table they are most of a site's memory. The checks are those of a
     # joint read; only when both files are bad does the train file's error now come first.
     train_csv = read(TRAIN_FILE)
     normalize_table_ids(train_csv, schema.id_column, id_normalize)
     train = parse_features(train_csv, schema)
-    transform = schema.numeric_transform or numeric_transform
+    transform = schema.numeric_transform or request.numeric_transform
     preprocessor = Preprocessor.fit(train, numeric_transform=transform, missing=schema.missing)
     train_missing = missing_cells(train)
     train_block = preprocessor.transform(train, release=True)  # each float64 column freed once scaled
@@ -121,24 +139,17 @@ def load_site_tables(
     return tables
 
 
-def load_site_data(
-    site: str,
-    sites: list[str],
-    data_root: str | None,
-    seed: int,
-    numeric_transform: str = "standard",
-    id_normalize: Sequence[str] = (),
-) -> SiteTables | SiteImages:
+def load_site_data(site: str, request: DataRequest) -> SiteTables | SiteImages:
     """A feature party's data: its images when its schema.json says `modality: image`, else its tables
     (load_site_tables)."""
-    if data_root is not None:
+    if request.data_root is not None:
         owner = site_owner(site)
-        check_sites_match(owner, data_root, sites)
-        folder = _party_folder(owner, site, data_root)
+        check_sites_match(owner, request.data_root, request.sites)
+        folder = _party_folder(owner, site, request.data_root)
         schema = read_table_schema(owner, folder / SCHEMA_FILE)
         if schema.modality == "image":
-            return load_site_images(owner, site, folder, schema, id_normalize)
-    return load_site_tables(site, sites, data_root, seed, numeric_transform, id_normalize)
+            return load_site_images(owner, site, folder, schema, request.id_normalize)
+    return load_site_tables(site, request)
 
 
 def _return_free_memory() -> None:
@@ -153,19 +164,18 @@ def _return_free_memory() -> None:
     trim(0)
 
 
-def _site_reader(
-    owner: str, site: str, sites: list[str], data_root: str | None, seed: int
-) -> tuple[TableSchema, Callable[[str], CsvTable]]:
+def _site_reader(owner: str, site: str, request: DataRequest) -> tuple[TableSchema, Callable[[str], CsvTable]]:
     """A site's schema, and a reader of its train or test table by file name. Numbers are parsed while
     reading, never kept as strings, so a large table fits in memory (table.py, ColumnPlan)."""
+    data_root = request.data_root
     if data_root is None:
-        part = _embedded_part(site, sites, seed)
+        part = _embedded_part(site, request)
         source = f"<embedded {EMBEDDED_DATASET} split>/{site}"
         schema = TableSchema(categorical_columns=tuple(part.categorical))
         frames = {TRAIN_FILE: part.train, TEST_FILE: part.test}
         plan = ColumnPlan.features(schema)
         return schema, lambda name: _embedded_csv(owner, f"{source}/{name}", frames[name], schema.id_column, plan)
-    check_sites_match(owner, data_root, sites)
+    check_sites_match(owner, data_root, request.sites)
     folder = _party_folder(owner, site, data_root)
     schema = read_table_schema(owner, folder / SCHEMA_FILE)
     if schema.modality != "table":
@@ -177,14 +187,7 @@ def _site_reader(
     return schema, lambda name: read_csv(owner, folder / name, schema.id_column, plan=plan)
 
 
-def load_label_tables(
-    owner: str,
-    sites: list[str],
-    data_root: str | None,
-    seed: int,
-    id_normalize: Sequence[str] = (),
-    active_site_labels: bool = False,
-) -> LabelTables:
+def load_label_tables(owner: str, request: DataRequest, *, active_site_labels: bool = False) -> LabelTables:
     """Read and validate the label party's labels from ``<root>/<owner>/`` (owner "server" or a site).
 
     Labels come from label files (train_labels.csv, test_labels.csv, optional labels.json), or, for
@@ -192,10 +195,11 @@ def load_label_tables(
     unlabeled row) and test.csv. Both at once is an error: preferring one would silently ignore the
     other. With data_root None the labels of the embedded default split go to whoever asks, whatever
     the name; with `active_site_labels` a site owner also gets those of its own unaligned rows (as
-    `vflflare split --active-site-labels` writes them)."""
+    `vflflare split --active-site-labels` writes them). The request's numeric_transform plays no part."""
     who = f"label party {owner!r}"
+    data_root, id_normalize = request.data_root, request.id_normalize
     if data_root is None:
-        result = _embedded_split(sites, seed)
+        result = _embedded_split(request)
         spec = label_spec(result)
         source = f"<embedded {EMBEDDED_DATASET} split>/{owner}"
         train_labels = result.train_labels
@@ -204,7 +208,7 @@ def load_label_tables(
         train_csv = _embedded_csv(who, f"{source}/{TRAIN_LABELS_FILE}", train_labels, spec.id_column)
         test_csv = _embedded_csv(who, f"{source}/{TEST_LABELS_FILE}", result.test_labels, spec.id_column)
     else:
-        check_sites_match(who, data_root, sites)
+        check_sites_match(who, data_root, request.sites)
         folder = _party_folder(who, owner, data_root)
         schema = read_table_schema(who, folder / SCHEMA_FILE)
         if schema.label_column is not None:
@@ -311,7 +315,7 @@ def _default_num_classes(
     return DEFAULT_NUM_CLASSES
 
 
-def check_sites_match(owner: str, data_root: str, sites: list[str]) -> None:
+def check_sites_match(owner: str, data_root: str, sites: Sequence[str]) -> None:
     """A data root written by `vflflare split` names the sites it was split for (manifest.json): the job
     must run with exactly those, or rows and columns of the missing sites would be dropped silently.
     `sites` empty: a caller reading one party's files outside a job (benchmarks, tests); not checked."""
@@ -347,14 +351,21 @@ def _party_folder(owner: str, name: str, data_root: str) -> Path:
     return folder
 
 
-def _embedded_split(sites: list[str], seed: int) -> SplitResult:
+def _embedded_split(request: DataRequest) -> SplitResult:
     frame, labels, ids, categorical, _ = load_source(EMBEDDED_DATASET, None)
     return split_table(
-        frame, labels, ids, list(sites), EMBEDDED_OVERLAP, seed, EMBEDDED_TEST_FRACTION, categorical=categorical
+        frame,
+        labels,
+        ids,
+        list(request.sites),
+        EMBEDDED_OVERLAP,
+        request.seed,
+        EMBEDDED_TEST_FRACTION,
+        categorical=categorical,
     )
 
 
-def _embedded_part(site: str, sites: list[str], seed: int) -> SitePart:
-    if site not in sites:
-        raise DataError(f"{site_owner(site)}: not one of the sites {list(sites)} of the embedded default data")
-    return _embedded_split(sites, seed).parts[site]
+def _embedded_part(site: str, request: DataRequest) -> SitePart:
+    if site not in request.sites:
+        raise DataError(f"{site_owner(site)}: not one of the sites {list(request.sites)} of the embedded default data")
+    return _embedded_split(request).parts[site]

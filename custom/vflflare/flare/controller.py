@@ -31,6 +31,7 @@ from vflflare.protocol.model_ids import SIMULATOR_JOB_ID, new_model_id
 from vflflare.protocol.recording import MESSAGES_FILE, RecordingTransport, save_messages
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.topology import COORDINATOR, check_job_sites
+from vflflare.protocol.views import job_data_request
 from vflflare.registry import make_config
 from vflflare.results import RESULTS_FILE, completed, failed, format_table
 from vflflare.torch_runtime import prepare_torch
@@ -138,7 +139,7 @@ class VFLController(Controller):
             results = run_algorithm(
                 recorded,
                 cfg,
-                lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
+                lambda: load_label_tables(SERVER, job_data_request(sites, data_root, cfg)),
                 tracker,
                 he_context=server_he,
                 runs_root=server_runs,

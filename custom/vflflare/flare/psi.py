@@ -59,6 +59,7 @@ from nvflare.app_opt.psi.dh_psi.dh_psi_server import PSIServer
 from nvflare.app_opt.psi.dh_psi.dh_psi_task_handler import DhPSITaskHandler
 
 from vflflare.data.errors import site_owner
+from vflflare.data.loading import DataRequest
 from vflflare.flare.messages import ERROR_HEADER
 from vflflare.flare.site_config import read_site_config, resolve_party_data_root, site_config_path
 from vflflare.protocol.alignment import PSI_FILE, psi_file, psi_root, read_psi_file, tag_items, write_psi_file
@@ -153,7 +154,8 @@ class VFLSitePSI(PSI):
     def load_items(self) -> list[str]:
         site = self.site or self.fl_ctx.get_identity_name()
         data_root = resolve_party_data_root(self.data_root, self.fl_ctx, site)
-        tables = load_site_view(site, self.sites or [site], data_root, self.seed, id_normalize=self.id_normalize or ())
+        request = DataRequest(self.sites or [site], data_root, self.seed, id_normalize=self.id_normalize or ())
+        tables = load_site_view(site, request)
         if isinstance(self.psi_writer, VFLPSIWriter):
             self.psi_writer.clear(self.fl_ctx)
         self.intersection = None

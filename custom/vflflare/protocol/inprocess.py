@@ -17,6 +17,7 @@ from vflflare.protocol.payload import Payload, decode, encode
 from vflflare.protocol.runner import run_algorithm
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.protocol.topology import COORDINATOR, check_job_sites
+from vflflare.protocol.views import job_data_request
 from vflflare.torch_runtime import prepare_torch
 from vflflare.tracking import LogTracker
 
@@ -78,7 +79,7 @@ def run_inprocess(
     results = run_algorithm(
         net,
         cfg,
-        lambda: load_label_tables(SERVER, sites, data_root, cfg.seed, cfg.id_normalize),
+        lambda: load_label_tables(SERVER, job_data_request(sites, data_root, cfg)),
         LogTracker("vflflare.server"),
         runs_root=root(SERVER),
         job_id=job_id,

@@ -48,7 +48,7 @@ from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.model_store import save_feature_party, save_label_party
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.scoring import SiteScorer
-from vflflare.protocol.views import describe_view, load_site_view
+from vflflare.protocol.views import describe_view, job_data_request, load_site_view
 from vflflare.registry import algorithms, get_algorithm, make_config
 from vflflare.tracking import DETAILS, LogTracker, Tracker
 from vflflare.wire import LABEL_PREFIX
@@ -182,7 +182,7 @@ class SiteRuntime:
         torch.set_num_threads(cfg.num_threads)
         sites, salt = list(payload["sites"]), payload.get("salt")
         setup.check_site(self.site, self.data_root, cfg)
-        tables = load_site_view(self.site, sites, self.data_root, cfg.seed, cfg.numeric_transform, cfg.id_normalize)
+        tables = load_site_view(self.site, job_data_request(sites, self.data_root, cfg))
         self.tracker.info(f"site '{self.site}': {describe_view(tables)}")
         for line in describe_checks(f"site '{self.site}'", tables.data_checks):  # with values: stays here
             DETAILS.info(line)  # the coordinator's report lists them (counts only) for whoever runs the job
@@ -217,7 +217,9 @@ class SiteRuntime:
         (`colocated`): one institution, one process, so a plug-in may join its labels and features locally
         (VFLHLP's active party trains on both); nothing of either travels for it."""
         labels = load_label_tables(
-            self.site, sites, self.data_root, cfg.seed, cfg.id_normalize, self._plugin.setup.active_site_labels
+            self.site,
+            job_data_request(sites, self.data_root, cfg),
+            active_site_labels=self._plugin.setup.active_site_labels,
         )
         self.label = self._plugin.Label(labels, sites, cfg, self.tracker, private=self._private("label"))
         self.label.colocated, self.party.colocated = self.party, self.label

@@ -19,9 +19,10 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from vflflare.config import JobConfig
 from vflflare.data.image_batch import ImageBatch
 from vflflare.data.images import SiteImages
-from vflflare.data.loading import load_site_data
+from vflflare.data.loading import DataRequest, load_site_data
 from vflflare.data.types import SiteTables
 from vflflare.models.factory import build_encoder
 from vflflare.ssl.augment import ScarfCorruption, TabularBatch, TwoViews, WeakStrongViews, fixmatch_tab_views
@@ -145,13 +146,13 @@ def view_of(data: SiteTables | SiteImages) -> SiteView:
     return ImageView(data) if isinstance(data, SiteImages) else TabularView(data)
 
 
-def load_site_view(
-    site: str,
-    sites: list[str],
-    data_root: str | None,
-    seed: int,
-    numeric_transform: str = "standard",
-    id_normalize: Sequence[str] = (),
-) -> SiteView:
+def job_data_request(sites: Sequence[str], data_root: str | None, cfg: JobConfig) -> DataRequest:
+    """What a job's parties load their data with: its sites and a party's data root, with the job's seed,
+    numeric transform and ID normal forms. Here rather than in data/, which may not know JobConfig
+    (ARCHITECTURE.md, Layers)."""
+    return DataRequest(sites, data_root, cfg.seed, cfg.numeric_transform, cfg.id_normalize)
+
+
+def load_site_view(site: str, request: DataRequest) -> SiteView:
     """A feature party's data as the algorithms see it (data.loading.load_site_data, viewed)."""
-    return view_of(load_site_data(site, sites, data_root, seed, numeric_transform, id_normalize))
+    return view_of(load_site_data(site, request))

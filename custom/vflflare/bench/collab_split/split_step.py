@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from vflflare.data.loading import load_label_tables, load_site_tables
+from vflflare.data.loading import DataRequest, load_label_tables, load_site_tables
 from vflflare.models.heads import MLPHead
 from vflflare.models.tabular import TabularEncoder
 from vflflare.seeding import derive_seed, seeded_init
@@ -42,7 +42,7 @@ CallSites = Callable[[dict[str, np.ndarray] | None, np.ndarray | None], dict[str
 def aligned_training_ids(data_root: str, seed: int = SEED) -> tuple[list[str], np.ndarray]:
     """The aligned labeled rows the split-NN trains on, in one fixed order (the label file's, after the
     validation share), and their labels. The label party's file lists exactly the aligned rows."""
-    labels = load_label_tables("server", [], data_root, seed)
+    labels = load_label_tables("server", DataRequest((), data_root, seed))
     n_val = int(round(VAL_FRACTION * len(labels.train_ids)))
     return list(labels.train_ids[n_val:]), np.asarray(labels.train_labels[n_val:], dtype=np.int64)
 
@@ -56,7 +56,7 @@ class FeatureSite:
     """A feature party's bottom model f_k on its columns of the aligned training rows."""
 
     def __init__(self, site: str, data_root: str, aligned_ids: list[str], seed: int = SEED) -> None:
-        tables = load_site_tables(site, [], data_root, seed)
+        tables = load_site_tables(site, DataRequest((), data_root, seed))
         position = {row_id: i for i, row_id in enumerate(tables.train_ids)}
         missing = [row_id for row_id in aligned_ids[:5] if row_id not in position]
         if missing:

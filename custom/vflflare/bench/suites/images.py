@@ -59,7 +59,7 @@ from vflflare.bench.stats import mean_std
 from vflflare.bench.suite import Suite, suite
 from vflflare.bench.suites.ssvfl import PretrainOnce, pretrain_key
 from vflflare.bench.tables import table
-from vflflare.data.loading import load_label_tables
+from vflflare.data.loading import DataRequest, load_label_tables
 from vflflare.data.split import parse_sites
 from vflflare.data.split.dataset import split_dataset, synthetic_options
 from vflflare.protocol.inprocess import InProcessTransport
@@ -257,7 +257,10 @@ def run_one(
         runtime.ledger = net.ledger
     start = time.perf_counter()
     result = run_algorithm(
-        net, cfg, lambda: load_label_tables(SERVER, SITES, str(root), cfg.seed), LogTracker("vflflare.server")
+        net,
+        cfg,
+        lambda: load_label_tables(SERVER, DataRequest(SITES, str(root), cfg.seed)),
+        LogTracker("vflflare.server"),
     )
     comm = result["communication"]
     return {

@@ -27,7 +27,7 @@ from vflflare.bench.splits import SITES, SourceTable, job_rows, prepare_split
 from vflflare.bench.stats import mean_std
 from vflflare.bench.suite import Suite, suite
 from vflflare.bench.tables import table as register_table
-from vflflare.data.loading import load_label_tables
+from vflflare.data.loading import DataRequest, load_label_tables
 from vflflare.protocol.inprocess import InProcessTransport
 from vflflare.protocol.run_context import RunContext
 from vflflare.protocol.setup import SERVER, SetupInputs, setup_parties
@@ -42,7 +42,7 @@ RESULTS = COMMITTED / "label_disclosure.jsonl"  # compact records: numbers and s
 def measure(root: Path, seed: int, table: SourceTable, overrides: dict) -> dict[str, float]:
     cfg = make_config({**overrides, "algorithm": "oneshot", "seed": seed})
     net = InProcessTransport({s: SiteRuntime(s, str(root)) for s in SITES})
-    loader = lambda: load_label_tables(SERVER, SITES, str(root), seed)  # noqa: E731
+    loader = lambda: load_label_tables(SERVER, DataRequest(SITES, str(root), seed))  # noqa: E731
     label, _, _ = setup_parties(SetupInputs(net, cfg, OneShotVFL.Label, loader, LogTracker("bench.disclosure")))
     grads = label.partial_gradients(reps_of(upload_representations(RunContext(net), ["aligned"]), "aligned"))
     truth = table.y(job_rows(root, seed, cfg.val_fraction).train_ids)  # canonical order = gradient row order

@@ -148,6 +148,7 @@ def sites_peak(data_root: str, algorithm: str, settings: dict[str, Any], sites: 
     from vflflare.data.loading import load_label_tables
     from vflflare.protocol.inprocess import InProcessTransport
     from vflflare.protocol.runner import run_algorithm
+    from vflflare.protocol.views import job_data_request
     from vflflare.registry import make_config
     from vflflare.torch_runtime import prepare_torch
     from vflflare.tracking import LogTracker
@@ -160,7 +161,7 @@ def sites_peak(data_root: str, algorithm: str, settings: dict[str, Any], sites: 
     try:
         prepare_torch(cfg.num_threads)
         net = InProcessTransport(processes, cfg.wire_dtype)
-        labels = lambda: load_label_tables(SERVER, names, data_root, cfg.seed, cfg.id_normalize)  # noqa: E731
+        labels = lambda: load_label_tables(SERVER, job_data_request(names, data_root, cfg))  # noqa: E731
         results = run_algorithm(net, cfg, labels, LogTracker("vflflare.server"))
     finally:
         logs = {site: process.close() for site, process in processes.items()}
