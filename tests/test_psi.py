@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import filecmp
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -67,7 +68,7 @@ def setup_only(root: Path | None, cfg):
     runtimes = {s: SiteRuntime(s, data_root) for s in SITES}
     net = InProcessTransport(runtimes)
     plugin = get_algorithm(cfg.algorithm)
-    loader = lambda: load_label_tables("server", DataRequest(SITES, data_root, cfg.seed))  # noqa: E731
+    loader = partial(load_label_tables, "server", DataRequest(SITES, data_root, cfg.seed))
     label, counts, _ = plugin.setup.coordinator(SetupInputs(net, cfg, plugin.Label, loader, LogTracker("test")))
     return runtimes, label, counts, net
 

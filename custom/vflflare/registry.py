@@ -44,9 +44,9 @@ def algorithms() -> dict[str, type[Algorithm]]:
     """Every registered plug-in by name, the built-in ones included."""
     global _built_in_loaded
     if not _built_in_loaded:
-        _built_in_loaded = True
-        for module in BUILT_IN:
+        for module in BUILT_IN:  # a module that fails to import raises here again on the next lookup
             importlib.import_module(module)
+        _built_in_loaded = True
     return _ALGORITHMS
 
 

@@ -11,6 +11,7 @@ row directions, Alg. 1 line 28) and scores the clusters against the true labels 
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,7 @@ RESULTS = COMMITTED / "label_disclosure.jsonl"  # compact records: numbers and s
 def measure(root: Path, seed: int, table: SourceTable, overrides: dict) -> dict[str, float]:
     cfg = make_config({**overrides, "algorithm": "oneshot", "seed": seed})
     net = InProcessTransport({s: SiteRuntime(s, str(root)) for s in SITES})
-    loader = lambda: load_label_tables(SERVER, DataRequest(SITES, str(root), seed))  # noqa: E731
+    loader = partial(load_label_tables, SERVER, DataRequest(SITES, str(root), seed))
     label, _, _ = setup_parties(SetupInputs(net, cfg, OneShotVFL.Label, loader, LogTracker("bench.disclosure")))
     grads = label.partial_gradients(reps_of(upload_representations(RunContext(net), ["aligned"]), "aligned"))
     truth = table.y(job_rows(root, seed, cfg.val_fraction).train_ids)  # canonical order = gradient row order
