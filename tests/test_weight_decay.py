@@ -23,7 +23,7 @@ def _weight_norms(tmp_path, data, weight_decay: float) -> tuple[float, float]:
         runs_root=str(runs),
     )
     encoder, _, _ = load_site_model(models_dir(runs / "site-1", result["job_id"]) / "site-1", "site-1")
-    head, _ = load_label_model(models_dir(runs / "server", result["job_id"]) / LABEL_DIR)
+    head, _, _ = load_label_model(models_dir(runs / "server", result["job_id"]) / LABEL_DIR)
     bottom, top = (
         float(sum(p.detach().norm() ** 2 for n, p in m.named_parameters() if n.endswith("weight")) ** 0.5)
         for m in (encoder, head)

@@ -267,6 +267,9 @@ class JobConfig(DefenseSettings):
     # the label party's classifier on fixed representations (one-shot Alg. 1 step 6, SS-VFL-I)
     classifier_epochs: int = 100
     classifier_patience: int = 10  # its early stopping: epochs without a better validation score
+    # a label party at a site also fits a model of its own columns alone and reports the gain over it
+    # (protocol/going_alone.py); true: deliver the blend of both whose share is best on the validation rows
+    blend_own_model: bool = False
     # resume (protocol/checkpoint.py): journal every phase exchange and checkpoint every party's state
     # under a run id (the NVFlare job id); resume: that run id, to go on from its last completed exchange
     checkpoint: bool = False

@@ -23,3 +23,57 @@ def score(probs: np.ndarray, labels: np.ndarray, num_classes: int) -> tuple[str,
             raise ValueError(f"AUC needs rows of both classes; got {len(labels)} rows all labeled {labels[:1]}")
         return name, float(roc_auc_score(labels, probs[:, 1]))
     return name, float(np.mean(probs.argmax(axis=1) == labels))
+
+
+def _auc_along(labels: np.ndarray, scores: np.ndarray, axis: int = -1) -> np.ndarray:
+    """AUC of binary `labels` by `scores` along `axis` (Mann-Whitney U with tied scores' ranks averaged, as
+    scikit-learn's roc_auc_score): one value per resample of a bootstrap."""
+    from scipy.stats import rankdata
+
+    labels, scores = np.moveaxis(labels, axis, -1), np.moveaxis(scores, axis, -1)
+    positive = labels == 1
+    n1 = positive.sum(axis=-1)
+    n0 = labels.shape[-1] - n1
+    with np.errstate(divide="ignore", invalid="ignore"):  # a resample of one class has no AUC: nan
+        return ((rankdata(scores, axis=-1) * positive).sum(axis=-1) - n1 * (n1 + 1) / 2) / (n1 * n0)
+
+
+def gain_interval(
+    labels: np.ndarray,
+    probs: np.ndarray,
+    baseline: np.ndarray,
+    num_classes: int,
+    *,
+    seed: int,
+    resamples: int = 1000,
+    level: float = 0.95,
+) -> tuple[float, float, float]:
+    """(gain, low, high): the metric of `probs` minus that of `baseline` on these rows, and its paired
+    percentile bootstrap interval (scipy.stats.bootstrap, rows resampled with replacement)."""
+    from scipy.stats import bootstrap
+
+    labels = np.asarray(labels)
+    if metric_name(num_classes) == "auc":
+        data = (labels, np.asarray(probs)[:, 1], np.asarray(baseline)[:, 1])
+
+        def statistic(y: np.ndarray, p: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+            return _auc_along(y, p, axis) - _auc_along(y, b, axis)
+    else:
+        data = ((np.asarray(probs).argmax(1) == labels).astype(float) - (np.asarray(baseline).argmax(1) == labels),)
+
+        def statistic(d: np.ndarray, axis: int = -1) -> np.ndarray:
+            return d.mean(axis=axis)
+
+    gain = float(statistic(*(d[None] for d in data))[0])
+    interval = bootstrap(
+        data,
+        statistic,
+        n_resamples=resamples,
+        batch=100,
+        vectorized=True,
+        paired=True,
+        confidence_level=level,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    ).confidence_interval
+    return gain, float(interval.low), float(interval.high)

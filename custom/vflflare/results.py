@@ -68,6 +68,10 @@ def format_table(results: dict) -> str:
     for name, value in sorted(results.get("metrics", {}).items()):
         shown = f"{int(value)}" if name.endswith("rows") and float(value).is_integer() else f"{value:.4f}"
         lines.append(f"  {name:<28} {shown}")  # a count as an integer, a score to 4 places
+    if "going_alone" in results:
+        from vflflare.protocol.going_alone import describe  # noqa: PLC0415 - keeps this module light
+
+        lines += describe(results["going_alone"])
     if "dp" in results.get("privacy", {}):
         from vflflare.privacy.accounting import describe  # noqa: PLC0415 - keeps this module light
 

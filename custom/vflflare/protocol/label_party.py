@@ -20,6 +20,7 @@ from vflflare.privacy.defenses import defend_gradients, randomized_response
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.protocol.alignment import AlignmentError
 from vflflare.protocol.feature_party import declared
+from vflflare.protocol.going_alone import GOING_ALONE, compare
 from vflflare.protocol.state import PartyState
 from vflflare.seeding import derive_seed, seeded_init
 from vflflare.tracking import LogTracker, Tracker
@@ -77,6 +78,10 @@ class LabelParty:
         # a saved model keeps them as the training job's test predictions (model_store.py)
         self.test_ids: list[str] = []
         self.test_probs: np.ndarray | None = None
+        self.val_probs: np.ndarray | None = None  # of the last validation evaluation: a blend's share is chosen on it
+        # going_alone.py: the own model (fitted once) and, with blend_own_model, (own model, federated share)
+        self.own_model: tuple | None = None
+        self.blend: tuple | None = None
 
     @classmethod
     def label_channels(cls) -> dict[str, str]:
@@ -243,18 +248,28 @@ class LabelParty:
 
     def fit_classifier(self, reps: dict[str, dict[str, np.ndarray]]) -> dict[str, float]:
         """Alg. 1 lines 22-27 with validation early stopping. reps[site] has 'aligned', 'val', 'test'.
-        Returns {'val_<metric>': .., 'test_<metric>': ..}."""
+        Returns {'val_<metric>': .., 'test_<metric>': .., GOING_ALONE: the comparison (going_alone.py)}."""
         parts = {part: {s: reps[s][part] for s in self.sites if part in reps.get(s, {})} for part in LABEL_PARTS}
         has_val = len(self.part_labels("val")) > 0
         joint_val = self.concat(parts["val"], "val") if has_val else None
         self.state["classifier"] = self.fit("classifier", self.concat(parts["aligned"], "aligned"), joint_val)
         metrics = self.evaluate("val", parts["val"]) if has_val else {}
-        return {**metrics, **self.evaluate("test", parts["test"])}
+        return {**metrics, **self.evaluate("test", parts["test"], True)}
 
-    def evaluate(self, part: str, reps: dict[str, np.ndarray]) -> dict[str, float]:
-        """Metric of f_c on 'val' or 'test' representations: {'<part>_<metric>': value}."""
+    def evaluate(self, part: str, reps: dict[str, np.ndarray], final: bool = False) -> dict:
+        """Metric of f_c on 'val' or 'test' representations: {'<part>_<metric>': value}. The job's final test
+        evaluation (`final`) also compares with going alone (going_alone.py) and adds the comparison under
+        GOING_ALONE; with blend_own_model its metrics are the delivered blend's."""
         probs = predict_proba(self.state["classifier"], self.concat(reps, part))
-        if part == "test":
+        record = None
+        if part == "val":
+            self.val_probs = probs
+        elif part == "test":
+            if final:
+                probs, record = compare(self, self.val_probs if len(self.part_labels("val")) else None, probs)
             self.test_probs = probs
         name, value = score(probs, self.part_labels(part).numpy(), self.num_classes)
-        return {f"{part}_{name}": value}
+        if record is None:
+            return {f"{part}_{name}": value}
+        blended = {f"val_{name}": record["blend"][f"val_{name}"]} if "blend" in record else {}
+        return {f"{part}_{name}": value, **blended, GOING_ALONE: record}

@@ -40,6 +40,7 @@ from vflflare.protocol.model_ids import LABEL_DIR, MANIFEST, MODELS_DIR
 
 ENCODER_FILE, PREPROCESSING_FILE = "encoder.pt", "preprocessing.json"
 HEAD_FILE, PREDICTIONS_FILE = "head.pt", "test_predictions.csv"
+OWN_MODEL_FILE = "own_model.pt"  # a blend's own model of the label site's columns (protocol/going_alone.py)
 
 
 class ModelStoreError(RuntimeError):
@@ -146,6 +147,7 @@ def save_label_model(
     fields: dict[str, Any],
     id_column: str = "id",
     classes: list[str] | None = None,
+    blend: tuple[Any, float] | None = None,
 ) -> Path:
     """The head over the sites' representations side by side in `sites` order, and the test rows' class
     probabilities it gave (the training job's test predictions, to compare scoring with), under the label
@@ -153,12 +155,18 @@ def save_label_model(
     _new_folder(folder, "label party")
     torch.save(head, folder / HEAD_FILE)
     files = [HEAD_FILE]
+    blended = {}
+    if blend is not None:  # going_alone.py: the label site's own model, mixed in at this share of the head's
+        own, share = blend
+        torch.save(own, folder / OWN_MODEL_FILE)
+        files.append(OWN_MODEL_FILE)
+        blended = {"blend": {"federated_share": share, "own_model": own.kind}}
     if test_ids is not None and test_probs is not None:
         write_predictions(folder / PREDICTIONS_FILE, test_ids, test_probs, id_column, classes)
         files.append(PREDICTIONS_FILE)
     named = {"classes": list(classes)} if classes else {}
     return _write_manifest(
-        folder, {**fields, "party": LABEL_DIR, "sites": list(sites), "metrics": metrics, **named}, files
+        folder, {**fields, "party": LABEL_DIR, "sites": list(sites), "metrics": metrics, **named, **blended}, files
     )
 
 
@@ -169,10 +177,12 @@ def label_owner(folder: Path) -> str | None:
     return json.loads(path.read_text()).get("label_owner") if path.is_file() else None
 
 
-def load_label_model(folder: Path) -> tuple[torch.nn.Module, dict[str, Any]]:
+def load_label_model(folder: Path) -> tuple[torch.nn.Module, dict[str, Any], Any]:
+    """(the head, the manifest, the own model a blend mixes in, or None)."""
     manifest = read_manifest(folder, "label party")
     head = torch.load(folder / HEAD_FILE, map_location="cpu", weights_only=False)
-    return head.eval(), manifest
+    own = torch.load(folder / OWN_MODEL_FILE, map_location="cpu", weights_only=False) if "blend" in manifest else None
+    return head.eval(), manifest, own
 
 
 PREDICTED_COLUMN = "predicted"  # the predicted class by its name, when labels.json names the classes
@@ -259,4 +269,5 @@ def save_label_party(
         _fields(job_cfg or label.cfg, model_id, job_id),
         getattr(label.tables, "id_column", "id"),
         getattr(label.tables, "classes", None),
+        label.blend,
     )

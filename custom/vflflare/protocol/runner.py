@@ -11,6 +11,7 @@ from vflflare.data.types import LabelTables
 from vflflare.privacy.enforcement import Enforcement, apply_enforcement
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.protocol.checkpoint import CheckpointedTransport, Journal
+from vflflare.protocol.going_alone import GOING_ALONE
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.model_store import save_label_party
 from vflflare.protocol.setup import SetupInputs
@@ -90,6 +91,7 @@ def run_algorithm(
         "label_owner": flow.info.get("label_owner", cfg.label_owner),
         **({"classes": list(classes)} if classes else {}),
         "metrics": {k: float(v) for k, v in metrics.items()},
+        **({GOING_ALONE: flow.info.pop(GOING_ALONE)} if GOING_ALONE in flow.info else {}),
         "rows": rows,
         "alignment": alignment,
         "training": flow.info,

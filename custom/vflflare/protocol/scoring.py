@@ -31,6 +31,7 @@ from vflflare.data.schema import TableSchema
 from vflflare.data.table import parse_features, read_csv
 from vflflare.data.types import FeatureBlock
 from vflflare.models.fitting import predict_proba
+from vflflare.models.own_model import blend
 from vflflare.privacy.defenses import noisy_representations
 from vflflare.privacy.enforcement import Enforcement, enforced_floor
 from vflflare.privacy.private_randomness import PrivateRandomness
@@ -239,8 +240,9 @@ class SiteScorer:
         model_id = payload.get("model_id") or loaded["folder"].name
         out = predictions_path(self.runs_root, model_id)
         about = {**dict(payload.get("about") or {}), "score_file": loaded["path"]}
+        own_rows = loaded["batch"].take(torch.as_tensor(positions, dtype=torch.int64))  # for a blend
         return apply_head(
-            loaded["folder"] / LABEL_DIR, payload["reps"], ids, out, positions, loaded["id_column"], about
+            loaded["folder"] / LABEL_DIR, payload["reps"], ids, out, positions, loaded["id_column"], about, own_rows
         )
 
     def _positions(self, payload: Payload) -> list[int]:
@@ -272,14 +274,16 @@ def apply_head(
     rows: list[int],
     id_column: str,
     about: dict[str, Any] | None = None,
+    own_rows: Any = None,
 ) -> Payload:
     """The label party's step: class probabilities of the head saved in `folder` over the sites'
-    representations (in the order it was trained with), written to `out` in the score file's row order
+    representations (in the order it was trained with), blended with the label site's own model of its rows
+    `own_rows` (in the same order) where the training job delivered a blend (going_alone.py), written to `out` in the score file's row order
     (`rows`: each row's place in it) under its ID column's name, with the predicted class by name when the
     model's labels.json named the classes; beside it, `out` with .json: the model (ID, algorithm, when
     trained, sites, label owner, test metric), the rows (score file, count, ID column), the columns, and
     when and by which job (`about`: scoring_job_id, score_file) they were scored."""
-    head, manifest = load_label_model(folder)
+    head, manifest, own = load_label_model(folder)
     missing = [s for s in manifest["sites"] if s not in reps]
     if missing:
         raise ModelStoreError(
@@ -293,6 +297,8 @@ def apply_head(
         raise ModelStoreError(
             f"label party: the head at {folder} does not take these representations ({joint.shape[1]} wide): {error}"
         ) from error
+    if own is not None:
+        probs = blend(probs, own.predict_proba(own_rows), manifest["blend"]["federated_share"])
     order = np.argsort(np.asarray(rows), kind="stable")
     out.parent.mkdir(parents=True, exist_ok=True)
     classes = manifest.get("classes")

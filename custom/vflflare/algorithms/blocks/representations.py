@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vflflare.protocol.going_alone import keep_comparison
 from vflflare.protocol.run_context import RunContext
 
 # what the label party trains, selects and scores f_c on
@@ -23,6 +24,7 @@ def upload_representations(ctx: RunContext, parts: list[str], *, phase: str = "r
 
 
 def train_classifier(ctx: RunContext, reps: dict[str, dict]) -> dict[str, float]:
-    """f_c on the aligned representations, early stopped on validation, scored on test."""
+    """f_c on the aligned representations, early stopped on validation, scored on test (and compared with
+    going alone)."""
     with ctx.net.ledger.phase("classifier"):
-        return ctx.label.fit_classifier(reps)
+        return keep_comparison(ctx.info, ctx.label.fit_classifier(reps))

@@ -26,6 +26,7 @@ from vflflare.algorithms.blocks.representations import reps_of
 from vflflare.config import Settings
 from vflflare.privacy.iso import iso
 from vflflare.protocol.checkpoint import CheckpointedTransport
+from vflflare.protocol.going_alone import keep_comparison
 from vflflare.protocol.payload import Payload
 from vflflare.protocol.run_context import RunContext
 from vflflare.protocol.transport import Transport
@@ -355,7 +356,11 @@ def train_split_nn(
         label.restore_best()
         net.step("restore", {s: {} for s in net.sites})
         replies = net.exchange("represent", {s: {"parts": ["val", "test"]} for s in net.sites})
-        metrics = {**label.evaluate("val", reps_of(replies, "val")), **label.evaluate("test", reps_of(replies, "test"))}
+        metrics = {
+            **label.evaluate("val", reps_of(replies, "val")),
+            **label.evaluate("test", reps_of(replies, "test"), True),
+        }
+    keep_comparison(info, metrics)
     info["split_epochs"] = progress["epochs_run"]
     return metrics
 
