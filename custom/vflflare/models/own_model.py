@@ -20,7 +20,7 @@ from torch import nn
 
 from vflflare.config import JobConfig
 from vflflare.metrics import score
-from vflflare.models.fitting import fit_head, predict_proba
+from vflflare.models.fitting import fit_head
 from vflflare.models.heads import MLPHead
 from vflflare.tracking import Tracker
 
@@ -121,8 +121,9 @@ def fit_own_model(
     seed: int,
     tracker: Tracker,
 ) -> tuple[OwnModel, list[OwnModel]]:
-    """The better on validation of the trees (tables) and the neural model, and every candidate. `rows`, `val[0]`: positions in the view's train table. Runs under its own torch RNG, so nothing the
-    job draws afterwards changes."""
+    """The better on validation of the trees (tables) and the neural model, and every candidate. `rows`,
+    `val[0]`: positions in the view's train table. Runs under its own torch RNG, so nothing the job draws
+    afterwards changes."""
     val_rows, val_labels = val
     candidates: list[OwnModel] = []
     with torch.random.fork_rng(devices=[]):

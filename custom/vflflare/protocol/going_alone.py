@@ -137,8 +137,8 @@ def describe(record: dict[str, Any]) -> list[str]:
     if "blend" in record:
         blended = record["blend"]
         lines.append(
-            f"  {'delivered: blend':<28} {blended['test_' + name]:.4f}  (federated share {blended['federated_share']:.1f}, "
-            f"chosen on validation; federated alone {record['federated']:.4f})"
+            f"  {'delivered: blend':<28} {blended['test_' + name]:.4f}  (federated share "
+            f"{blended['federated_share']:.1f}, chosen on validation; federated alone {record['federated']:.4f})"
         )
     return lines
 
