@@ -280,9 +280,9 @@ def apply_head(
     representations (in the order it was trained with), blended with the label site's own model of its rows
     `own_rows` (in the same order) where the training job delivered a blend (going_alone.py), written to `out`
     in the score file's row order (`rows`: each row's place in it) under its ID column's name, with the
-    predicted class by name when the model's labels.json named the classes; beside it, `out` with .json: the model (ID, algorithm, when
-    trained, sites, label owner, test metric), the rows (score file, count, ID column), the columns, and
-    when and by which job (`about`: scoring_job_id, score_file) they were scored."""
+    predicted class by name when the model's labels.json named the classes; beside it, `out` with .json: the
+    model (ID, algorithm, when trained, sites, label owner, test metric), the rows (score file, count, ID
+    column), the columns, and when and by which job (`about`: scoring_job_id, score_file) they were scored."""
     head, manifest, own = load_label_model(folder)
     missing = [s for s in manifest["sites"] if s not in reps]
     if missing:
