@@ -113,7 +113,8 @@ def test_partial_gradients_match_autograd_and_finite_differences():
 
 def test_oneshot_then_classifier_reaches_high_test_auc(oneshot_trained):
     _, label, metrics = oneshot_trained
-    assert set(metrics) == {"val_auc", "test_auc"}
+    assert set(metrics) == {"val_auc", "test_auc", "going_alone"}  # the label party's comparison (issue 40)
+    assert metrics["going_alone"]["federated"] == metrics["test_auc"]
     assert label.metric_name == "auc"
     assert metrics["test_auc"] > 0.9
 
