@@ -1,5 +1,5 @@
-"""Per-site numeric transform before standardisation: standard | signed_log | auto | quantile (data/preprocess.py),
-chosen by the site's schema.json or, when that does not say, by the job's VFLConfig."""
+"""Per-site numeric transform: standard | signed_log | auto | quantile, or the piecewise-linear encoding ple
+(data/preprocess.py), chosen by the site's schema.json or, when that does not say, by the job's VFLConfig."""
 
 from __future__ import annotations
 
@@ -7,11 +7,19 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from vflflare.data.checks import CLIP_RANGES, clip
 from vflflare.data.errors import DataError
 from vflflare.data.loading import DataRequest, load_site_tables
-from vflflare.data.preprocess import Preprocessor, is_heavy_tailed, piecewise_linear, signed_log, tail_statistics
+from vflflare.data.preprocess import (
+    Preprocessor,
+    is_heavy_tailed,
+    piecewise_linear,
+    ple_edges,
+    signed_log,
+    tail_statistics,
+)
 from vflflare.data.schema import TableSchema, read_table_schema
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.registry import make_config
@@ -133,14 +141,36 @@ def test_quantile_transform_gives_normal_scores_from_training_knots_only(tmp_pat
 
 
 def test_piecewise_linear_encoding_by_hand():
-    """`ple` (Gorishniy et al. 2022, Eq. 1): edges 0, 1, 3 -> bin 1 (x - 0) / 1, bin 2 (x - 1) / 2; inner
-    bins saturate at 0 and 1, the first goes on below its edge and the last above its edge."""
-    from vflflare.data.preprocess import piecewise_linear, ple_edges
+    """`ple` (Gorishniy et al. 2022, Eq. 1), by rtdl_num_embeddings: edges 0, 1, 3 -> bin 1 (x - 0) / 1, bin 2
+    (x - 1) / 2; inside [0, 3] every value is in [0, 1]; the first bin goes on below its edge, the last above
+    its edge."""
+    encoded = piecewise_linear(np.array([-1.0, 0.0, 0.5, 1.0, 2.0, 3.0, 5.0]), (0.0, 1.0, 3.0))
+    expected = [[-1.0, 0.0], [0.0, 0.0], [0.5, 0.0], [1.0, 0.0], [1.0, 0.5], [1.0, 1.0], [1.0, 2.0]]
+    np.testing.assert_allclose(encoded, expected, atol=1e-15)
+    inside = piecewise_linear(np.linspace(0.0, 3.0, 301), (0.0, 1.0, 3.0))
+    assert inside.min() >= -1e-15 and inside.max() <= 1.0 + 1e-15
+    one_bin = piecewise_linear(np.array([-2.0, 0.5, 4.0]), (0.0, 2.0))  # a single bin goes on both ways
+    np.testing.assert_allclose(one_bin[:, 0], [-1.0, 0.25, 2.0])
 
-    encoded = piecewise_linear(np.array([-1.0, 0.5, 1.0, 2.0, 5.0]), (0.0, 1.0, 3.0))
-    np.testing.assert_allclose(encoded, [[-1.0, 0.0], [0.5, 0.0], [1.0, 0.0], [1.0, 0.5], [1.0, 2.0]])
-    assert ple_edges(np.array([2.0, 2.0, 2.0])) == (2.0, 3.0)  # one value: one bin, all 0
+
+def test_ple_edges_are_the_training_quantiles():
+    """33 values 0..32: the quantiles at 0, 1/16, ..., 1 are 0, 2, ..., 32; repeated quantiles merge; a
+    constant column, which rtdl_num_embeddings refuses, keeps its one bin; a table of at most PLE_BINS rows
+    gets fewer bins than rows (the library's rule)."""
+    assert ple_edges(np.arange(33.0)[::-1]) == tuple(float(v) for v in range(0, 33, 2))
     assert ple_edges(np.array([0.0] * 99 + [1.0])) == (0.0, 1.0)  # 16 repeated quantiles merged
+    assert ple_edges(np.array([2.0, 2.0, 2.0])) == (2.0, 3.0)  # one value: one bin, all 0
+    assert ple_edges(np.array([4.0, 0.0, 2.0, 1.0, 3.0])) == (0.0, 1.0, 2.0, 3.0, 4.0)  # 5 rows: 4 bins
+    assert ple_edges(np.array([7.0, 5.0])) == (5.0, 7.0)  # 2 rows: one bin
+
+
+def test_ple_keeps_float64_far_from_zero_and_leaves_torch_float32():
+    """A column like 1e9 + a fraction: float32 (the library's default dtype) spaces 1e9 by 64, which would
+    wash the bins out; the encoding keeps float64, and only for itself: torch's default stays float32."""
+    edges = (1e9 + 0.25, 1e9 + 1.25, 1e9 + 3.25)
+    encoded = piecewise_linear(np.array([1e9 + 0.75, 1e9 + 2.25]), edges)
+    np.testing.assert_allclose(encoded, [[0.5, 0.0], [1.0, 0.5]], atol=1e-6)
+    assert torch.get_default_dtype() == torch.float32 and torch.zeros(1).dtype == torch.float32
 
 
 def test_ple_widens_each_numeric_column_into_its_bins_and_is_saved(tmp_path, write_csv):
@@ -164,3 +194,45 @@ def test_ple_clips_a_value_far_beyond_the_training_range(tmp_path, write_csv):
     expected = piecewise_linear(np.array([bound]), tables.site_input.preprocessor.ple["x"])[0]
     np.testing.assert_allclose(tables.test.numeric[1], expected, rtol=1e-6)
     assert tables.data_checks["out_of_range"]["x"]["clipped"] == 1
+
+
+def test_ple_value_beyond_float32_is_an_error_naming_its_row(tmp_path, write_csv):
+    """A training row at -1e300 widens the clip bound to about 3e300 above the top edge 19, so a test value of
+    1e299 stays and its last bin, (1e299 - 17.75) / 1.25, is beyond float32: an error naming the row, not inf."""
+    write_csv(tmp_path / "site-1" / "train.csv", ["id", "x"], [[0, -1e300]] + [[i + 1, float(i)] for i in range(20)])
+    write_csv(tmp_path / "site-1" / "test.csv", ["id", "x"], [[100, 1.0], [101, 1e299]])
+    with pytest.raises(DataError, match=r"line 3 \(id '101'\), column 'x': value 1e\+299 is too far beyond"):
+        load_site_tables("site-1", DataRequest([], str(tmp_path), numeric_transform="ple"))
+
+
+def test_ple_constant_column_and_missing_indicator(tmp_path, write_csv):
+    """A constant training column is one bin fed as 0 (a test value of 7 too); a column with missing training
+    cells gets its bins, filled with the median, then its 0/1 indicator; a saved model gives the same blocks."""
+    from vflflare.data.preprocess import SiteInput
+    from vflflare.protocol.scoring import read_new_rows
+
+    rows = [[i, 5.0, "" if i % 4 == 0 else float(i)] for i in range(40)]
+    write_csv(tmp_path / "site-1" / "train.csv", ["id", "flat", "gappy"], rows)
+    write_csv(tmp_path / "site-1" / "test.csv", ["id", "flat", "gappy"], [[100, 7.0, ""], [101, 5.0, 3.0]])
+    tables = load_site_tables("site-1", DataRequest([], str(tmp_path), numeric_transform="ple"))
+    gappy = tables.site_input.preprocessor.ple["gappy"]  # the 10 filled cells repeat the median: fewer bins
+    assert tables.feature_names == ["flat#bin0", *(f"gappy#bin{t}" for t in range(len(gappy) - 1)), "gappy#missing"]
+    assert not tables.train.numeric[:, 0].any() and not tables.test.numeric[:, 0].any()
+    np.testing.assert_array_equal(tables.test.numeric[:, -1], [1.0, 0.0])
+    np.testing.assert_array_equal(tables.train.numeric[:, -1], [float(i % 4 == 0) for i in range(40)])
+    median = np.median([i for i in range(40) if i % 4])
+    np.testing.assert_allclose(tables.test.numeric[0, 1:-1], piecewise_linear(np.array([median]), gappy)[0])
+    saved = SiteInput.from_dict(json.loads(json.dumps(tables.site_input.to_dict())))  # as model_store keeps it
+    _, block, _ = read_new_rows("site-1", tmp_path / "site-1" / "test.csv", saved)  # scoring a saved model
+    np.testing.assert_array_equal(block.numeric, tables.test.numeric)
+
+
+def test_ple_refuses_a_training_table_beyond_torch_quantile(tmp_path, write_csv, monkeypatch):
+    """torch.quantile (behind compute_bins) takes at most 2**24 rows: a clear error rather than torch's."""
+    import vflflare.data.preprocess as preprocess
+
+    monkeypatch.setattr(preprocess, "PLE_MAX_ROWS", 10)
+    write_csv(tmp_path / "site-1" / "train.csv", ["id", "x"], [[i, float(i)] for i in range(20)])
+    write_csv(tmp_path / "site-1" / "test.csv", ["id", "x"], [[100, 1.0]])
+    with pytest.raises(DataError, match="column 'x': numeric_transform ple fits its bins with torch.quantile"):
+        load_site_tables("site-1", DataRequest([], str(tmp_path), numeric_transform="ple"))

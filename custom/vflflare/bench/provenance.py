@@ -12,8 +12,9 @@ from importlib import metadata
 from pathlib import Path
 
 # the libraries whose version can move a number: training (torch, numpy), baselines (xgboost,
-# scikit-learn), the simulator runs (nvflare), Marvell's optimiser (scipy), the DP accounting (dp-accounting)
-LIBRARIES = ("torch", "numpy", "scipy", "nvflare", "xgboost", "scikit-learn", "dp-accounting")
+# scikit-learn), the simulator runs (nvflare), Marvell's optimiser (scipy), the DP accounting (dp-accounting),
+# numeric_transform ple (rtdl_num_embeddings)
+LIBRARIES = ("torch", "numpy", "scipy", "nvflare", "xgboost", "scikit-learn", "dp-accounting", "rtdl_num_embeddings")
 UNKNOWN = "unknown"
 
 

@@ -20,11 +20,25 @@ Numeric columns are standardised, optionally after a per-column signed log (`num
   function, then standardised: any monotone shape of a column becomes roughly N(0, 1), the numeric
   encoding the tabular deep-learning literature recommends for MLPs. The knots are the site's own;
 - "ple": piecewise-linear encoding (Gorishniy, Rubachev & Babenko, "On Embeddings for Numerical Features
-  in Tabular Deep Learning", NeurIPS 2022, Eq. 1): the column's training quantiles at PLE_BINS + 1 levels
-  (repeated edges merged) cut it into bins, and x becomes one value per bin: 1 for bins wholly below x, 0
-  above, its relative position in its own bin; below the first or above the last edge the end bins go on
-  linearly. A column with T bins becomes T inputs; not standardised (the values are in [0, 1] inside the
-  range).
+  in Tabular Deep Learning", NeurIPS 2022, Eq. 1), by the authors' package rtdl_num_embeddings: its
+  `compute_bins` cuts the column at its training quantiles at PLE_BINS + 1 levels (repeated edges merged),
+  and its `PiecewiseLinearEncoding` makes x one value per bin: 1 for bins wholly below x, 0 above, its
+  relative position in its own bin; below the first or above the last edge the end bins go on linearly. A
+  column with T bins becomes T inputs; not standardised (the values are in [0, 1] inside the range).
+
+  Against the hand-written code this package had before (issue 40; benchmarks/LEADERBOARD.md, "PLE from
+  rtdl_num_embeddings"): the edges are the same numbers, as torch.quantile and numpy.quantile both
+  interpolate linearly (largest difference on credit default's 23 columns: 0). The encoding is the
+  library's linear layer, x * w + c with w = 1 / width and c = -left edge / width, rather than
+  (x - left edge) / width: the two differ by rounding, at most 1.1e-15 on credit default, so an x on a
+  bin edge may give about 1e-16 where the old code gave 0. The library builds that layer in torch's
+  default dtype, float32, which rounds w and c (up to 5.4e-7 on credit default, and a column such as
+  1e9 + a fraction would lose its bins); `_Float64Factories` has it build them in float64, as before.
+  The adapter keeps by itself what the library refuses: a constant column gets one bin (v, v + 1),
+  encoded 0. It differs where the library's rules do: a training table of at most PLE_BINS rows gets at
+  most rows - 1 bins, as compute_bins wants fewer bins than rows (it used to get PLE_BINS bins between its
+  values; two rows get one bin between them), and torch.quantile takes at most PLE_MAX_ROWS training
+  rows, so a larger training table is an error asking for another numeric_transform.
 
 The choice is fitted once, on the training table, and applied unchanged to the test table.
 
@@ -41,10 +55,14 @@ Before any transform, every numeric value is clipped to a bound derived from the
 from __future__ import annotations
 
 import dataclasses
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
+from torch.overrides import TorchFunctionMode
 
 from vflflare.data.checks import check_rows, clip, constant_columns
 from vflflare.data.errors import VALUE
@@ -56,6 +74,7 @@ MAX_ONE_HOT = 16
 STANDARD, SIGNED_LOG, AUTO, QUANTILE, PLE = NUMERIC_TRANSFORMS
 QUANTILE_LEVELS = 1000
 PLE_BINS = 16  # at most; the paper tunes 2-256 bins, 16 keeps 13 amount columns at about 200 inputs
+PLE_MAX_ROWS = 2**24  # torch.quantile, behind compute_bins, refuses a longer column
 QUANTILE_CLIP = 1e-7  # ranks 0 and 1 map to about +-5.2 standard deviations, not infinity
 # "auto": a column is heavy-tailed above either threshold (West, Finch & Curran 1995)
 HEAVY_TAIL_SKEWNESS = 2.0
@@ -84,21 +103,58 @@ def to_normal_scores(values: np.ndarray, knots: tuple[float, ...]) -> np.ndarray
     return ndtri(np.clip(rank, QUANTILE_CLIP, 1.0 - QUANTILE_CLIP))
 
 
+# A binary column has one bin, and the library warns that one bin is min-max scaling: that is what it
+# should be (the end bin's linear extrapolation), as before, so the warning says nothing to act on.
+warnings.filterwarnings(
+    "ignore", r"The \d+-th feature has just two bin edges", UserWarning, module="rtdl_num_embeddings"
+)
+
+
 def ple_edges(values: np.ndarray) -> tuple[float, ...]:
-    """Bin edges of a column: its quantiles at PLE_BINS + 1 levels, repeated values merged (a column
-    with one value gets one bin, encoded 0)."""
-    edges = np.unique(np.quantile(values, np.linspace(0.0, 1.0, PLE_BINS + 1)))
-    return tuple(float(v) for v in (edges if len(edges) > 1 else [edges[0], edges[0] + 1.0]))
+    """Bin edges of a finite training column of at most PLE_MAX_ROWS values: rtdl_num_embeddings'
+    compute_bins, at most PLE_BINS quantile bins (fewer where quantiles repeat, or where the column has at
+    most PLE_BINS values). A constant column, which compute_bins refuses, gets one bin (v, v + 1): every
+    value is clipped to v, so it is a fixed 0 input (data/checks.py)."""
+    from rtdl_num_embeddings import compute_bins
+
+    low, high = float(values.min()), float(values.max())
+    if low == high:
+        return (low, low + 1.0)
+    bins = min(PLE_BINS, len(values) - 1)  # compute_bins wants 1 < bins < rows
+    if bins < 2:  # two distinct rows: one bin between them, as the quantiles at 0 and 1 are
+        return (low, high)
+    # float64 in, float64 edges out; torch.quantile interpolates linearly, as numpy.quantile does
+    (edges,) = compute_bins(torch.from_numpy(np.ascontiguousarray(values, dtype=np.float64)[:, None]), bins)
+    return tuple(edges.tolist())
 
 
 def piecewise_linear(values: np.ndarray, edges: tuple[float, ...]) -> np.ndarray:
-    """(rows, bins) PLE of `values`: bin t is (x - b_t) / (b_{t+1} - b_t), clipped to [0, 1] except below
-    for the first bin and above for the last."""
-    b = np.asarray(edges, dtype=np.float64)
-    encoded = (values[:, None] - b[None, :-1]) / np.diff(b)[None, :]
-    lower = np.where(np.arange(len(b) - 1) == 0, -np.inf, 0.0)
-    upper = np.where(np.arange(len(b) - 1) == len(b) - 2, np.inf, 1.0)
-    return np.clip(encoded, lower, upper)
+    """(rows, bins) float64 PLE of `values` by rtdl_num_embeddings.PiecewiseLinearEncoding: inner bins in
+    [0, 1], the first bin going on below its left edge and the last above its right edge (a single bin
+    both ways)."""
+    from rtdl_num_embeddings import PiecewiseLinearEncoding
+
+    with _Float64Factories():
+        encoding = PiecewiseLinearEncoding([torch.tensor(edges, dtype=torch.float64)])
+    with torch.no_grad():
+        return encoding(torch.from_numpy(np.ascontiguousarray(values, dtype=np.float64)[:, None])).numpy()
+
+
+class _Float64Factories(TorchFunctionMode):
+    """Inside it, torch.zeros / ones / empty without a dtype make float64 tensors, as under
+    torch.set_default_dtype(torch.float64). PiecewiseLinearEncoding allocates its weights that way; the
+    default dtype would do the same but is global to the process, where the sites' threads build their
+    models, while a TorchFunctionMode holds for this thread only (torch's `with torch.device(...)` works so)."""
+
+    FACTORIES = (torch.zeros, torch.ones, torch.empty)
+
+    def __torch_function__(
+        self, func: Callable[..., Any], types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        kwargs = dict(kwargs or {})
+        if func in self.FACTORIES and kwargs.get("dtype") is None:
+            kwargs["dtype"] = torch.float64
+        return func(*args, **kwargs)
 
 
 def tail_statistics(values: np.ndarray) -> tuple[float, float]:
@@ -176,6 +232,13 @@ class Preprocessor:
                     indicators.append(name)
             ranges[name] = (float(values.min()), float(values.max()))
             if numeric_transform == PLE:  # a constant column gets one bin at its value: encoded 0
+                if len(values) > PLE_MAX_ROWS:
+                    raise train.csv.error(
+                        f"numeric_transform ple fits its bins with torch.quantile, which takes at most "
+                        f"{PLE_MAX_ROWS} rows, and the training table has {len(values)}; choose another "
+                        f"numeric_transform (quantile is the nearest)",
+                        column=name,
+                    )
                 ple[name] = ple_edges(values)
             else:
                 if numeric_transform == SIGNED_LOG or (numeric_transform == AUTO and is_heavy_tailed(values)):
@@ -322,9 +385,8 @@ class Preprocessor:
 
     def _piecewise(self, table: FeatureTable, name: str) -> np.ndarray:
         """PLE of a numeric column; a value whose end bin float32 cannot hold is an error naming its row."""
-        with np.errstate(over="ignore"):
-            block = piecewise_linear(self.values(table, name), self.ple[name])
-        beyond = np.flatnonzero(np.abs(block).max(axis=1) > FLOAT32_MAX)
+        block = piecewise_linear(self.values(table, name), self.ple[name])
+        beyond = np.flatnonzero(~(np.abs(block) <= FLOAT32_MAX).all(axis=1))  # NaN too (inf * 0 in x * w + c)
         if len(beyond):
             row = int(beyond[0])
             raise table.csv.error(

@@ -8,6 +8,9 @@ change: the `code` setting is the PYTHONPATH those processes get (default: this 
     vflflare bench run parity --set code=custom --out /tmp/parity/after.jsonl
     vflflare bench parity /tmp/parity/before.jsonl /tmp/parity/after.jsonl     # exit 1 if a number moved
 
+`--set job='{"numeric_transform": "ple"}'` gives every run those JobConfig settings too (a change behind a
+setting that the default runs never reach).
+
 Each record keeps the metrics and, per site, uploads, downloads, payload bytes and wire bytes. The
 comparison has one row per (method, seed, mode) and flags any number that moved; the committed pairs are
 benchmarks/results/ISSUE_parity/{before,after}.jsonl.
@@ -72,10 +75,12 @@ def sets(overrides: dict) -> list[str]:
     return [arg for key, value in overrides.items() for arg in ("--set", f"{key}={json.dumps(value)}")]
 
 
-def run_one(method: str, seed: int, mode: str, work: Path, data_dir: Path, env: dict | None = None) -> dict:
+def run_one(
+    method: str, seed: int, mode: str, work: Path, data_dir: Path, env: dict | None = None, job: dict | None = None
+) -> dict:
     algorithm, overrides = {**METHODS, **EXTRA_METHODS}[method]
     root = split(seed, SPLIT_ARGS.get(method, ()), data_dir, env)
-    overrides = {**overrides, "seed": seed}
+    overrides = {**(job or {}), **overrides, "seed": seed}
     out = work / f"{method}_{seed}_{mode}"
     out.mkdir(parents=True)
     if mode == "inprocess":
@@ -132,7 +137,7 @@ def run(spec: Suite, out: Path, data_dir: Path) -> None:
                 for mode in modes:
                     if (method, seed, mode) in done:
                         continue
-                    record = run_one(method, seed, mode, Path(work), data_dir, env)
+                    record = run_one(method, seed, mode, Path(work), data_dir, env, dict(spec.settings["job"]))
                     print(f"{method} seed {seed} {mode}: {record['metrics']}", flush=True)
                     append_jsonl(out, record)
 
@@ -145,7 +150,7 @@ PARITY = suite(
         datasets=("credit_default",),
         methods=tuple(METHODS),
         more_methods=tuple(EXTRA_METHODS),
-        settings={"modes": MODES, "code": None},
+        settings={"modes": MODES, "code": None, "job": {}},  # job: JobConfig settings for every run
     )
 )
 
@@ -223,6 +228,7 @@ PAIRS = {
     "parity/issue36": "issue36_parity",
     "parity/issue37": "issue37_parity",
     "parity/issue39": "issue39_parity",
+    "parity/issue40_ple": "issue40_ple",  # numeric_transform ple, vanilla and one-shot, in process
 }
 for _name, _folder in PAIRS.items():
     register(_name, lambda f=_folder: compare(COMMITTED / f / "before.jsonl", COMMITTED / f / "after.jsonl")[0])
