@@ -63,6 +63,9 @@ class FewShotConfig(SplitNNSettings, OneShotConfig):
             "fewshot_threshold_mode",
             f"must be one of {list(FEWSHOT_THRESHOLD_MODES)}",
         )
+        # few-shot shares one-shot's settings, but "scarf" was named and measured for one-shot only
+        # (benchmarks/ONESHOT_TABLES.md); few-shot's run has no warm start
+        self.check(self.tabular_ssl == "paper", "tabular_ssl", "few-shot supports only 'paper'")
 
 
 class FewShotSite(SplitNNSite, OneShotSite):

@@ -4,6 +4,10 @@ Overlapping Samples", ICCV 2023, Alg. 1): two uploads and one download per site.
     representations up -> partial gradients down (with C) -> local k-means on the gradients gives the
     aligned rows temporary labels, local FixMatch-tab SSL on aligned + unaligned rows -> representations
     up -> the label party trains the classifier
+
+`tabular_ssl = "scarf"` (benchmarks/ONESHOT_TABLES.md, issue 40) adds a local contrastive warm start of f_k
+before the first upload (SS-VFL's LocalCL, no communication) and makes FixMatch's strong view a SCARF
+corruption; tabular sites only.
 """
 
 from __future__ import annotations
@@ -15,6 +19,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from vflflare.algorithms.blocks.contrastive_pretraining import (
+    ContrastivePretrainSite,
+    PretrainSettings,
+    local_pretraining,
+)
 from vflflare.algorithms.blocks.fixmatch_ssl import FixMatchSettings, FixMatchSite
 from vflflare.algorithms.blocks.kmeans import kmeans_on_gradients
 from vflflare.algorithms.blocks.representations import FINAL_PARTS, reps_of, train_classifier, upload_representations
@@ -27,17 +36,40 @@ from vflflare.protocol.run_context import RunContext
 from vflflare.protocol.transport import Transport
 from vflflare.registry import register
 
+TABULAR_SSL = ("paper", "scarf")
+
 
 @dataclass
-class OneShotConfig(FixMatchSettings, JobConfig):
+class OneShotConfig(PretrainSettings, FixMatchSettings, JobConfig):
     privacy_channels = frozenset({"representations", "gradients"})  # the partial gradients
     gradient_passes = 1
+    # local SSL on tabular sites. paper: FixMatch-tab as published (mask to the local mean, then Gaussian
+    # noise), from an untrained f_k. scarf: f_k first warm-started by SS-VFL's LocalCL (the pretrain_*
+    # settings, cl_temperature, scarf_rate; no communication), and FixMatch's strong view corrupts cells
+    # at scarf_rate with draws from the column's marginal, as sigma = 0.1 noise barely moves a row and an
+    # untrained f_k makes the partial gradients, hence the k-means labels, carry little
+    # (benchmarks/ONESHOT_TABLES.md). Image sites keep the paper's behaviour under either
+    tabular_ssl: str = "paper"
+
+    def validate(self) -> None:
+        super().validate()
+        self.check(self.tabular_ssl in TABULAR_SSL, "tabular_ssl", f"must be one of {list(TABULAR_SSL)}")
 
 
-class OneShotSite(FixMatchSite, FeatureParty):
+class OneShotSite(ContrastivePretrainSite, FixMatchSite, FeatureParty):
     """State added: "temporary_labels" (k-means clusters of the aligned rows, never sent)."""
 
     steps = ("oneshot_update",)
+
+    def contrastive_pretrain(self, payload: Payload) -> Payload:
+        """Step (tabular_ssl = "scarf"): the warm start. An image site skips it: the change was named and
+        measured for tables only, so images keep the paper's untrained f_k."""
+        if self.view.modality != "table":
+            return {"pretrain": {}}
+        return super().contrastive_pretrain(payload)
+
+    def strong_view_scarf_rate(self) -> float | None:
+        return self.cfg.scarf_rate if self.cfg.tabular_ssl == "scarf" else None
 
     def oneshot_update(self, payload: Payload) -> Payload:
         """Step: client_update, then the representations of payload["represent"]."""
@@ -95,6 +127,8 @@ class OneShotVFL(Algorithm):
 
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
         ctx = self.context(net, label)
+        if self.cfg.tabular_ssl == "scarf":
+            local_pretraining(ctx)  # warm start of f_k (issue 40), local: no upload, no download
         reps = reps_of(upload_representations(ctx, ["aligned"]), "aligned")  # (1) H_o^k up
         reps = client_update(ctx, reps, then_represent=FINAL_PARTS)  # (2)-(5)
         return train_classifier(ctx, reps)  # (6)

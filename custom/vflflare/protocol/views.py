@@ -45,7 +45,12 @@ class SiteView(Protocol):
     def concat(self, batches: list[Any]) -> Any: ...
 
     def fixmatch_views(
-        self, rows: torch.Tensor, mask_rate: float, noise_std: float, generator: torch.Generator
+        self,
+        rows: torch.Tensor,
+        mask_rate: float,
+        noise_std: float,
+        generator: torch.Generator,
+        scarf_rate: float | None = None,
     ) -> WeakStrongViews: ...
 
     def contrastive_views(self, rows: torch.Tensor, rate: float, generator: torch.Generator) -> TwoViews: ...
@@ -81,10 +86,16 @@ class TabularView(_RowsView):
         self.data_checks = tables.data_checks
 
     def fixmatch_views(
-        self, rows: torch.Tensor, mask_rate: float, noise_std: float, generator: torch.Generator
+        self,
+        rows: torch.Tensor,
+        mask_rate: float,
+        noise_std: float,
+        generator: torch.Generator,
+        scarf_rate: float | None = None,
     ) -> WeakStrongViews:
-        """FixMatch-tab's weak/strong pair, with local statistics taken over the train rows `rows`."""
-        return fixmatch_tab_views(self.tables.train.take(rows.numpy()), mask_rate, noise_std, generator)
+        """FixMatch-tab's weak/strong pair, with local statistics (and, with `scarf_rate`, the SCARF
+        marginals of the strong view) taken over the train rows `rows`."""
+        return fixmatch_tab_views(self.tables.train.take(rows.numpy()), mask_rate, noise_std, generator, scarf_rate)
 
     def contrastive_views(self, rows: torch.Tensor, rate: float, generator: torch.Generator) -> TwoViews:
         """Two SCARF corruptions, replacement values drawn from the train rows `rows`."""
@@ -110,10 +121,16 @@ class ImageView(_RowsView):
         self.channels, self.size = int(images.train.shape[1]), (int(images.train.shape[2]), int(images.train.shape[3]))
 
     def fixmatch_views(
-        self, rows: torch.Tensor, mask_rate: float, noise_std: float, generator: torch.Generator
+        self,
+        rows: torch.Tensor,
+        mask_rate: float,
+        noise_std: float,
+        generator: torch.Generator,
+        scarf_rate: float | None = None,
     ) -> WeakStrongViews:
-        """FixMatch's image pair (flip and shift; RandAugment-style and Cutout on top). mask_rate and
-        noise_std belong to FixMatch-tab and do not apply to images."""
+        """FixMatch's image pair (flip and shift; RandAugment-style and Cutout on top). mask_rate,
+        noise_std and scarf_rate belong to FixMatch-tab and do not apply to images: an image site keeps
+        the paper's views whatever one-shot's tabular_ssl."""
         return fixmatch_image_views(self.channels, self.size, generator)
 
     def contrastive_views(self, rows: torch.Tensor, rate: float, generator: torch.Generator) -> TwoViews:

@@ -100,11 +100,20 @@ class WeakStrongViews:
 
 
 def fixmatch_tab_views(
-    block: FeatureBlock, mask_rate: float, noise_std: float, generator: torch.Generator
+    block: FeatureBlock,
+    mask_rate: float,
+    noise_std: float,
+    generator: torch.Generator,
+    scarf_rate: float | None = None,
 ) -> WeakStrongViews:
-    """FixMatch-tab's augmentation pair with statistics taken from the site's local rows `block`."""
+    """FixMatch-tab's augmentation pair with statistics taken from the site's local rows `block`. With
+    `scarf_rate`, the strong view corrupts the weak one by SCARF (marginals of `block`) instead of adding
+    noise: sigma = 0.1 on standardised columns barely moves a row (one-shot's tabular_ssl = "scarf",
+    benchmarks/ONESHOT_TABLES.md). The weak view is the same either way."""
     weak = MaskToLocalMean.from_block(block, mask_rate, generator)
-    return WeakStrongViews(weak, AddGaussianNoise(noise_std, generator))
+    if scarf_rate is None:
+        return WeakStrongViews(weak, AddGaussianNoise(noise_std, generator))
+    return WeakStrongViews(weak, ScarfCorruption.from_block(block, scarf_rate, generator))
 
 
 # --- Views for contrastive / non-contrastive SSL (SS-VFL's LocalCL, FedHSSL) --------------------------------

@@ -58,6 +58,11 @@ class FixMatchSite:
             weight_decay=self.cfg.weight_decay,
         )
 
+    def strong_view_scarf_rate(self) -> float | None:
+        """SCARF's corruption rate for FixMatch's strong view on tables; None: the paper's Gaussian noise.
+        A plug-in that offers the SCARF view (one-shot's tabular_ssl) overrides this."""
+        return None
+
     def local_predictions(self, rows: torch.Tensor) -> torch.Tensor:
         """The local head's class for train rows `rows` (stays on the site)."""
         self.encoder.eval()
@@ -74,7 +79,11 @@ class FixMatchSite:
         optimizer = self.state["ssl_optimizer"]
         num_classes = head.net.out_features
         views = self.view.fixmatch_views(
-            torch.cat([self.rows_of("aligned"), self.rows_of("unaligned")]), cfg.mask_rate, cfg.noise_std, generator
+            torch.cat([self.rows_of("aligned"), self.rows_of("unaligned")]),
+            cfg.mask_rate,
+            cfg.noise_std,
+            generator,
+            self.strong_view_scarf_rate(),
         )
         n_l, n_u = len(labeled_rows), len(unlabeled_rows)
         loss_fn = FixMatchLoss(
