@@ -74,7 +74,7 @@ def test_labels_at_the_coordinator_are_compared_with_the_prior():
     low, high = record["interval"]
     assert low <= record["gain"] <= high and record["resamples"] == 1000
     table = format_table(result)
-    assert "label party alone            0.5000  (the prior (no columns of its own))" in table
+    assert "label party alone            0.5000  (the prior: it holds no columns)" in table
     assert "gain from joining" in table and "95% interval" in table
 
 

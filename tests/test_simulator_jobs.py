@@ -49,6 +49,12 @@ def test_oneshot_site_label_owner_server_only_relays(tmp_path):
     # all representations to it and gradients back (+1 up, +2 down: reps for gradients, reps for classifier).
     assert per_site(results, "uploads") == {"site-1": 3, "site-2": 2}
     assert per_site(results, "downloads") == {"site-1": 3, "site-2": 1}
+    # the label site's comparison with going alone came back inside the classifier's reply (issue 40)
+    record = results["going_alone"]
+    assert record["federated"] == results["metrics"]["test_auc"]
+    assert record["alone"]["columns_of"] == "site-1" and record["alone"]["model"] in ("trees", "neural")
+    assert record["gain"] == pytest.approx(record["federated"] - record["alone"]["test_auc"], abs=1e-12)
+    assert record["interval"][0] <= record["gain"] <= record["interval"][1]
 
 
 def test_fewshot_five_communications_per_site(tmp_path):
@@ -65,6 +71,8 @@ def test_fewshot_finetune_with_site_label_owner(tmp_path):
     # fine-tuning starts from the few-shot model's validation score, so 5 epochs without improvement stop it
     # at the 5th at the earliest: it runs all 5
     assert results["training"]["split_epochs"] == 5
+    # compared once more after fine-tuning: the record is the delivered (fine-tuned) model's
+    assert results["going_alone"]["federated"] == results["metrics"]["test_auc"]
     # determinism with a label site and split-NN fine-tuning: the in-process run gives the same numbers
     reference = run_inprocess(
         make_config(algorithm="fewshot", label_owner="site-2", finetune_epochs=5, split_patience=5),

@@ -124,7 +124,7 @@ def describe(record: dict[str, Any]) -> list[str]:
     """The results table's lines."""
     name, alone = record["metric"], record["alone"]
     kind = (
-        "the prior (no columns of its own)"
+        "the prior: it holds no columns"
         if alone["model"] == "prior"
         else f"{alone['model']} on {alone['columns_of']}'s columns, {alone['rows']} labeled rows"
     )
@@ -137,8 +137,8 @@ def describe(record: dict[str, Any]) -> list[str]:
     if "blend" in record:
         blended = record["blend"]
         lines.append(
-            f"  {'delivered: blend':<28} {blended['test_' + name]:.4f}  (federated share "
-            f"{blended['federated_share']:.1f}, chosen on validation; federated alone {record['federated']:.4f})"
+            f"  {'delivered: blend':<28} {blended['test_' + name]:.4f}  ({blended['federated_share']:.1f} x the "
+            f"federated model ({record['federated']:.4f}) + the rest own model, share chosen on validation)"
         )
     return lines
 
