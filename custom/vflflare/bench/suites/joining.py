@@ -17,14 +17,19 @@ is the one the run without it would train.
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from vflflare.bench.inprocess import limit_threads, run_vfl
+from vflflare.bench.paths import COMMITTED
 from vflflare.bench.provenance import environment_record
 from vflflare.bench.records import append_jsonl, read_jsonl
 from vflflare.bench.splits import LABEL_LEADER, prepare_split
 from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import register
 from vflflare.registry import make_config
 
 NAME = "joining"
@@ -107,6 +112,126 @@ def run(spec: Suite, out: Path, data_dir: Path) -> None:
             f" ({record['alone']['model']}), gain {record['gain']:+.4f}, blend {blended:.4f}, {record['wall_s']} s",
             flush=True,
         )
+
+
+def _by_cell(records: list[dict], dataset: str) -> dict[tuple[str, int], dict[int, dict]]:
+    """(method, N_o) -> seed -> the record, for one dataset."""
+    out: dict[tuple[str, int], dict[int, dict]] = defaultdict(dict)
+    for r in records:
+        if r["dataset"] == dataset:
+            out[(r["method"], r["overlap"])][r["seed"]] = r
+    return out
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.3f}"
+
+
+def verdict(intervals: list[list[float]], seeds: int = len(SEEDS)) -> str:
+    """ "pays" where the 95 % interval of the gain lies above 0 in every seed, "loses" where below 0 in every
+    seed, "" otherwise (or with seeds missing)."""
+    if len(intervals) < seeds:
+        return ""
+    if all(low > 0 for low, _ in intervals):
+        return "pays"
+    if all(high < 0 for _, high in intervals):
+        return "loses"
+    return ""
+
+
+def _seed_mark(interval: list[float]) -> str:
+    low, high = interval
+    return "↑" if low > 0 else "↓" if high < 0 else ""
+
+
+def alone_by_seed(cells: dict[tuple[str, int], dict[int, dict]], overlap: int) -> dict[int, list[dict]]:
+    """Seed -> the alone records of every method's run there (the same own model: the same rows and seed)."""
+    out: dict[int, list[dict]] = defaultdict(list)
+    for (_, n), by_seed in cells.items():
+        if n == overlap:
+            for seed, r in by_seed.items():
+                out[seed].append(r["alone"])
+    return dict(sorted(out.items()))
+
+
+def gain_table(records: list[dict], dataset: str) -> str:
+    """Rows: the label party alone, then each method; columns: N_o. A method's cell: the median gain over the
+    seeds (federated - alone, test AUC), each seed's in brackets (arrow: its 95 % interval excludes 0, up or
+    down), and the verdict where every seed's interval agrees."""
+    cells = _by_cell(records, dataset)
+    head = ["| | " + " | ".join(f"N_o = {n}" for n in OVERLAPS) + " |", "|---|" + "---|" * len(OVERLAPS)]
+    alone_row, kind_row = [], []
+    for n in OVERLAPS:
+        seeds = alone_by_seed(cells, n)
+        values = [float(np.median([a["test_auc"] for a in alones])) for alones in seeds.values()]
+        alone_row.append(f"{np.median(values):.3f} ({', '.join(f'{v:.3f}' for v in values)})" if values else MISSING)
+        kinds = [alones[0]["model"] for alones in seeds.values()]
+        kind_row.append(", ".join(kinds) if kinds else MISSING)
+    rows = [f"| **{ALONE}**: test AUC | " + " | ".join(alone_row) + " |"]
+    rows.append(f"| {ALONE}: its model, per seed | " + " | ".join(kind_row) + " |")
+    for kind in ("trees", "neural"):
+        values = []
+        for n in OVERLAPS:
+            seeds = alone_by_seed(cells, n)
+            tests = [alones[0]["candidates"][kind]["test_auc"] for alones in seeds.values()]
+            values.append(f"{np.median(tests):.3f}" if tests else MISSING)
+        rows.append(f"| {ALONE}: its {kind} candidate, test AUC | " + " | ".join(values) + " |")
+    for method in METHODS:
+        out = []
+        for n in OVERLAPS:
+            by_seed = dict(sorted(cells.get((method, n), {}).items()))
+            if not by_seed:
+                out.append(MISSING)
+                continue
+            gains = [r["gain"] for r in by_seed.values()]
+            per_seed = ", ".join(_signed(r["gain"]) + _seed_mark(r["interval"]) for r in by_seed.values())
+            word = verdict([r["interval"] for r in by_seed.values()])
+            out.append(f"{_signed(float(np.median(gains)))} ({per_seed}){f' **{word}**' if word else ''}")
+        rows.append(f"| {method} | " + " | ".join(out) + " |")
+    return "\n".join(head + rows)
+
+
+def blend_table(records: list[dict], dataset: str) -> str:
+    """Rows: each method, then a count; columns: N_o. A cell: the delivered blend's test AUC (median over the
+    seeds), then the medians of blend - federated and blend - alone, and the median federated share chosen on
+    validation. The last row counts the runs whose blend scores below going alone on the test rows."""
+    cells = _by_cell(records, dataset)
+    out = ["| | " + " | ".join(f"N_o = {n}" for n in OVERLAPS) + " |", "|---|" + "---|" * len(OVERLAPS)]
+    counts: dict[int, list[float]] = defaultdict(list)
+    for method in METHODS:
+        row = []
+        for n in OVERLAPS:
+            rs = [r for _, r in sorted(cells.get((method, n), {}).items()) if r["blend"]]
+            if not rs:
+                row.append(MISSING)
+                continue
+            blended = [r["blend"]["test_auc"] for r in rs]
+            versus_fed = [b - r["federated"] for b, r in zip(blended, rs)]
+            versus_alone = [b - r["alone"]["test_auc"] for b, r in zip(blended, rs)]
+            counts[n] += versus_alone
+            share = np.median([r["blend"]["federated_share"] for r in rs])
+            row.append(
+                f"{np.median(blended):.3f} ({_signed(float(np.median(versus_fed)))}, "
+                f"{_signed(float(np.median(versus_alone)))}; {share:.2f})"
+            )
+        out.append(f"| {method} | " + " | ".join(row) + " |")
+    below = [
+        f"{sum(d < 0 for d in counts[n])} of {len(counts[n])} (worst {_signed(min(counts[n]))})"
+        if counts[n]
+        else MISSING
+        for n in OVERLAPS
+    ]
+    out.append("| **runs whose blend is below alone** | " + " | ".join(below) + " |")
+    return "\n".join(out)
+
+
+def committed(build: Any, dataset: str) -> Any:
+    return lambda: build(read_jsonl(COMMITTED / RECORDS), dataset)
+
+
+for _dataset in DATASETS:
+    register(f"{NAME}/gain_{_dataset}", committed(gain_table, _dataset))
+    register(f"{NAME}/blend_{_dataset}", committed(blend_table, _dataset))
 
 
 suite(
