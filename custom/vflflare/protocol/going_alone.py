@@ -40,9 +40,9 @@ def own_rows(label: Any) -> tuple[np.ndarray, np.ndarray, int]:
     return rows, labels, sum(i < 0 for i, _ in found)
 
 
-def fit_alone(label: Any) -> tuple[OwnModel, dict[str, Any]]:
-    """The label site's own model and what the record says of it: every candidate's validation and test
-    metric (the choice among them used validation only)."""
+def fit_alone(label: Any) -> tuple[OwnModel, dict[str, Any], np.ndarray]:
+    """The label site's own model, what the record says of it (every candidate's validation and test metric;
+    the choice among them used validation only) and its test probabilities."""
     party = label.colocated
     rows, labels, unmatched = own_rows(label)
     val = (party.rows_of("val").numpy(), label.part_labels("val").numpy())
@@ -57,6 +57,7 @@ def fit_alone(label: Any) -> tuple[OwnModel, dict[str, Any]]:
         tracker=label.tracker,
     )
     test_batch, test_labels, name = party.part("test"), label.part_labels("test").numpy(), label.metric_name
+    test_probs = {c.kind: c.predict_proba(test_batch) for c in candidates}
     about = {
         "model": model.kind,
         "columns_of": party.site,
@@ -65,12 +66,12 @@ def fit_alone(label: Any) -> tuple[OwnModel, dict[str, Any]]:
         "candidates": {
             c.kind: {
                 "val_" + name: c.val_metric,
-                "test_" + name: score(c.predict_proba(test_batch), test_labels, label.num_classes)[1],
+                "test_" + name: score(test_probs[c.kind], test_labels, label.num_classes)[1],
             }
             for c in candidates
         },
     }
-    return model, about
+    return model, about, test_probs[model.kind]
 
 
 def compare(label: Any, val_probs: np.ndarray | None, test_probs: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
@@ -85,8 +86,7 @@ def compare(label: Any, val_probs: np.ndarray | None, test_probs: np.ndarray) ->
     else:
         if label.own_model is None:  # fitted once: few-shot's classifier and its finetuning both end evaluated
             label.own_model = fit_alone(label)
-        own, about = label.own_model
-        alone_test = own.predict_proba(label.colocated.part("test"))
+        own, about, alone_test = label.own_model
         alone_val = own.predict_proba(label.colocated.part("val")) if val_probs is not None else None
     federated = score(test_probs, test_labels, label.num_classes)[1]
     gain, low, high = gain_interval(

@@ -79,7 +79,8 @@ class LabelParty:
         self.test_ids: list[str] = []
         self.test_probs: np.ndarray | None = None
         self.val_probs: np.ndarray | None = None  # of the last validation evaluation: a blend's share is chosen on it
-        # going_alone.py: the own model (fitted once) and, with blend_own_model, (own model, federated share)
+        # going_alone.py: (own model, its record, its test probabilities), fitted once, and, with
+        # blend_own_model, (own model, federated share)
         self.own_model: tuple | None = None
         self.blend: tuple | None = None
 
