@@ -6,7 +6,7 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import vflflare, nvflare, torch, pytest, xdist, hypothesis, tenseal, private_set_intersection.python, xgboost, material, mlflow, alembic, dp_accounting, rtdl_num_embeddings, importlinter" 2>/dev/null \
+if ! .venv/bin/python -c "import vflflare, nvflare, torch, pytest, xdist, hypothesis, tenseal, private_set_intersection.python, xgboost, material, mlflow, alembic, dp_accounting, rtdl_num_embeddings, importlinter, pyarrow" 2>/dev/null \
    || [ ! -x .venv/bin/ruff ]; then
   # torch first and pinned: a bare 'torch' requirement would pull the multi-GB CUDA build
   .venv/bin/pip install -q "torch==2.13.0"

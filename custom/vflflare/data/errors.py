@@ -38,14 +38,15 @@ class DataError(PartyError):
         row_id: str | None = None,
         column: str | None = None,
         value: object = None,
+        unit: str = "line",
     ) -> DataError:
         """Build the standard message, e.g.
         ``site 'site-2': /x/site-2/train.csv line 18 (id '4411'), column 'PAY_0': non-numeric value 'abc'``
         (problem ``"non-numeric value {value}"``, value ``'abc'``). Its public form leaves out the ID and
-        puts `WITHHELD` where the problem shows the value."""
+        puts `WITHHELD` where the problem shows the value. `unit`: what `line` counts ("row" in Parquet)."""
         place = str(source)
         if line is not None:
-            place += f" line {line}"
+            place += f" {unit} {line}"
         public = place
         if line is not None and row_id is not None:
             place += f" (id {row_id!r})"

@@ -62,7 +62,8 @@ def normalize_table_ids(table: CsvTable, id_column: str, steps: Sequence[str]) -
             raise table.error(f"ID is empty under id_normalize {list(steps)}", row=row, column=id_column)
         if new in first:
             raise table.error(
-                f"ID is {VALUE} on line {table.lines[first[new]]}; make them distinct or drop a normalisation step",
+                f"ID is {VALUE} on {table.unit} {table.lines[first[new]]}; make them distinct or drop a "
+                "normalisation step",
                 row=row,
                 column=id_column,
                 value=f"{new!r} under id_normalize {list(steps)}, like {table.ids[first[new]]!r}",

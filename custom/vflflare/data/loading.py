@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from vflflare.data.checks import missing_cells
+from vflflare.data.columnar import parquet_twin, read_table, table_path
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.ids import normalize_table_ids
 from vflflare.data.images import SiteImages, load_site_images
@@ -49,7 +50,6 @@ from vflflare.data.table import (
     parse_csv,
     parse_features,
     parse_labels,
-    read_csv,
 )
 from vflflare.data.types import LabelTables, SiteTables
 
@@ -180,11 +180,12 @@ def _site_reader(owner: str, site: str, request: DataRequest) -> tuple[TableSche
     schema = read_table_schema(owner, folder / SCHEMA_FILE)
     if schema.modality != "table":
         raise DataError.at(owner, folder / SCHEMA_FILE, f"modality {schema.modality!r}: not a table (load_site_view)")
-    for name in (TRAIN_FILE, TEST_FILE):  # a missing test.csv fails at once, not after preprocessing train.csv
-        if not (folder / name).is_file():
-            raise DataError.at(owner, folder / name, "file not found")
+    paths = {name: table_path(owner, folder, name) for name in (TRAIN_FILE, TEST_FILE)}
+    for path in paths.values():  # a missing test table fails at once, not after preprocessing the train table
+        if not path.is_file():
+            raise DataError.at(owner, path, "file not found")
     plan = ColumnPlan.features(schema)
-    return schema, lambda name: read_csv(owner, folder / name, schema.id_column, plan=plan)
+    return schema, lambda name: read_table(owner, paths[name], schema.id_column, plan=plan)
 
 
 def load_label_tables(owner: str, request: DataRequest, *, active_site_labels: bool = False) -> LabelTables:
@@ -214,8 +215,8 @@ def load_label_tables(owner: str, request: DataRequest, *, active_site_labels: b
         if schema.label_column is not None:
             return _column_labels(who, folder, schema, id_normalize)
         spec = read_label_spec(who, folder / LABELS_FILE)
-        train_csv = read_csv(who, folder / TRAIN_LABELS_FILE, spec.id_column)
-        test_csv = read_csv(who, folder / TEST_LABELS_FILE, spec.id_column)
+        train_csv = read_table(who, table_path(who, folder, TRAIN_LABELS_FILE), spec.id_column)
+        test_csv = read_table(who, table_path(who, folder, TEST_LABELS_FILE), spec.id_column)
     for table in (train_csv, test_csv):
         normalize_table_ids(table, spec.id_column, id_normalize)
     train_labels = parse_labels(train_csv, spec)
@@ -227,7 +228,8 @@ def load_label_tables(owner: str, request: DataRequest, *, active_site_labels: b
 def _column_labels(who: str, folder: Path, schema: TableSchema, id_normalize: Sequence[str]) -> LabelTables:
     """Labels from the declared label column of the site's own train.csv / test.csv."""
     assert schema.label_column is not None
-    present = [name for name in (TRAIN_LABELS_FILE, TEST_LABELS_FILE, LABELS_FILE) if (folder / name).exists()]
+    label_files = (TRAIN_LABELS_FILE, TEST_LABELS_FILE, LABELS_FILE)
+    present = [p.name for name in label_files for p in (folder / name, parquet_twin(folder / name)) if p.exists()]
     if present:
         raise DataError.at(
             who,
@@ -238,8 +240,8 @@ def _column_labels(who: str, folder: Path, schema: TableSchema, id_normalize: Se
     spec = schema.label_spec()
     # only the ID and label columns: the features are the site's business, not the label party's
     plan = ColumnPlan.only([spec.id_column, spec.label_column])
-    train_table = read_csv(who, folder / TRAIN_FILE, spec.id_column, plan=plan)
-    test_table = read_csv(who, folder / TEST_FILE, spec.id_column, plan=plan)
+    train_table = read_table(who, table_path(who, folder, TRAIN_FILE), spec.id_column, plan=plan)
+    test_table = read_table(who, table_path(who, folder, TEST_FILE), spec.id_column, plan=plan)
     for table in (train_table, test_table):
         normalize_table_ids(table, spec.id_column, id_normalize)
     train_csv, train_labels = parse_column_labels(train_table, spec, every_row=False)

@@ -412,12 +412,17 @@ class Preprocessor:
 def fill_value(train: FeatureTable, name: str, strategy: str) -> float:
     """What a numeric column's missing cells become: its training median or mean (SimpleImputer), or 0.
     A column with no value in any training row has nothing to learn a fill from: an error naming it."""
-    from sklearn.impute import SimpleImputer
-
     values = train.columns[name]
     if strategy in ("zero", "error"):
         return 0.0
-    if np.isnan(values).all():
+    missing = np.isnan(values)
+    if strategy == "median" and not missing.any():  # SimpleImputer's number, without its masked-array sort
+        with np.errstate(over="ignore"):
+            fill = float(np.median(values))
+        return fill if np.isfinite(fill) else float(np.percentile(values, 50, method="lower"))
+    from sklearn.impute import SimpleImputer
+
+    if missing.all():
         raise train.csv.error(
             'every training row is missing this column; drop it or set schema.json \'missing\': {"numeric": "zero"}',
             column=name,

@@ -90,6 +90,7 @@ class CsvTable:
     lines: Sequence[int]
     ids: list[str] | None = None
     _columns: dict[str, Sequence[str] | NumberColumn] | None = field(default=None, repr=False)
+    unit: str = "line"  # what `lines` counts: "row" in a Parquet file, which has no lines
 
     @property
     def num_rows(self) -> int:
@@ -102,7 +103,9 @@ class CsvTable:
         the problem's `{value}` (DataError.at)."""
         line = self.lines[row] if row is not None else None
         row_id = self.ids[row] if row is not None and self.ids is not None else None
-        return DataError.at(self.owner, self.source, problem, line=line, row_id=row_id, column=column, value=value)
+        return DataError.at(
+            self.owner, self.source, problem, line=line, row_id=row_id, column=column, value=value, unit=self.unit
+        )
 
     def _stored(self, name: str) -> Sequence[str] | NumberColumn:
         if name not in self.header:
@@ -140,11 +143,12 @@ class CsvTable:
                 raise DataError.at(
                     self.owner,
                     self.source,
-                    f"duplicate ID {VALUE}, first seen on line {self.lines[first]}",
+                    f"duplicate ID {VALUE}, first seen on {self.unit} {self.lines[first]}",
                     line=self.lines[row],
                     row_id=value,
                     column=id_column,
                     value=repr(value),
+                    unit=self.unit,
                 )
             seen.add(value)
         self.ids = values if isinstance(values, list) else list(values)
@@ -154,13 +158,14 @@ class CsvTable:
         ids = [self.ids[row] for row in rows] if self.ids is not None else None
         lines_kept = [self.lines[row] for row in rows]
         if self._columns is None or self.rows:
-            return CsvTable(self.owner, self.source, self.header, [self.rows[row] for row in rows], lines_kept, ids)
+            rows_kept = [self.rows[row] for row in rows]
+            return CsvTable(self.owner, self.source, self.header, rows_kept, lines_kept, ids, unit=self.unit)
         columns: dict[str, Sequence[str] | NumberColumn] = {}
         for name, values in self._columns.items():
             if isinstance(values, NumberColumn):  # not needed so far: subsets are of label tables
                 raise TypeError(f"{self.source}: subset of column {name!r}, which was read as numbers")
             columns[name] = [values[row] for row in rows]
-        return CsvTable(self.owner, self.source, self.header, [], lines_kept, ids, columns)
+        return CsvTable(self.owner, self.source, self.header, [], lines_kept, ids, columns, self.unit)
 
     def floats(self, name: str, hint: str = "", missing_ok: bool = False) -> np.ndarray:
         """float64 values of a numeric column; non-numeric and infinite cells are errors, and so are missing
@@ -385,7 +390,7 @@ def parse_csv(
                 continue
             if header is None:
                 header = record
-                _check_header(owner, source, header, start)
+                check_header(owner, source, header, start)
                 store = _ColumnStore(header, plan, expected_rows or CHUNK_ROWS) if plan is not None else None
                 continue
             if len(record) != len(header):
@@ -552,7 +557,7 @@ def check_label_range(table: CsvTable, labels: np.ndarray, num_classes: int, col
         )
 
 
-def _check_header(owner: str, source: str, header: list[str], line: int) -> None:
+def check_header(owner: str, source: str, header: list[str], line: int | None) -> None:
     for position, name in enumerate(header, start=1):
         if name == "":
             raise DataError.at(owner, source, f"empty column name at position {position} of the header", line=line)

@@ -24,11 +24,12 @@ import numpy as np
 import torch
 
 from vflflare.data.checks import describe_checks, public_checks
+from vflflare.data.columnar import read_table
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.ids import normalize_table_ids
 from vflflare.data.preprocess import SiteInput
 from vflflare.data.schema import TableSchema
-from vflflare.data.table import parse_features, read_csv
+from vflflare.data.table import ColumnPlan, parse_features
 from vflflare.data.types import FeatureBlock
 from vflflare.models.fitting import predict_proba
 from vflflare.models.own_model import blend
@@ -85,7 +86,8 @@ def read_new_rows(site: str, path: Path, site_input: SiteInput) -> tuple[list[st
     the training range, clipped values) of the new rows in `path`. A column the model was trained on that
     the file lacks, or one it was not trained on, is an error naming both."""
     owner = site_owner(site)
-    table = read_csv(owner, path, site_input.id_column)
+    schema = TableSchema(site_input.id_column, tuple(site_input.categorical_columns), missing=site_input.missing)
+    table = read_table(owner, path, site_input.id_column, plan=ColumnPlan.features(schema))
     trained = list(site_input.preprocessor.columns)
     given = [name for name in table.header if name != site_input.id_column]
     missing = [name for name in trained if name not in given]
@@ -107,9 +109,7 @@ def read_new_rows(site: str, path: Path, site_input: SiteInput) -> tuple[list[st
             column=extra[0],
         )
     normalize_table_ids(table, site_input.id_column, site_input.id_normalize)
-    features = parse_features(
-        table, TableSchema(site_input.id_column, tuple(site_input.categorical_columns), missing=site_input.missing)
-    )
+    features = parse_features(table, schema)
     checks = site_input.preprocessor.check(features)
     return features.ids, site_input.preprocessor.transform(features), checks
 

@@ -1,0 +1,165 @@
+"""Tables read through Arrow (data/columnar.py): the same columns, lines and errors as the Python reader,
+Parquet beside CSV for every table, and a row number where Parquet has no lines."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vflflare.data import columnar
+from vflflare.data.errors import DataError
+from vflflare.data.loading import DataRequest, load_label_tables, load_site_tables
+from vflflare.data.table import ColumnPlan, NumberColumn, read_csv
+
+PLAN = ColumnPlan(text=frozenset({"id", "colour"}), numbers=True)
+CELLS = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.integers(-(10**20), 10**20).map(str),
+    st.sampled_from(["", "NA", "nan", " 1.5", "1_0", "inf", "-Infinity", "1e500", "abc", "NULL", "+.5", "1."]),
+)
+
+
+def _columns(table):
+    out = {}
+    for name, values in table._columns.items():
+        if isinstance(values, NumberColumn):
+            out[name] = (values.values.tolist() if values.bad is None else None, values.bad, values.missing)
+        else:
+            out[name] = list(values)
+    return out
+
+
+def _same_outcome(path, plan=PLAN):
+    def read(reader):
+        try:
+            return reader(), None
+        except DataError as error:
+            return None, str(error)
+
+    python, python_error = read(lambda: read_csv("site 'site-1'", path, "id", plan=plan))
+    arrow, arrow_error = read(lambda: columnar.read_table("site 'site-1'", path, "id", plan=plan))
+    assert arrow_error == python_error
+    if python is not None:
+        assert arrow.header == python.header and list(arrow.lines) == list(python.lines)
+        assert arrow.ids == python.ids
+        assert json.dumps(_columns(arrow)) == json.dumps(_columns(python))  # NaN-safe, exact floats
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(CELLS, CELLS), min_size=1, max_size=12))
+def test_arrow_reads_what_the_python_reader_reads(tmp_path, rows):
+    lines = ["id,x,colour,y"] + [f"r{i},{a},c{i % 3},{b}" for i, (a, b) in enumerate(rows)]
+    path = tmp_path / "train.csv"
+    path.write_text("\n".join(lines) + "\n")
+    _same_outcome(path)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "id,x\n1,2\n\n2,3\n",  # a blank line: lines shift, so the Python reader reads it
+        'id,x\n1,"2\n"\n',  # a line break inside a quoted value
+        "id,x\n1,2\n2\n",  # too few fields
+        "id,x\n1,2\n1,3\n",  # a duplicate ID
+        "id,x,x\n1,2,3\n",  # a duplicate column name
+        "id,x\n1,2",  # no line break at the end
+        "\ufeffid,x\r\n1,2\r\n2,5\r\n",  # a byte-order mark and CRLF line ends
+        "id,x\n1,NA\n2, nan \n",  # missing cells Arrow knows and one it does not
+    ],
+)
+def test_edge_cases_give_the_python_readers_outcome(tmp_path, text):
+    path = tmp_path / "train.csv"
+    path.write_text(text, newline="")
+    _same_outcome(path, ColumnPlan(text=frozenset({"id"}), numbers=True))
+
+
+def test_a_clean_file_takes_arrows_path(tmp_path, monkeypatch):
+    path = tmp_path / "train.csv"
+    path.write_text("id,x,colour\n" + "".join(f"r{i},{i * 0.5},c{i % 2}\n" for i in range(1000)))
+    monkeypatch.setattr(columnar, "read_csv", lambda *a, **k: pytest.fail("fell back to the Python reader"))
+    table = columnar.read_table("site 'site-1'", path, "id", plan=PLAN)
+    assert table.floats("x")[-1] == 499.5 and table.lines[-1] == 1001 and table.ids[0] == "r0"
+
+
+def _site_folder(root, fmt):
+    """site-1 with a numeric, a categorical and a text-typed numeric column, in CSV or Parquet."""
+    folder = root / "site-1"
+    folder.mkdir(parents=True)
+    for name, ids in (("train", range(0, 40)), ("test", range(40, 60))):
+        table = pa.table(
+            {
+                "id": [f"u{i:03d}" for i in ids],
+                "age": [float(20 + (i * 7) % 50) for i in ids],
+                "colour": [["red", "green", "blue"][i % 3] for i in ids],
+                "score": [str(i % 9 - 4) for i in ids],
+            }
+        )
+        if fmt == "csv":
+            table.to_pandas().to_csv(folder / f"{name}.csv", index=False)
+        else:
+            pq.write_table(table, folder / f"{name}.parquet")
+    (folder / "schema.json").write_text(json.dumps({"categorical_columns": ["colour"]}))
+    return folder
+
+
+def test_parquet_tables_load_as_their_csv_twins(tmp_path):
+    blocks = {}
+    for fmt in ("csv", "parquet"):
+        _site_folder(tmp_path / fmt, fmt)
+        tables = load_site_tables("site-1", DataRequest([], str(tmp_path / fmt)))
+        blocks[fmt] = tables
+    assert blocks["csv"].train_ids == blocks["parquet"].train_ids
+    assert blocks["csv"].feature_names == blocks["parquet"].feature_names
+    np.testing.assert_array_equal(blocks["csv"].train.numeric, blocks["parquet"].train.numeric)
+    np.testing.assert_array_equal(blocks["csv"].test.numeric, blocks["parquet"].test.numeric)
+
+
+def test_a_parquet_error_names_the_row_and_column(tmp_path):
+    folder = _site_folder(tmp_path, "parquet")
+    table = pq.read_table(folder / "train.parquet")
+    scores = table.column("score").to_pylist()
+    scores[6] = "n/a?"
+    pq.write_table(table.set_column(3, "score", pa.array(scores)), folder / "train.parquet")
+    with pytest.raises(DataError) as caught:
+        load_site_tables("site-1", DataRequest([], str(tmp_path)))
+    assert str(caught.value) == (
+        f"site 'site-1': {folder / 'train.parquet'} row 7 (id 'u006'), column 'score': non-numeric value 'n/a?' "
+        "(if the column is categorical, list it in schema.json 'categorical_columns')"
+    )
+
+
+def test_a_null_in_a_parquet_number_column_is_a_missing_cell(tmp_path):
+    folder = _site_folder(tmp_path, "parquet")
+    table = pq.read_table(folder / "train.parquet")
+    ages = table.column("age").to_pylist()
+    ages[3] = None
+    pq.write_table(table.set_column(1, "age", pa.array(ages, pa.float64())), folder / "train.parquet")
+    tables = load_site_tables("site-1", DataRequest([], str(tmp_path)))  # filled with the median, by default
+    assert tables.data_checks["train_missing"] == {"age": 1}
+    refuse = {"categorical_columns": ["colour"], "missing": {"numeric": "error"}}
+    (folder / "schema.json").write_text(json.dumps(refuse))
+    with pytest.raises(DataError, match=r"train.parquet row 4 \(id 'u003'\), column 'age': empty value"):
+        load_site_tables("site-1", DataRequest([], str(tmp_path)))
+
+
+def test_both_formats_at_once_is_an_error(tmp_path):
+    folder = _site_folder(tmp_path, "parquet")
+    (folder / "test.csv").write_text("id,age,colour,score\nu900,1,red,2\n")
+    with pytest.raises(DataError, match=r"both test.csv and test.parquet: keep one of them"):
+        load_site_tables("site-1", DataRequest([], str(tmp_path)))
+
+
+def test_parquet_labels(tmp_path):
+    server = tmp_path / "server"
+    server.mkdir()
+    pq.write_table(pa.table({"id": ["a", "b", "c"], "label": [0, 1, 1]}), server / "train_labels.parquet")
+    pq.write_table(pa.table({"id": ["d", "e"], "label": [1, 0]}), server / "test_labels.parquet")
+    labels = load_label_tables("server", DataRequest([], str(tmp_path)))
+    assert list(labels.train_ids) == ["a", "b", "c"] and labels.train_labels.tolist() == [0, 1, 1]
+    assert labels.test_labels.tolist() == [1, 0]
