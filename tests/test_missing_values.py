@@ -12,13 +12,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vflflare import cli
 from vflflare.data.errors import DataError
 from vflflare.data.loading import DataRequest, load_site_tables
 from vflflare.data.preprocess import Preprocessor, SiteInput
 from vflflare.data.schema import MissingPolicy, TableSchema
-from vflflare.data.table import MISSING_CATEGORY, parse_csv, parse_features
+from vflflare.data.table import MISSING_CATEGORY, FeatureTable, parse_csv, parse_features
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.model_store import LABEL_DIR, models_dir, read_predictions
 from vflflare.registry import make_config
@@ -142,3 +144,26 @@ def test_a_job_trains_and_scores_with_missing_cells_and_counts_them(tmp_path):
     expected = read_predictions(models_dir(runs / "server", trained["job_id"]) / LABEL_DIR / "test_predictions.csv")
     got = read_predictions(Path(scored["training"]["predictions"]))
     assert len(got) == trained["rows"]["test"] and got == expected
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    values=st.lists(
+        st.floats(allow_nan=False, allow_infinity=False, width=64) | st.sampled_from([0.0, 1.0, 1e308, -1e308]),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_the_median_fill_is_simple_imputers(values):
+    # fill_value computes a gap-free column's median with numpy: the very number SimpleImputer gives
+    from sklearn.impute import SimpleImputer
+
+    from vflflare.data.preprocess import fill_value
+
+    column = np.array(values)
+    table = FeatureTable(None, {"x": column}, [])  # type: ignore[arg-type]
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = float(SimpleImputer(strategy="median").fit(column.reshape(-1, 1)).statistics_[0])
+    if not np.isfinite(expected):
+        expected = float(np.nanpercentile(column, 50, method="lower"))
+    assert fill_value(table, "x", "median") == expected

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from vflflare.data.columnar import parquet_twin, table_path
 from vflflare.data.errors import VALUE, DataError, site_owner
 from vflflare.data.ids import normalizer
 from vflflare.data.schema import SCHEMA_FILE, TableSchema, read_table_schema
@@ -270,8 +271,15 @@ def check_site_folder(site: str, folder: Path, sites: list[str], data_root: str 
     except DataError as error:
         findings.add((SCHEMA_FILE, None, "schema"), error)
         return check
-    score = folder / SCORE_FILE if schema.modality == "table" and (folder / SCORE_FILE).is_file() else None
-    if schema.modality == "table":
+    try:
+        tables_at = {name: table_path(owner, folder, name) for name in (*FEATURE_FILES, SCORE_FILE)}
+    except DataError as error:  # both a CSV file and its Parquet twin
+        findings.add(("files", None, "both"), error)
+        return check
+    score = tables_at[SCORE_FILE] if schema.modality == "table" and tables_at[SCORE_FILE].is_file() else None
+    # Parquet files are checked by the job's loader alone, which stops at a file's first problem
+    scanned = schema.modality == "table" and all(path.suffix == ".csv" for path in tables_at.values())
+    if scanned:
         numbers = {name: Numbers() for name in (*FEATURE_FILES, *([SCORE_FILE] if score else []))}
         headers = {name: scan_features(owner, folder / name, schema, findings, numbers[name]) for name in numbers}
         train, test = headers["train.csv"], headers["test.csv"]
@@ -354,16 +362,21 @@ def check_labels(owner_name: str, sites: list[str], data_root: str) -> PartyChec
     return check
 
 
+def _has_table(folder: Path, name: str) -> bool:
+    """`folder` holds the table `name` (a .csv name), as CSV or as Parquet."""
+    return (folder / name).is_file() or parquet_twin(folder / name).is_file()
+
+
 def label_owners(root: Path, sites: list[str]) -> list[str]:
     """Where the labels are: `server/` if it holds label files, else every site whose folder does (one in
     a vertical split; every silo of a silo space holds its own)."""
     from vflflare.data.schema import LABELS_FILE
 
-    if (root / SERVER / "train_labels.csv").is_file():
+    if _has_table(root / SERVER, "train_labels.csv"):
         return [SERVER]
 
     def holds_labels(folder: Path, site: str) -> bool:
-        if (folder / "train_labels.csv").is_file() or (folder / LABELS_FILE).is_file():
+        if _has_table(folder, "train_labels.csv") or (folder / LABELS_FILE).is_file():
             return True
         try:
             return bool(read_table_schema(site_owner(site), folder / SCHEMA_FILE).label_column)
@@ -396,7 +409,7 @@ def check_data(path: Path, id_normalize: list[str] = ()) -> tuple[list[PartyChec
     from vflflare.protocol.topology import site_folders
 
     path = Path(path)
-    if (path / "train.csv").is_file() or (path / SCHEMA_FILE).is_file() and not site_folders(path):
+    if _has_table(path, "train.csv") or (path / SCHEMA_FILE).is_file() and not site_folders(path):
         return [check_site_folder(path.name, path, [])], None
     sites = site_folders(path)
     if not sites:

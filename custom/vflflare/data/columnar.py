@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import re
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ from vflflare.data.table import (
     MISSING_NUMBERS,
     ColumnPlan,
     CsvTable,
+    LazyNumbers,
     NumberColumn,
     check_header,
     parse_numbers,
@@ -191,8 +193,9 @@ def _records(path: Path) -> int:
 
 # ------------------------------------------------------------------------------------------ Parquet
 def _read_parquet(owner: str, path: Path, plan: ColumnPlan | None) -> CsvTable:
-    """A Parquet file's kept columns, one at a time. Numeric columns may be stored as numbers or text;
-    a null is a missing cell, NaN too. Text columns take any type, written as Arrow casts it to text."""
+    """A Parquet file's kept columns: text ones read now, numeric ones whenever used (LazyNumbers). Numeric
+    columns may be stored as numbers or text; a null is a missing cell, NaN too. Text columns take any
+    type, written as Arrow casts it to text."""
     if not path.is_file():
         raise DataError.at(owner, path, "file not found")
     try:
@@ -204,9 +207,19 @@ def _read_parquet(owner: str, path: Path, plan: ColumnPlan | None) -> CsvTable:
     rows = parquet.metadata.num_rows
     columns: dict[str, list[str] | NumberColumn] = {}
     for name, kind in _kinds(header, plan).items():
-        values = parquet.read(columns=[name], use_threads=True).column(0)
-        columns[name] = _parquet_text(owner, path, name, values) if kind == "text" else _parquet_numbers(values)
+        if kind == "text":
+            columns[name] = _parquet_text(owner, path, name, _parquet_column(parquet, name))
+        else:  # read while used, one column at a time (table.py, LazyNumbers)
+            columns[name] = LazyNumbers(partial(_parquet_numbers_of, parquet, name))
     return CsvTable(owner, str(path), header, [], range(1, rows + 1), None, columns, unit="row")
+
+
+def _parquet_column(parquet: pq.ParquetFile, name: str) -> pa.ChunkedArray:
+    return parquet.read(columns=[name], use_threads=True).column(0)
+
+
+def _parquet_numbers_of(parquet: pq.ParquetFile, name: str) -> NumberColumn:
+    return _parquet_numbers(_parquet_column(parquet, name))
 
 
 def _parquet_text(owner: str, path: Path, name: str, values: pa.ChunkedArray) -> list[str]:

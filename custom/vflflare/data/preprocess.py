@@ -324,9 +324,9 @@ class Preprocessor:
         if set(table.columns) != set(self.columns):
             raise ValueError(f"columns {sorted(table.columns)} differ from the fitted {sorted(self.columns)}")
         rows = len(table.ids)
-        # Filled column-major: writing column j touches only column j's pages, so the memory of the
-        # float64 columns released so far is reused. Made row-major at the end, as the models read rows.
-        numeric = np.empty((rows, len(self.numeric_names)), dtype=np.float32, order="F")
+        # Row-major, as the models read rows, and filled in place: a table whose columns are read one at a
+        # time (Parquet) then holds this block and one column, never a second copy of the block.
+        numeric = np.empty((rows, len(self.numeric_names)), dtype=np.float32)
         start = 0
         for name in self.columns:
             missing = np.isnan(table.columns[name]) if name in self.indicators else None
@@ -353,7 +353,7 @@ class Preprocessor:
             if release:
                 table.release(name)
         return FeatureBlock(
-            numeric=np.ascontiguousarray(numeric),
+            numeric=numeric,
             categorical=np.stack(categorical, axis=1) if categorical else np.zeros((rows, 0), np.int64),
             cardinalities=[len(self.embedded[name]) + 1 for name in self.categorical_names],
         )

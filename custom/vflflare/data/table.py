@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import math
 from array import array
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,6 +76,14 @@ class NumberColumn:
     missing: tuple[int, str] | None = None
 
 
+@dataclass(frozen=True)
+class LazyNumbers:
+    """A numeric column left in its file until asked for (a Parquet column: read again on each use, so a
+    large table's float64 columns need never be in memory together)."""
+
+    read: Callable[[], NumberColumn]
+
+
 @dataclass
 class CsvTable:
     """Header and rows of one CSV file, each row with the line it starts on.
@@ -91,6 +99,7 @@ class CsvTable:
     ids: list[str] | None = None
     _columns: dict[str, Sequence[str] | NumberColumn] | None = field(default=None, repr=False)
     unit: str = "line"  # what `lines` counts: "row" in a Parquet file, which has no lines
+    _last: tuple[str, NumberColumn] | None = field(default=None, repr=False)  # the LazyNumbers column last read
 
     @property
     def num_rows(self) -> int:
@@ -115,7 +124,13 @@ class CsvTable:
             self._columns = dict(zip(self.header, transposed))
         if name not in self._columns:  # a caller bug, not bad data
             raise KeyError(f"{self.source}: column {name!r} was not kept when reading the file")
-        return self._columns[name]
+        stored = self._columns[name]
+        if isinstance(stored, LazyNumbers):  # one column at a time: a loop over columns reads each once
+            if self._last is None or self._last[0] != name:
+                self._last = None
+                self._last = (name, stored.read())
+            return self._last[1]
+        return stored
 
     def column(self, name: str) -> Sequence[str]:
         values = self._stored(name)
@@ -128,6 +143,8 @@ class CsvTable:
         without a plan keeps its rows, so there is nothing to gain and the column stays readable."""
         if self._columns is not None and not self.rows:
             self._columns.pop(name, None)
+            if self._last is not None and self._last[0] == name:
+                self._last = None
 
     def check_ids(self, id_column: str) -> None:
         """Fill `ids` from `id_column`, which must exist, be non-empty and unique (rows are joined by it)."""
@@ -162,7 +179,7 @@ class CsvTable:
             return CsvTable(self.owner, self.source, self.header, rows_kept, lines_kept, ids, unit=self.unit)
         columns: dict[str, Sequence[str] | NumberColumn] = {}
         for name, values in self._columns.items():
-            if isinstance(values, NumberColumn):  # not needed so far: subsets are of label tables
+            if isinstance(values, (NumberColumn, LazyNumbers)):  # not needed so far: subsets are of label tables
                 raise TypeError(f"{self.source}: subset of column {name!r}, which was read as numbers")
             columns[name] = [values[row] for row in rows]
         return CsvTable(self.owner, self.source, self.header, [], lines_kept, ids, columns, self.unit)
@@ -305,6 +322,34 @@ class _ColumnStore:
         return columns
 
 
+class FeatureColumns(Mapping[str, np.ndarray]):
+    """A feature table's columns in file order: the categorical ones held, the numeric ones (validated
+    already) taken from the file's table when asked for, so a column left in its file (LazyNumbers) is
+    read only while it is used."""
+
+    def __init__(self, table: CsvTable, names: list[str], held: dict[str, np.ndarray], missing_ok: bool) -> None:
+        self._table, self._names, self._held, self._missing_ok = table, list(names), held, missing_ok
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name in self._held:
+            return self._held[name]
+        if name not in self._names:
+            raise KeyError(name)
+        return self._table.floats(name, missing_ok=self._missing_ok)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._names))
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def pop(self, name: str, default: object = None) -> object:
+        if name not in self._names:
+            return default
+        self._names.remove(name)
+        return self._held.pop(name, default)
+
+
 @dataclass
 class FeatureTable:
     """A site's validated feature table before preprocessing.
@@ -314,7 +359,7 @@ class FeatureTable:
     """
 
     csv: CsvTable
-    columns: dict[str, np.ndarray]
+    columns: Mapping[str, np.ndarray]
     categorical: list[str]
 
     @property
@@ -324,7 +369,7 @@ class FeatureTable:
 
     def release(self, name: str) -> None:
         """Drop a column once preprocessed: here and in the CSV table, the two places that hold it."""
-        self.columns.pop(name, None)
+        self.columns.pop(name, None)  # type: ignore[attr-defined]
         self.csv.release(name)
 
 
@@ -442,8 +487,8 @@ def parse_features(table: CsvTable, schema: TableSchema) -> FeatureTable:
             raise table.error(
                 f"declared categorical in schema.json but not in the header {VALUE}", column=name, value=table.header
             )
-    columns: dict[str, np.ndarray] = {}
-    fill_categories = schema.missing.categorical != "error"
+    categorical: dict[str, np.ndarray] = {}
+    fill_categories, missing_ok = schema.missing.categorical != "error", schema.missing.numeric != "error"
     for name in names:
         if name in schema.categorical_columns:
             values = np.array(table.column(name), dtype=object)
@@ -451,9 +496,10 @@ def parse_features(table: CsvTable, schema: TableSchema) -> FeatureTable:
             if len(empty) and not fill_categories:
                 raise table.error(f"empty value in a categorical column{_MISSING_HINT}", row=int(empty[0]), column=name)
             values[empty] = MISSING_CATEGORY
-            columns[name] = values
+            categorical[name] = values
         else:
-            columns[name] = table.floats(name, hint=_CATEGORICAL_HINT, missing_ok=schema.missing.numeric != "error")
+            table.floats(name, hint=_CATEGORICAL_HINT, missing_ok=missing_ok)  # the error, if any, now
+    columns = FeatureColumns(table, names, categorical, missing_ok)
     return FeatureTable(table, columns, [name for name in names if name in schema.categorical_columns])
 
 

@@ -12,6 +12,7 @@ reported; ``min_aligned`` guards against training on a sliver.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -162,10 +163,12 @@ def lacking_test(owner: str, file: str, lacking: int, allowed: bool, log: Callab
 
 def test_labels_source(labels: LabelTables) -> str:
     """Where a label party's test labels were read: LabelTables records only the training labels' source,
-    and the test labels sit beside them (test_labels.csv, or the label column of test.csv)."""
+    and the test labels sit beside them (test_labels.csv, or the label column of test.csv; or Parquet)."""
     for train, test in ((TRAIN_LABELS_FILE, TEST_LABELS_FILE), (TRAIN_FILE, TEST_FILE)):
-        if labels.train_source.endswith(train):
-            return labels.train_source[: -len(train)] + test
+        for suffix in (".csv", ".parquet"):
+            train_name, test_name = Path(train).with_suffix(suffix).name, Path(test).with_suffix(suffix).name
+            if labels.train_source.endswith(train_name):
+                return labels.train_source[: -len(train_name)] + test_name
     return "test labels"
 
 

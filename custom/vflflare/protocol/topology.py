@@ -59,13 +59,19 @@ def check_unique(names: Sequence[str], where: str) -> list[str]:
 
 
 def site_folders(data_root: str | Path) -> list[str]:
-    """The site folders of a data root: sub-folders holding a train.csv, other than the server's."""
+    """The site folders of a data root: sub-folders holding a train.csv (or train.parquet), other than the
+    server's."""
+    from vflflare.data.columnar import parquet_twin
     from vflflare.data.split import SERVER, TRAIN_FILE
 
     root = Path(data_root)
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if p.name != SERVER and (p / TRAIN_FILE).is_file())
+    return sorted(
+        p.name
+        for p in root.iterdir()
+        if p.name != SERVER and ((p / TRAIN_FILE).is_file() or parquet_twin(p / TRAIN_FILE).is_file())
+    )
 
 
 def check_joined(joined: Sequence[str], expected: Sequence[str], min_sites: int) -> None:

@@ -55,9 +55,11 @@ def split_dataset(
     train_rows: int | None = None,
     test_rows: int | None = None,
     synthetic: dict[str, Any] | None = None,
+    table_format: str = "csv",
 ) -> DatasetSplit:
     """Split `dataset` into `out` (a new or empty folder): a table by columns, an image set into strips.
-    `synthetic`: synthetic_options(...). Bad arguments or data raise ValueError."""
+    `synthetic`: synthetic_options(...); table_format: "csv" or "parquet" (write_split). Bad arguments or
+    data raise ValueError."""
     images = dataset in IMAGE_SOURCES
     if images:
         from vflflare.data.split.images import split_images, write_strips
@@ -68,6 +70,8 @@ def split_dataset(
             raise ValueError(
                 "--synthetic-rows/--synthetic-features/--synthetic-classes apply only to --dataset synthetic"
             )
+        if table_format != "csv":
+            raise ValueError("--format parquet applies only to tables; an image index stays a CSV file")
         source = load_image_source(dataset, data_dir)
         result, strips, schemas = split_images(source, dataset, sites, overlap, seed, train_rows, test_rows)
         files = image_source_files(dataset, data_dir)
@@ -88,6 +92,7 @@ def split_dataset(
         label_in_table=label_in_table,
         schemas=schemas,
         active_site_labels=active_site_labels,
+        table_format=table_format,
     )
     if images:
         write_strips(Path(out), result, strips)

@@ -10,6 +10,7 @@ both use `split_table`, so "the same split" always means the same rows.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -137,6 +138,7 @@ def write_split(
     label_in_table: bool = False,
     schemas: Mapping[str, TableSchema] | None = None,
     active_site_labels: bool = False,
+    table_format: str = "csv",
 ) -> Path:
     """Write the data-root layout (site folders, label files, overlap_ids.csv, manifest.json) into a new
     or empty `out_dir`, which is then usable as VFLFLARE_DATA_ROOT. Returns the manifest's path.
@@ -179,14 +181,14 @@ def write_split(
         if label_in_table and site == label_owner:
             schema = replace(schema, label_column=DEFAULT_LABEL_COLUMN, num_classes=result.num_classes)
             train, test = _withlabel_frame(train, train_labels), _withlabel_frame(test, result.test_labels)
-        write_text(folder / TRAIN_FILE, frame_to_csv(train))
-        write_text(folder / TEST_FILE, frame_to_csv(test))
+        write_frame(folder / TRAIN_FILE, train, table_format)
+        write_frame(folder / TEST_FILE, test, table_format)
         write_json(folder / SCHEMA_FILE, schema.to_dict())
     if not label_in_table:
         label_folder = root / label_owner
         label_folder.mkdir(parents=True, exist_ok=True)
-        write_text(label_folder / TRAIN_LABELS_FILE, frame_to_csv(train_labels))
-        write_text(label_folder / TEST_LABELS_FILE, frame_to_csv(result.test_labels))
+        write_frame(label_folder / TRAIN_LABELS_FILE, train_labels, table_format)
+        write_frame(label_folder / TEST_LABELS_FILE, result.test_labels, table_format)
         write_json(label_folder / LABELS_FILE, label_spec(result).to_dict())
     write_text(root / OVERLAP_IDS_FILE, frame_to_csv(pd.DataFrame({DEFAULT_ID_COLUMN: result.overlap_ids})))
     write_json(root / MANIFEST_FILE, {**manifest, **(manifest_extra or {})})
@@ -201,6 +203,29 @@ def label_spec(result: SplitResult) -> LabelSpec:
 def frame_to_csv(frame: pd.DataFrame) -> str:
     """CSV text of a split table; floats are written with repr precision, so reading back is exact."""
     return frame.to_csv(index=False, lineterminator="\n")
+
+
+def write_frame(path: Path, frame: pd.DataFrame, table_format: str) -> None:
+    """A split table at `path` (a .csv name), or beside it as Parquet: float columns as float64, every other
+    column as the very text the CSV file would hold, so both formats load to the same numbers."""
+    if table_format == "csv":
+        write_text(path, frame_to_csv(frame))
+        return
+    if table_format != "parquet":
+        raise ValueError(f"table format must be csv or parquet, got {table_format!r}")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # a float column with gaps (a label column's unlabeled rows) is text too: its empty cells stay empty
+    texts = [n for n in frame.columns if not pd.api.types.is_float_dtype(frame[n]) or frame[n].isna().any()]
+    as_text = pd.read_csv(io.StringIO(frame_to_csv(frame[texts])), dtype=str, keep_default_na=False)
+    columns = {
+        name: pa.array(as_text[name].tolist(), pa.string())
+        if name in texts
+        else pa.array(frame[name].to_numpy(np.float64))
+        for name in frame.columns
+    }
+    pq.write_table(pa.table(columns), path.with_suffix(".parquet"))
 
 
 def parse_sites(text: str) -> list[str]:

@@ -1,0 +1,194 @@
+"""Loading a site's tables at scale (issue 41, item 1): reading, checking and preprocessing one site's train
+and test tables, CSV and Parquet, in a fresh interpreter each time.
+
+    vflflare split --dataset synthetic --synthetic-rows 1650000 --synthetic-features 100 --sites 2 \
+        --overlap 10000 --seed 0 --out /tmp/scale/s1m
+    vflflare bench run scale_loading --set data_root='"/tmp/scale/s1m"'
+    # the code before issue 41 (the Python CSV reader), on the same split and machine:
+    git archive 5260bf8 custom | tar -x -C /tmp/before41
+    vflflare bench run scale_loading --methods csv --set data_root='"/tmp/scale/s1m"' \
+        --set code='"/tmp/before41/custom"'
+
+Each run is `load_site_tables` for site-1 (train then test: IDs, checks, preprocessing into float32 blocks),
+timed in a child interpreter that has imported vflflare and pyarrow already: wall and CPU seconds (all
+threads), and its peak RSS above its RSS before loading, against the float32 size of the blocks it
+returns (the goal: at most 1.5 times). The Parquet copy of the split is written beside it once
+(`<data_root>_parquet`), column types as the CSV files read (IDs as text). A digest of the blocks shows
+that every reader and code gives the same numbers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from vflflare.bench.paths import COMMITTED
+from vflflare.bench.provenance import environment_record
+from vflflare.bench.records import append_jsonl, read_jsonl
+from vflflare.bench.suite import Suite, suite
+from vflflare.bench.tables import table
+
+MB = 2**20
+GOAL_S, GOAL_RATIO = 5.0, 1.5
+RESULTS = COMMITTED / "scale_loading.jsonl"
+
+
+def measure(data_root: str, site: str) -> dict[str, Any]:
+    """One load of `site`'s tables; run in a fresh interpreter (`_child`)."""
+    import hashlib
+    import io
+    import time
+
+    import psutil
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
+    from vflflare.data.loading import DataRequest, load_site_tables
+
+    # Arrow's first use (its thread pools and allocator, about 40 MB) is a site process's once, not a table's
+    pa_csv.read_csv(io.BytesIO(b"id,x\n1,2\n"))
+    parquet = io.BytesIO()
+    pq.write_table(pa.table({"x": [1.0]}), parquet)
+    pq.read_table(io.BytesIO(parquet.getvalue()))
+    with open("/proc/self/clear_refs", "w") as handle:  # Linux: the peak RSS restarts from the RSS now
+        handle.write("5")
+    before = psutil.Process().memory_info().rss
+    wall, cpu = time.perf_counter(), time.process_time()
+    tables = load_site_tables(site, DataRequest([], data_root))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    # VmHWM, not ru_maxrss: a child's ru_maxrss keeps the RSS of the parent it was forked from
+    with open("/proc/self/status") as handle:
+        peak = next(int(line.split()[1]) for line in handle if line.startswith("VmHWM:")) * 1024
+    blocks = (tables.train.numeric, tables.test.numeric)
+    float32 = sum(block.size for block in blocks) * 4
+    digest = hashlib.sha256(b"".join(block.tobytes() for block in blocks)).hexdigest()[:16]
+    return {
+        "rows": len(tables.train_ids) + len(tables.test_ids),
+        "inputs": tables.train.numeric.shape[1],
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "before_mb": round(before / MB),
+        "peak_over_mb": round((peak - before) / MB),
+        "float32_mb": round(float32 / MB),
+        "ratio": round((peak - before) / float32, 2),
+        "digest": digest,
+    }
+
+
+def _child(data_root: str, site: str, code: str | None) -> dict[str, Any]:
+    """`measure` in a fresh interpreter, on this tree's vflflare or on `code` (another tree's custom/, such
+    as the code before a change, which has no such suite: the function's source is handed over)."""
+    env = dict(os.environ)
+    if code:
+        env["PYTHONPATH"] = code
+    script = "\n".join(
+        [
+            "from __future__ import annotations",
+            "import json, sys",
+            "from typing import Any",
+            f"MB = {MB}",
+            inspect.getsource(measure),
+            "print(json.dumps(measure(sys.argv[1], sys.argv[2])))",
+        ]
+    )
+    done = subprocess.run([sys.executable, "-c", script, data_root, site], env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"loading {data_root} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def parquet_copy(csv_root: Path) -> Path:
+    """The split at `csv_root` with every table as Parquet (IDs as text, other columns as Arrow infers
+    them from the CSV: numbers as float64, integer labels as int64), written once beside it."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
+    target = csv_root.with_name(csv_root.name + "_parquet")
+    if (target / "manifest.json").is_file():
+        return target
+    for path in sorted(csv_root.rglob("*")):
+        out = target / path.relative_to(csv_root)
+        if path.is_dir():
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix != ".csv" or path.parent == csv_root:
+            shutil.copyfile(path, out)  # manifest, schemas, overlap_ids.csv
+            continue
+        arrow = pa_csv.read_csv(path, convert_options=pa_csv.ConvertOptions(column_types={"id": pa.string()}))
+        pq.write_table(arrow, out.with_suffix(".parquet"))
+    (target / "manifest.json").touch()
+    return target
+
+
+def run(spec: Suite, out: Path, data_dir: Path) -> None:
+    settings = spec.settings
+    if not settings["data_root"]:
+        raise ValueError("set data_root: a folder written by `vflflare split` (CSV)")
+    csv_root = Path(settings["data_root"])
+    for method in spec.methods:
+        root = csv_root if method == "csv" else parquet_copy(csv_root)
+        for repeat in spec.seeds:
+            result = _child(str(root), settings["site"], settings["code"])
+            record = {
+                "method": method,
+                "repeat": repeat,
+                "data_root": str(csv_root),
+                "code": "before" if settings["code"] else "this",
+                **result,
+                "env": environment_record(),
+            }
+            print(json.dumps({k: v for k, v in record.items() if k != "env"}))
+            append_jsonl(out, record)
+
+
+def tables(records: list[dict]) -> str:
+    """Median over the repeats, per code and format: wall and CPU seconds, peak memory over the float32
+    blocks, each against its goal, and whether the blocks are the same numbers."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for record in records:
+        groups.setdefault((record["code"], record["method"]), []).append(record)
+    digests = {r["digest"] for r in records}
+    lines = [
+        "| code | format | rows x inputs | runs | wall s (goal <= 5) | CPU s | peak over RSS before, MB | "
+        "x float32 (goal <= 1.5) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (code, method), rs in sorted(groups.items(), key=lambda item: (item[0][0] != "before", item[0][1])):
+        wall, ratio = (statistics.median(r[key] for r in rs) for key in ("wall_s", "ratio"))
+        cpu, peak = (statistics.median(r[key] for r in rs) for key in ("cpu_s", "peak_over_mb"))
+        who = "before issue 41" if code == "before" else f"`{rs[0]['env']['commit'][:7]}`"
+        lines.append(
+            f"| {who} | {method} | {rs[0]['rows']:,} x {rs[0]['inputs']} | {len(rs)} | "
+            f"{wall:.2f} {'met' if wall <= GOAL_S else 'not met'} | {cpu:.2f} | {peak:.0f} (float32 "
+            f"{rs[0]['float32_mb']}) | {ratio:.2f} {'met' if ratio <= GOAL_RATIO else 'not met'} |"
+        )
+    same = "the same numbers" if len(digests) == 1 else f"{len(digests)} DIFFERENT results"
+    return "\n".join(lines) + f"\n\nEvery run's float32 blocks: {same} (sha256 of the blocks)."
+
+
+@table("scale_loading")
+def committed_tables() -> str:
+    return tables(read_jsonl(RESULTS))
+
+
+suite(
+    Suite(
+        name="scale_loading",
+        about="reading, checking and preprocessing one site's tables at scale, CSV and Parquet",
+        runner=run,
+        datasets=("synthetic",),
+        methods=("csv", "parquet"),
+        seeds=(0, 1, 2),  # repeats
+        settings={"data_root": None, "site": "site-1", "code": None},
+        records="scale_loading.jsonl",
+    )
+)
