@@ -2,7 +2,9 @@
 emulated wide-area link (poc/wan_link.py, via poc/run.sh --link-rtt-ms/--link-mbit), on credit default
 (2 sites, N_o 1000, split and job seed 0, package defaults as the parity suite runs them).
 
-Links: round trips of 0, 20 and 100 ms at 1 Gbit/s, and 100 and 10 Mbit/s at 20 ms. Each record keeps
+Links: round trips of 0, 20 and 100 ms at 1 Gbit/s, and 100 and 10 Mbit/s at 20 ms, the bandwidth each site's
+(shared by its connections), no jitter and no loss unless the settings ask (records keep them when set; the
+report's tables and plot use the runs without). Each record keeps
 the whole command's wall time (POC start to stop), the job's own (controller start to result), its
 phases, the coordinator's round trips and the ledger's counts, the bytes the link carried, the step
 latency and the metrics. The floor of a job on a link is modelled from the job on the fastest link:
@@ -14,6 +16,7 @@ relay carried, both directions, shared evenly by the sites).
 
     vflflare bench run wan --committed            # every method x link; runs already recorded are skipped
     vflflare bench run wan --methods vanilla --set links='["0/1000", "100/1000"]'
+    vflflare bench run wan --set links='["20/100"]' --set jitter_ms=2 --set loss=0.001   # with jitter and loss
     vflflare bench tables                         # the report's tables from benchmarks/results/wan.jsonl
 
 A run also draws the wall-time plot (benchmarks/wan_wall_time.png for the committed records, else beside them).
