@@ -10,7 +10,8 @@ Steps (each one printed with its wall time):
  4. ad-hoc connections (unless --no-adhoc or --link-*): the server's local/comm_config.json lets each
     site's job process connect straight to the server's job process over mutual TLS; with
     --link-rtt-ms/--link-mbit the sites instead dial an emulated wide-area link to the server
-    (vflflare/poc/wan_link.py), which every site message then crosses
+    (vflflare/poc/wan_link.py), which every site message then crosses; each site has its own port and
+    bandwidth there, optionally with --link-jitter-ms and --link-loss
  5. start: `nvflare poc start` (server and sites)
  6. submit: `nvflare job submit` with the POC project admin's startup kit, `nvflare job wait`
  7. collect: `nvflare job download` (the server's job workspace, with vflflare_results.json) and a
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from vflflare.poc.processes import become_subreaper
 from vflflare.poc.runner import PocRun, SetupError
+from vflflare.poc.wan_link import JITTER
 from vflflare.user_paths import user_temp
 
 __all__ = ["PocRun", "SetupError", "main", "parse_args"]  # the tests drive a run through these
@@ -98,7 +100,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="emulate a wide-area link between the sites and the server: "
         "this round-trip time in ms (vflflare/poc/wan_link.py; turns ad-hoc connections off)",
     )
-    parser.add_argument("--link-mbit", type=float, help="the emulated link's bandwidth in Mbit/s (default: unlimited)")
+    parser.add_argument(
+        "--link-mbit",
+        type=float,
+        help="the emulated link's bandwidth in Mbit/s per site, each way, shared by the site's connections "
+        "(default: unlimited)",
+    )
+    parser.add_argument(
+        "--link-jitter-ms",
+        type=float,
+        default=0.0,
+        help="vary each chunk's one-way delay by this much (never reordering a connection's bytes; default 0)",
+    )
+    parser.add_argument(
+        "--link-jitter",
+        choices=JITTER,
+        default="uniform",
+        help="the jitter's distribution: uniform in +-jitter, or normal with that standard deviation",
+    )
+    parser.add_argument(
+        "--link-loss",
+        type=float,
+        default=0.0,
+        help="the probability that a TCP segment is lost; a chunk that lost one arrives --link-loss-penalty-ms "
+        "later, nothing is dropped (default 0)",
+    )
+    parser.add_argument(
+        "--link-loss-penalty-ms",
+        type=float,
+        help="what a loss delays its chunk by (default: one round trip, fast retransmit; 200+: a timeout)",
+    )
     return parser.parse_args(argv)
 
 

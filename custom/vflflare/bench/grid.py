@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ import numpy as np
 
 from vflflare.bench import folder
 from vflflare.bench.baselines import TUNED_GRID, AlignedSplit, central, fit_logreg, fit_xgboost, label_local
+from vflflare.bench.paths import needs_data_dir, resolve_data_dir
 from vflflare.bench.provenance import environment, git_state
 from vflflare.bench.records import read_jsonl
 from vflflare.bench.vertical_xgb import run_on_split
@@ -107,6 +107,7 @@ class BenchSpec:
     def check(self) -> None:
         if self.ensemble < 1 or (self.ensemble > 1 and self.sim):
             raise ValueError(f"ensemble must be >= 1, and 1 with --sim (members run in process); got {self.ensemble}")
+        resolve_data_dir(self.data_dir, required=needs_data_dir(self.datasets))  # before any run: named, a folder
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown:
             raise ValueError(f"unknown methods {unknown}; known: {list(METHODS)}")
@@ -126,7 +127,7 @@ def split_for(spec: BenchSpec, out: Path, dataset: str, overlap: int, seed: int)
         shutil.rmtree(root, ignore_errors=True)
         split_dataset(
             dataset,
-            spec.data_dir or os.path.join("..", "shared", "data"),
+            resolve_data_dir(spec.data_dir, required=needs_data_dir([dataset])),
             sites,
             overlap,
             seed,

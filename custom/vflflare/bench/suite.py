@@ -4,6 +4,8 @@ suites/ load, beside the table builders of their report.
 
 A run writes to a scratch folder (paths.SCRATCH/NAME) unless told otherwise: the committed records under
 benchmarks/results change only when asked (`--committed`), so a trial run never mixes into a report's records.
+It reads its datasets from `--data-dir`, else $VFLFLARE_DATA_DIR, and from no other path (paths.resolve_data_dir):
+with neither, a suite that needs a data folder stops before its first run with an error naming both.
 """
 
 from __future__ import annotations
@@ -14,20 +16,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR, SCRATCH
+from vflflare.bench.paths import COMMITTED, SCRATCH, needs_data_dir, resolve_data_dir
 
 
 @dataclass(frozen=True)
 class Suite:
     name: str
     about: str  # the question its report answers, in a line
-    runner: Callable[[Suite, Path, Path], None]  # (the spec as run, the records path, the data folder)
+    # (the spec as run, the records path, the data folder: None when the suite needs none and none was named)
+    runner: Callable[[Suite, Path, Path | None], None]
     datasets: tuple[str, ...] = ()
     methods: tuple[str, ...] = ()
     seeds: tuple[int, ...] = (0, 1, 2)
     settings: Mapping[str, Any] = field(default_factory=dict)  # the suite's own knobs; `--set` changes them
     more_methods: tuple[str, ...] = ()  # methods it runs only when named (--methods)
     records: str = ""  # its records under benchmarks/results: a .jsonl file or a folder
+    # whether a run of this spec reads the data folder; default: unless every dataset is built in
+    needs_data: Callable[[Suite], bool] | None = None
 
     def scratch(self) -> Path:
         """Where a run writes by default: a records path of the same shape as the committed one."""
@@ -97,11 +102,22 @@ def run_suite(
     if name not in known:
         raise ValueError(f"unknown suite {name!r}; suites: {sorted(known)}")
     spec = known[name].chosen(methods, seeds, settings, datasets)
+    path, folder = resolve_run(spec, out, committed, data_dir)
+    spec.runner(spec, path, folder)
+    return path
+
+
+def resolve_run(
+    spec: Suite, out: Path | None = None, committed: bool = False, data_dir: Path | None = None
+) -> tuple[Path, Path | None]:
+    """Where a run of `spec` writes (`out`, else the committed records with `committed`, else its scratch path)
+    and the data folder it reads (--data-dir, else $VFLFLARE_DATA_DIR; an error naming both when the suite
+    needs one and neither is set)."""
     if out is not None and committed:
         raise ValueError("give --out or --committed, not both")
     path = Path(out) if out is not None else spec.committed() if committed else spec.scratch()
-    spec.runner(spec, path, Path(data_dir) if data_dir else DEFAULT_DATA_DIR)
-    return path
+    needed = spec.needs_data(spec) if spec.needs_data is not None else needs_data_dir(spec.datasets)
+    return path, resolve_data_dir(data_dir, required=needed)
 
 
 def describe(spec: Suite) -> str:

@@ -23,7 +23,11 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sites", type=int, default=spec.sites)
     parser.add_argument("--sim", action="store_true", help="run the VFL methods as NVFlare simulator jobs")
     parser.add_argument("--workers", type=int, default=spec.workers, help="splits run side by side in processes")
-    parser.add_argument("--data-dir", help="folder holding the dataset folders (default: vflflare split's)")
+    parser.add_argument(
+        "--data-dir",
+        help="folder holding the dataset folders (default: $VFLFLARE_DATA_DIR; one of them is needed unless every "
+        "dataset is built in: breast_cancer, synthetic)",
+    )
     parser.add_argument(
         "--set",
         action="append",
@@ -88,7 +92,8 @@ def configure_bench_parser(parser: argparse.ArgumentParser) -> None:
         dest="run_data_dir",
         type=Path,
         metavar="DIR",
-        help="folder holding the dataset folders (VFLFLARE_DATA_DIR)",
+        help="folder holding the dataset folders (default: $VFLFLARE_DATA_DIR; one of them is needed unless the "
+        "suite's datasets are all built in)",
     )
     run.add_argument(
         "--methods", dest="run_methods", nargs="+", metavar="METHOD", help="a subset of the suite's methods"

@@ -33,6 +33,16 @@ COMPLETED = "FINISHED:COMPLETED"
 STATUS_EVERY = 10  # seconds between the status lines printed while the job runs
 
 
+def link_impairment(args: Any) -> dict[str, Any]:
+    """The link's jitter and loss options (poc/run.sh --link-jitter-ms ...; absent: off) as WanLink's arguments."""
+    return {
+        "jitter_ms": getattr(args, "link_jitter_ms", None) or 0.0,
+        "jitter": getattr(args, "link_jitter", None) or "uniform",
+        "loss": getattr(args, "link_loss", None) or 0.0,
+        "loss_penalty_ms": getattr(args, "link_loss_penalty_ms", None),
+    }
+
+
 class SetupError(RuntimeError):
     """The POC could not be prepared or started (exit status 2)."""
 
@@ -178,21 +188,33 @@ class PocRun:
         self.log(f"data: each party's local/{SITE_CONFIG_FILE} names its own folder of {root}")
 
     def configure_link(self, sites: list[str]) -> None:
-        """The sites' startup kits dial the emulated link instead of the server."""
+        """The sites' startup kits dial the emulated link instead of the server: each site its own port of the
+        relay, so all of a site's connections share the site's bandwidth."""
         if self.args.link_rtt_ms is None and self.args.link_mbit is None:
             return
-        self.link = WanLink(self.port, self.args.link_rtt_ms or 0.0, self.args.link_mbit)
+        self.link = WanLink(
+            self.port, self.args.link_rtt_ms or 0.0, self.args.link_mbit, sites=sites, **link_impairment(self.args)
+        )
         self.link.start()
         for site in sites:
             path = self.prod / site / "startup" / "fed_client.json"
             config = json.loads(path.read_text())
             for server in config["servers"]:
-                server["service"]["target"] = f"localhost:{self.link.port}"
+                server["service"]["target"] = f"localhost:{self.link.ports[site]}"
             path.write_text(json.dumps(config, indent=2))
-        speed = f"{self.args.link_mbit:g} Mbit/s" if self.args.link_mbit else "unlimited bandwidth"
+        speed = f"{self.args.link_mbit:g} Mbit/s per site" if self.args.link_mbit else "unlimited bandwidth"
+        impairment = self.link.impairment
+        extra = "".join(
+            [
+                f", jitter {impairment.jitter_ms:g} ms ({impairment.jitter})" if impairment.jitter_ms else "",
+                f", loss {impairment.loss:g} per segment (+{impairment.penalty_s * 1000:g} ms)"
+                if impairment.loss
+                else "",
+            ]
+        )
         self.log(
             f"link: the sites reach the server through an emulated link, round trip "
-            f"{self.args.link_rtt_ms or 0:g} ms, {speed} (port {self.link.port}); no ad-hoc connections"
+            f"{self.args.link_rtt_ms or 0:g} ms, {speed}{extra} (ports {self.link.ports}); no ad-hoc connections"
         )
 
     def configure_adhoc(self) -> None:
@@ -311,13 +333,7 @@ class PocRun:
                 self.log(f"`nvflare poc stop` did not finish cleanly: {error}")
         if self.link is not None:
             self.link.stop()
-            stats = {
-                "rtt_ms": self.args.link_rtt_ms or 0.0,
-                "mbit": self.args.link_mbit,
-                "up_bytes": self.link.stats.up,
-                "down_bytes": self.link.stats.down,
-                "connections": self.link.stats.connections,
-            }
+            stats = self.link.summary()
             (self.results_root / "link.json").parent.mkdir(parents=True, exist_ok=True)
             (self.results_root / "link.json").write_text(json.dumps(stats) + "\n")
             self.log(

@@ -264,5 +264,6 @@ suite(
         seeds=(SEED,),
         settings={"reps": 3, "work": "/tmp/vflflare-bench/he_overhead"},
         records="he_overhead.jsonl",
+        needs_data=lambda spec: "credit" in spec.datasets,
     )
 )

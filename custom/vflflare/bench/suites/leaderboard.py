@@ -46,10 +46,11 @@ def run(spec: Suite, out: Path, data_dir: Path) -> None:
         # a grid folder also holds its splits and work folders: only results.jsonl and bench.json are committed
         raise ValueError("run the leaderboard into a scratch folder, then copy results.jsonl and bench.json")
     settings = spec.settings
+    folder = str(data_dir) if data_dir else None  # None: built-in datasets only
     for dataset in spec.datasets:
         bench = BenchSpec(
             [dataset], list(settings["overlaps"]), list(spec.seeds), list(spec.methods), settings["sites"],
-            settings["sim"], str(data_dir), settings["workers"], dict(settings["job"]), settings["ensemble"],
+            settings["sim"], folder, settings["workers"], dict(settings["job"]), settings["ensemble"],
         )  # fmt: skip
         run_grid(bench, out / f"{settings['folder']}_{dataset}")
 

@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from vflflare.bench.paths import COMMITTED, DEFAULT_DATA_DIR, DEFAULT_SPLITS
+from vflflare.bench.paths import COMMITTED, DEFAULT_SPLITS, resolve_data_dir
 from vflflare.bench.records import append_jsonl, read_jsonl
 from vflflare.bench.suite import Suite, suite
 from vflflare.bench.tables import register
@@ -61,7 +61,10 @@ def vflflare(*args: str, env: dict | None = None) -> None:
     subprocess.run([sys.executable, *CLI, *args], check=True, env=env, stdout=subprocess.DEVNULL)
 
 
-def split(seed: int, extra: tuple[str, ...] = (), data_dir: Path = DEFAULT_DATA_DIR, env: dict | None = None) -> Path:
+def split(seed: int, extra: tuple[str, ...] = (), data_dir: Path | None = None, env: dict | None = None) -> Path:
+    """Credit default (or `extra`'s dataset) cut by `vflflare split` once per argument set; the data folder is
+    `data_dir`, else $VFLFLARE_DATA_DIR."""
+    data_dir = resolve_data_dir(data_dir)
     out = DEFAULT_SPLITS / ("_".join([f"credit_default_n1000_s{seed}", *(a.strip("-") for a in extra)]))
     if not (out / "manifest.json").exists():
         dataset = () if "--dataset" in extra else ("--dataset", "credit_default")

@@ -525,6 +525,7 @@ def overhead_table() -> str:
 
 
 PARTS = ("wire", "pipeline", "pipeline_wan", "fedhssl", "imports", "image_views", "overhead")
+DATA_PARTS = {"wire", "pipeline", "pipeline_wan", "fedhssl", "overhead"}  # the parts that split credit default
 
 
 def run(spec: Suite, out: Path, data_dir: Path) -> None:
@@ -585,5 +586,6 @@ suite(
             "reps": 5,
         },
         records="performance",
+        needs_data=lambda spec: bool(DATA_PARTS & set(spec.methods)),
     )
 )

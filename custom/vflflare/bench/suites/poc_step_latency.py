@@ -6,7 +6,7 @@ stop); the job's processes import vflflare from the tree given (PYTHONPATH), so 
 older commit measures that commit. The ledger times each step's round trip to all sites
 (`step_latency` in vflflare_results.json).
 
-    vflflare split --dataset credit_default --data-dir ../shared/data --sites 2 --overlap 1000 --seed 0 \\
+    vflflare split --dataset credit_default --data-dir "$VFLFLARE_DATA_DIR" --sites 2 --overlap 1000 --seed 0 \\
         --out /tmp/scale/credit
     git worktree add /tmp/wt_before <commit>
     vflflare bench run poc_step_latency --set session=mine --set data_root=/tmp/scale/credit --set reps=3 \\
@@ -150,6 +150,7 @@ suite(
             "port": 8123,  # the first run's; each run takes the next
         },
         records="poc_step_latency.jsonl",
+        needs_data=lambda spec: False,  # it runs on the split folder its data_root setting names
     )
 )
 for _session in dict.fromkeys(r["session"] for r in read_jsonl(RESULTS)):

@@ -2,7 +2,9 @@
 emulated wide-area link (poc/wan_link.py, via poc/run.sh --link-rtt-ms/--link-mbit), on credit default
 (2 sites, N_o 1000, split and job seed 0, package defaults as the parity suite runs them).
 
-Links: round trips of 0, 20 and 100 ms at 1 Gbit/s, and 100 and 10 Mbit/s at 20 ms. Each record keeps
+Links: round trips of 0, 20 and 100 ms at 1 Gbit/s, and 100 and 10 Mbit/s at 20 ms, the bandwidth each site's
+(shared by its connections), no jitter and no loss unless the settings ask (records keep them when set; the
+report's tables and plot use the runs without). Each record keeps
 the whole command's wall time (POC start to stop), the job's own (controller start to result), its
 phases, the coordinator's round trips and the ledger's counts, the bytes the link carried, the step
 latency and the metrics. The floor of a job on a link is modelled from the job on the fastest link:
@@ -14,6 +16,7 @@ relay carried, both directions, shared evenly by the sites).
 
     vflflare bench run wan --committed            # every method x link; runs already recorded are skipped
     vflflare bench run wan --methods vanilla --set links='["0/1000", "100/1000"]'
+    vflflare bench run wan --set links='["20/100"]' --set jitter_ms=2 --set loss=0.001   # with jitter and loss
     vflflare bench tables                         # the report's tables from benchmarks/results/wan.jsonl
 
 A run also draws the wall-time plot (benchmarks/wan_wall_time.png for the committed records, else beside them).
@@ -45,6 +48,9 @@ SEED = 0
 METHODS = {**PARITY_METHODS, "cfl": ("cfl", {})}
 LINKS = ["0/1000", "20/1000", "100/1000", "20/100", "20/10"]  # RTT ms / Mbit/s
 BASE = "0/1000"
+# jitter_ms: each chunk's one-way delay varies by this much (jitter: "uniform" +-, or "normal" sd); loss: per TCP
+# segment, each loss delaying its chunk by loss_penalty_ms (None: one RTT). Off: the report's links have neither.
+IMPAIRMENT = {"jitter_ms": 0.0, "jitter": "uniform", "loss": 0.0, "loss_penalty_ms": None}
 
 
 def parse_link(link: str) -> tuple[float, float]:
@@ -69,8 +75,27 @@ def data_root(method: str, data_dir: Path) -> Path:
     return out
 
 
-def run_one(method: str, link: str, work: Path, timeout: int, data_dir: Path) -> dict:
+def impairment(settings) -> dict:
+    """The suite's jitter and loss settings (all off by default: the committed records have neither)."""
+    return {key: settings.get(key, default) for key, default in IMPAIRMENT.items()}
+
+
+def impairment_args(impaired: dict) -> list[str]:
+    args = ["--link-jitter-ms", str(impaired["jitter_ms"]), "--link-jitter", impaired["jitter"]]
+    args += ["--link-loss", str(impaired["loss"])]
+    if impaired["loss_penalty_ms"] is not None:
+        args += ["--link-loss-penalty-ms", str(impaired["loss_penalty_ms"])]
+    return args
+
+
+def impaired_key(record: dict) -> tuple:
+    """A record's jitter and loss (a record from before they existed: none)."""
+    return tuple(record.get(key, default) for key, default in IMPAIRMENT.items())
+
+
+def run_one(method: str, link: str, work: Path, timeout: int, data_dir: Path, impaired: dict | None = None) -> dict:
     algorithm, overrides = METHODS[method]
+    impaired = impaired or dict(IMPAIRMENT)
     root = data_root(method, data_dir)
     name = method.replace("+", "_")
     out = work / f"{name}_{link.replace('/', '_')}"
@@ -98,6 +123,7 @@ def run_one(method: str, link: str, work: Path, timeout: int, data_dir: Path) ->
             str(rtt),
             "--link-mbit",
             str(mbit),
+            *impairment_args(impaired),
         ],
         capture_output=True,
         text=True,
@@ -115,6 +141,7 @@ def run_one(method: str, link: str, work: Path, timeout: int, data_dir: Path) ->
         "link": link,
         "rtt_ms": rtt,
         "mbit": mbit,
+        **({} if impaired == IMPAIRMENT else impaired),  # jitter and loss, when the link had them
         "seed": SEED,
         "metrics": record["metrics"],
         "command_s": round(command_s, 2),
@@ -135,7 +162,9 @@ def floor_s(record: dict, base: dict) -> float:
 
 
 def tables(records: list[dict]) -> str:
-    """Per method: the job's wall time on each link, next to its modelled floor, and what it sends."""
+    """Per method: the job's wall time on each link, next to its modelled floor, and what it sends (links
+    without jitter or loss)."""
+    records = [r for r in records if impaired_key(r) == tuple(IMPAIRMENT.values())]
     links = [link for link in LINKS if any(r["link"] == link for r in records)]
     methods = [m for m in METHODS if any(r["method"] == m for r in records)]
     cell = {(r["method"], r["link"]): r for r in records}
@@ -214,21 +243,23 @@ def plot(records: list[dict], path: Path) -> None:
 
 def run(spec: Suite, out: Path, data_dir: Path) -> None:
     """Every (link, method) not yet in `out`, appended as each ends; then the wall-time plot."""
-    done = {(r["method"], r["link"]) for r in read_jsonl(out)}
+    impaired = impairment(spec.settings)
+    done = {(r["method"], r["link"]) for r in read_jsonl(out) if impaired_key(r) == tuple(impaired.values())}
     with tempfile.TemporaryDirectory(prefix="vflflare-wan-") as work:
         for link in spec.settings["links"]:
             for method in spec.methods:
                 if (method, link) in done:
                     continue
-                record = run_one(method, link, Path(work), spec.settings["timeout"], data_dir)
+                record = run_one(method, link, Path(work), spec.settings["timeout"], data_dir, impaired)
                 append_jsonl(out, record)
                 print(
                     f"{method} over {link}: job {record['job_s']:.1f} s, command {record['command_s']:.0f} s, "
                     f"{record['metrics']}",
                     flush=True,
                 )
-    committed = out.resolve() == RESULTS.resolve()
-    plot(read_jsonl(out), BENCHMARKS / "wan_wall_time.png" if committed else out.with_name("wan_wall_time.png"))
+    same = [r for r in read_jsonl(out) if impaired_key(r) == tuple(impaired.values())]
+    report_plot = out.resolve() == RESULTS.resolve() and impaired == IMPAIRMENT
+    plot(same, BENCHMARKS / "wan_wall_time.png" if report_plot else out.with_name("wan_wall_time.png"))
 
 
 @table("wan")
@@ -244,7 +275,8 @@ suite(
         datasets=("credit_default",),
         methods=tuple(METHODS),
         seeds=(SEED,),
-        settings={"links": tuple(LINKS), "timeout": 3600},  # links: RTT_MS/MBIT each; timeout: s one job may take
+        # links: RTT_MS/MBIT each (MBIT per site, each way); timeout: s one job may take; jitter and loss: IMPAIRMENT
+        settings={"links": tuple(LINKS), "timeout": 3600, **IMPAIRMENT},
         records="wan.jsonl",
     )
 )
