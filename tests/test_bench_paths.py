@@ -20,7 +20,7 @@ SCANNED = sorted([*BENCH.glob("*.py"), *BENCH.glob("suites/*.py"), *BENCH.glob("
 )
 # a string that names a data folder of some checkout or machine: ../anything, an absolute path of two or more parts
 # outside /tmp, or a shared/data folder however it is joined
-DATA_PATH = re.compile(r"(^|/)\.\./|^/(?!tmp/)[\w.-]+/|(^|/)shared/data\b")
+DATA_PATH = re.compile(r"(^|/)\.\./|^/(?!tmp/|proc/)[\w.-]+/|(^|/)shared/data\b")  # /proc: the kernel, not data
 # what writes a file, and the module constants that point into the committed records or the reports
 WRITERS = {"append_jsonl", "write_text", "write_bytes", "savefig", "to_csv", "mkdir", "copy", "copyfile", "rmtree"}
 COMMITTED_NAMES = {"COMMITTED", "BENCHMARKS", "RESULTS", "CREDIT_RESULTS", "MNIST_RESULTS", "PLOT", "MNIST_PLOT"}

@@ -30,7 +30,9 @@ fedhssl      FedHSSL at the package default (the paper's 40 global iterations, f
              default's test AUC if its median lies within the range of the default's per-seed test AUCs.
 overhead     (the trees setting)
              one-shot, whole command: `vflflare simulate` (2 sites, 2 threads) and `vflflare inprocess`,
-             for each code tree given (a checkout's custom/ folder on PYTHONPATH), alternating, `reps` times.
+             for each code tree given (a checkout's custom/ folder on PYTHONPATH), alternating, `reps` times;
+             and in each rep NVFlare's floor, an empty job of the same shape by the same simulator command
+             (bench/empty_job.py). The goal (issue 41): simulate - empty <= 1.2 x inprocess.
 
     vflflare bench run performance --committed --methods wire
     vflflare bench run performance --committed --methods pipeline
@@ -245,11 +247,23 @@ def overhead(trees: list[str], reps: int, out: Path, data_dir: Path) -> None:
                     start = time.monotonic()
                     vflflare(*args, env=env)
                     timings[mode] = round(time.monotonic() - start, 2)
+                timings["empty"] = _empty_job_s(Path(work) / f"empty_{rep}_{Path(tree).name}")
                 commit = subprocess.run(
                     ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
                 ).stdout.strip()
                 append_jsonl(path, {"tree": commit, "rep": rep, **timings, "env": environment_record()})
                 print(f"{commit} rep {rep}: {timings}", flush=True)
+
+
+def _empty_job_s(folder: Path) -> float:
+    """Seconds of NVFlare's simulator command (as `vflflare simulate` runs it) on the empty job."""
+    from vflflare.bench.empty_job import write_empty_job
+
+    job = write_empty_job(folder / "jobs", sites=2)
+    command = [sys.executable, "-m", "nvflare.private.fed.app.simulator.simulator", str(job)]
+    start = time.monotonic()
+    subprocess.run([*command, "-w", str(folder / "ws"), "-n", "2", "-t", "2"], check=True, capture_output=True)
+    return round(time.monotonic() - start, 2)
 
 
 IMPORT_PROBES = {
@@ -514,13 +528,20 @@ def overhead_table() -> str:
     over = read_jsonl(RESULTS / "overhead.jsonl")
     if over:
         out += [
-            "One-shot, whole command, medians (alternating runs): `vflflare simulate` against `vflflare inprocess`\n",
-            "| code | simulate (s) | inprocess (s) | ratio | runs |",
-            "|---|---|---|---|---|",
+            "One-shot, whole command, medians (alternating runs): `vflflare simulate` against `vflflare inprocess`,"
+            " and an empty NVFlare job of the same shape (runs since issue 41)\n",
+            "| code | simulate (s) | inprocess (s) | ratio | empty NVFlare job (s) | (simulate - empty) / inprocess "
+            "(goal <= 1.2) | runs |",
+            "|---|---|---|---|---|---|---|",
         ]
         for tree, rows in _by_tree(over).items():
             sim, inp = statistics.median(r["simulate"] for r in rows), statistics.median(r["inprocess"] for r in rows)
-            out.append(f"| {tree} | {sim:.1f} | {inp:.1f} | {sim / inp:.2f}x | {len(rows)} |")
+            paired = [(r["simulate"] - r["empty"]) / r["inprocess"] for r in rows if "empty" in r]
+            empty, own = "-", "-"
+            if paired:
+                empty = f"{statistics.median(r['empty'] for r in rows if 'empty' in r):.1f}"
+                own = f"{statistics.median(paired):.2f}x {'met' if statistics.median(paired) <= 1.2 else 'not met'}"
+            out.append(f"| {tree} | {sim:.1f} | {inp:.1f} | {sim / inp:.2f}x | {empty} | {own} | {len(rows)} |")
     return "\n".join(out)
 
 
