@@ -15,15 +15,14 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from vflflare.data.checks import missing_cells
 from vflflare.data.columnar import parquet_twin, read_table, table_path
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.ids import normalize_table_ids
-from vflflare.data.images import SiteImages, load_site_images
 from vflflare.data.preprocess import Preprocessor, SiteInput
 from vflflare.data.schema import LABELS_FILE, SCHEMA_FILE, LabelSpec, TableSchema, read_label_spec, read_table_schema
 from vflflare.data.sources import load_source
@@ -52,6 +51,9 @@ from vflflare.data.table import (
     parse_labels,
 )
 from vflflare.data.types import LabelTables, SiteTables
+
+if TYPE_CHECKING:
+    from vflflare.data.images import SiteImages
 
 DATA_ROOT_ENV = "VFLFLARE_DATA_ROOT"
 EMBEDDED_DATASET = "breast_cancer"
@@ -147,7 +149,9 @@ def load_site_data(site: str, request: DataRequest) -> SiteTables | SiteImages:
         check_sites_match(owner, request.data_root, request.sites)
         folder = _party_folder(owner, site, request.data_root)
         schema = read_table_schema(owner, folder / SCHEMA_FILE)
-        if schema.modality == "image":
+        if schema.modality == "image":  # torch and MONAI, imported by image sites only
+            from vflflare.data.images import load_site_images
+
             return load_site_images(owner, site, folder, schema, request.id_normalize)
     return load_site_tables(site, request)
 
@@ -205,6 +209,8 @@ def load_label_tables(owner: str, request: DataRequest, *, active_site_labels: b
         source = f"<embedded {EMBEDDED_DATASET} split>/{owner}"
         train_labels = result.train_labels
         if active_site_labels and owner in result.local_labels:
+            import pandas as pd
+
             train_labels = pd.concat([train_labels, result.local_labels[owner]], ignore_index=True)
         train_csv = _embedded_csv(who, f"{source}/{TRAIN_LABELS_FILE}", train_labels, spec.id_column)
         test_csv = _embedded_csv(who, f"{source}/{TEST_LABELS_FILE}", result.test_labels, spec.id_column)
