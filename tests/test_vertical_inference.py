@@ -97,6 +97,25 @@ def test_scoring_the_test_rows_gives_the_training_jobs_test_predictions(oneshot_
     assert counts == scored["expected_communication"] == {s: {"uploads": 1, "downloads": 0} for s in SITES}
 
 
+def test_a_parquet_score_file_scores_as_its_csv_twin(oneshot_scored):
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
+    tmp, trained, scored = oneshot_scored
+    for site in SITES:  # every column as the CSV's text: the reader parses the numbers as from the CSV
+        text = pa_csv.read_csv(tmp / "data" / site / "score.csv", read_options=pa_csv.ReadOptions(use_threads=False))
+        pq.write_table(text, tmp / "data" / site / "score.parquet")
+    again = run_inprocess(
+        make_config(algorithm="vertical_inference", model_job=trained["job_id"], score_file="score.parquet"),
+        SITES,
+        str(tmp / "data"),
+        runs_root=str(tmp / "runs"),
+    )
+    assert read_predictions(Path(again["training"]["predictions"])) == read_predictions(
+        Path(scored["training"]["predictions"])
+    )
+
+
 def test_representation_noise_covers_the_scoring_uploads(oneshot_scored):
     """A defense set on the scoring job noises what each site uploads there too, instead of being accepted
     and ignored: every row is still scored, with other probabilities, and the same uploads."""
