@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from nvflare.apis.event_type import EventType
 from nvflare.apis.fl_context import FLContext
 from nvflare.app_common.psi.psi_spec import PSI
 from nvflare.app_common.psi.psi_writer_spec import PSIWriter
@@ -157,18 +158,24 @@ _CPU_AT_LOAD: list[float] = []
 
 
 class BenchPSIWriter(PSIWriter):
-    """Writes the site's intersection and its process's CPU seconds from the start of loading its IDs (the
-    synthetic IDs' generation included) to `<out_dir>/<site>.json`."""
+    """At the end of the run, writes the site's intersection and its process's CPU seconds from the start of
+    loading its IDs (the synthetic IDs' generation included) to `<out_dir>/<site>.json`. (At the end: with
+    NVFlare's passes a site saves its intersection before its last step as a PSI server.)"""
 
     def __init__(self, out_dir: str) -> None:
         super().__init__()
         self.out_dir = out_dir
+        self.intersection: list[str] | None = None
 
     def save(self, intersection: list[str], overwrite_existing: bool, fl_ctx: FLContext) -> None:
-        site = fl_ctx.get_identity_name()
-        cpu = time.process_time() - (_CPU_AT_LOAD[0] if _CPU_AT_LOAD else 0.0)  # from loading the IDs to here
-        record = {"cpu_s": cpu, "pid": os.getpid(), "intersection": list(intersection)}
-        Path(self.out_dir, f"{site}.json").write_text(json.dumps(record))
+        self.intersection = list(intersection)
+
+    def handle_event(self, event_type: str, fl_ctx: FLContext) -> None:
+        super().handle_event(event_type, fl_ctx)
+        if event_type == EventType.END_RUN and self.intersection is not None:
+            cpu = time.process_time() - (_CPU_AT_LOAD[0] if _CPU_AT_LOAD else 0.0)
+            record = {"cpu_s": cpu, "pid": os.getpid(), "intersection": self.intersection}
+            Path(self.out_dir, f"{fl_ctx.get_identity_name()}.json").write_text(json.dumps(record))
 
 
 def psi_job(folder: Path, n: int, overlap: float, seed: int, protocol: str, workers: int, out_dir: Path) -> Path:
