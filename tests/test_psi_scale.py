@@ -156,3 +156,30 @@ def test_the_task_handler_runs_the_three_stages_and_saves_the_intersection():
         _stage(handler, ECDH_OFFER)
     with pytest.raises(Exception, match="before ecdh_offer"):
         _stage(ExactDhPSITaskHandler(local_psi_id="local_psi"), ECDH_ANSWER, b"")
+
+
+@pytest.mark.parametrize(
+    ("protocol", "sites", "ran"), [("ecdh", 2, "ecdh"), ("ecdh", 3, "nvflare"), ("nvflare", 2, "nvflare")]
+)
+def test_the_workflow_runs_ecdh_for_two_sites_and_nvflares_passes_otherwise(monkeypatch, protocol, sites, ran):
+    from nvflare.apis.signal import Signal
+    from nvflare.app_common.psi.dh_psi.dh_psi_workflow import DhPSIWorkFlow, SiteSize
+
+    from vflflare.flare.psi import CheckedDhPSIWorkflow
+
+    called = []
+    workflow = CheckedDhPSIWorkflow(protocol=protocol)
+    workflow.ordered_sites = [SiteSize(f"site-{i}", 10) for i in range(1, sites + 1)]
+
+    def passes(self, abort_signal):
+        called.append("nvflare")
+        self.backward_processed.update({s.name: 4 for s in self.ordered_sites})
+
+    def one_exchange(self, abort_signal):
+        called.append("ecdh")
+        self.backward_processed.update({s.name: 4 for s in self.ordered_sites})
+
+    monkeypatch.setattr(DhPSIWorkFlow, "run", passes)
+    monkeypatch.setattr(CheckedDhPSIWorkflow, "run_two_sites", one_exchange)
+    workflow.run(Signal())
+    assert called == [ran] and workflow.ran == ran and workflow.final_size == 4

@@ -5,8 +5,9 @@ Two modes (JobConfig.alignment):
 - ``hash`` (default): parties send salted SHA-256 digests of their IDs; the coordinator intersects
   digests and returns to each party only positions into its own table. The coordinator learns the
   set sizes and, knowing the salt, could test guessed IDs.
-- ``psi``: the sites' intersection comes from NVFlare's DH-PSI (jobs/psi, or the PSI workflow run
-  first in the same job, see vflflare.flare.psi) and is stored on each site. Every party derives the
+- ``psi``: the sites' intersection comes from NVFlare's DH-PSI workflow (jobs/psi, or the PSI workflow run
+  first in the same job, see vflflare.flare.psi; with two sites its tasks run the one-exchange ECDH-PSI of
+  vflflare.protocol.ecdh_psi) and is stored on each site. Every party derives the
   same canonical order locally by sorting the IDs by a seeded hash (`canonical_order`), so no ID or
   digest goes to the coordinator. A label party on the coordinator, which is not a PSI participant,
   learns which of its own label IDs are in the intersection by a second, one-round OpenMined PSI
