@@ -306,24 +306,46 @@ def projection(records: list[dict], method: str = "ecdh", target: int = 10_000_0
     return out
 
 
+OLD = ("nvflare_dh", "simulator_nvflare")  # the previous path: NVFlare's forward and backward passes, one core
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3f}"
+
+
 def tables(records: list[dict]) -> str:
-    head = (
-        "| method | N per site | intersection | exact | workers | wall s | wall s (own cores / PSI phase) "
-        "| CPU s site-1 / site-2 | CPU ms/ID per site | CPU ms/ID both sites |"
-    )
-    lines = [head, "|" + "---|" * 10]
-    for r in sorted(records, key=lambda r: (r["method"], r["n_per_site"])):
+    """Table 1: every record. Table 2: old against new at the largest N both paths ran, in process and in the
+    simulator. Then the 10M projection of the in-process `ecdh` records (a line of text)."""
+    lines = [
+        "| method | N per site | exact | wall s | own cores / PSI phase s | CPU s site-1 / site-2 "
+        "| CPU ms/ID per site | CPU ms/ID both sites |",
+        "|" + "---|" * 8,
+    ]
+    for r in sorted(records, key=lambda r: (r["method"] in OLD, r["method"], r["n_per_site"])):
         cpu = r["cpu_s_per_site"]
         own = r.get("wall_own_cores_s", r.get("psi_phase_wall_s", ""))
         lines.append(
-            f"| {r['method']} | {r['n_per_site']:,} | {r['intersection']:,} | {r['exact']} | {r['workers']} | "
-            f"{r['wall_s']} | {own} | {cpu.get('site-1')} / {cpu.get('site-2')} | {r['cpu_ms_per_id_per_site']} | "
-            f"{r['cpu_ms_per_id_both_sites']} |"
+            f"| {r['method']}{' (old)' if r['method'] in OLD else ''} | {r['n_per_site']:,} | {r['exact']} | "
+            f"{r['wall_s']} | {own} | {cpu['site-1']} / {cpu['site-2']} | {_ms(r['cpu_ms_per_id_per_site'])} | "
+            f"{_ms(r['cpu_ms_per_id_both_sites'])} |"
         )
+    by = {(r["method"], r["n_per_site"]): r for r in records}
+    common = [n for (m, n) in by if m == "nvflare_dh" and ("ecdh", n) in by]
+    if common:
+        n = max(common)
+        rows = [
+            ("CPU over both sites, s", "nvflare_dh", "ecdh", "cpu_s_total"),
+            ("wall with the sites sharing the cores, s", "nvflare_dh", "ecdh", "wall_s"),
+            ("PSI phase in the simulator, s", "simulator_nvflare", "simulator_ecdh", "psi_phase_wall_s"),
+        ]
+        lines += ["", f"| at N = {n:,} per site | old | new | old / new |", "|---|---|---|---|"]
+        for label, old, new, key in rows:
+            if (old, n) in by and (new, n) in by:
+                a, b = by[(old, n)][key], by[(new, n)][key]
+                lines.append(f"| {label} | {a} | {b} | {a / b:.1f} |")
     fit = projection(records)
     if fit:
-        lines.append("")
-        lines.append(f"Linear fit over ecdh N = {fit['points']}, projected to N = {fit['target']:,}: {json.dumps(fit)}")
+        lines += ["", f"Linear fit over the ecdh records, projected to N = {fit['target']:,}: {json.dumps(fit)}"]
     return "\n".join(lines)
 
 
