@@ -183,3 +183,24 @@ def test_the_workflow_runs_ecdh_for_two_sites_and_nvflares_passes_otherwise(monk
     monkeypatch.setattr(CheckedDhPSIWorkflow, "run_two_sites", one_exchange)
     workflow.run(Signal())
     assert called == [ran] and workflow.ran == ran and workflow.final_size == 4
+
+
+def test_the_label_match_sends_openmineds_messages_byte_for_byte():
+    """LabelMatchClient / answer_label_match compute OpenMined's request and response on threads: the same
+    bytes as the library's single calls with the same keys, and the same matches."""
+    import private_set_intersection.python as psi
+
+    from vflflare.protocol.alignment import LabelMatchClient, answer_label_match
+
+    labels = [f"train:{i}" for i in range(0, 3000, 3)]
+    intersection = [f"train:{i}" for i in range(0, 3000, 2)]
+    client = LabelMatchClient(labels)
+    sent = client.request()
+    assert sent["request"] == client._client.CreateRequest(labels).SerializeToString()
+    answer = answer_label_match(intersection, sent)
+    assert client.matches(answer) == [x for x in labels if x in set(intersection)]
+    key = CommutativeCipher(workers=1)._key
+    request = psi.Request()
+    request.ParseFromString(sent["request"])
+    threaded = CommutativeCipher(workers=3, key=key).reencrypt(b"".join(request.encrypted_elements))
+    assert threaded == b"".join(psi.server.CreateFromKey(key, True).ProcessRequest(request).encrypted_elements)

@@ -60,10 +60,12 @@ class CommutativeCipher:
     """x -> x^k on P-256 with a secret key k from the OS: `encrypt` hashes items onto the curve first,
     `reencrypt` takes points. Both keep the input order; chunks run on `workers` threads."""
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, key: bytes | None = None) -> None:
+        """key: an OpenMined client's or server's private key (GetPrivateKeyBytes), to spread that party's
+        work over threads; default a new key from the OS. It never leaves the party."""
         psi = _psi()
         self.workers = workers or default_workers()
-        self._key = psi.client.CreateWithNewKey(True).GetPrivateKeyBytes()  # OS randomness; never leaves
+        self._key = key or psi.client.CreateWithNewKey(True).GetPrivateKeyBytes()
 
     def encrypt(self, items: Sequence[str]) -> bytes:
         psi = _psi()
