@@ -59,6 +59,7 @@ def test_psi_job_finds_the_true_overlap_and_test_rows(psi_job_root):
         assert set(items) == truth, site
         assert {i.split(":", 1)[1] for i in items if i.startswith("train:")} == set(read_ids(root / "overlap_ids.csv"))
     assert results["psi"]["intersection"] == len(truth)
+    assert results["psi"]["protocol"] == "ecdh"  # two sites: the one-exchange ECDH-PSI (protocol/ecdh_psi.py)
     assert results["psi"]["items_per_site"] == {s: len(read_ids(root / s / "train.csv")) + 114 for s in SITES}
 
 
@@ -86,7 +87,7 @@ def test_psi_as_first_phase_of_a_vfl_job(tmp_path):
     assert results["rows"] == hashed == {"aligned_train": 120, "val": 30, "test": 114}
     run_dir = Path(results["results_path"]).parent
     psi = json.loads((run_dir / "psi_results.json").read_text())
-    assert psi["psi"]["intersection"] == 150 + 114
+    assert psi["psi"]["intersection"] == 150 + 114 and psi["psi"]["protocol"] == "ecdh"
     for site in SITES:
         assert len(read_psi_file(tmp_path / "ws" / site / "simulate_job" / PSI_FILE, site)) == 150 + 114
 

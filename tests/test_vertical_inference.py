@@ -243,6 +243,8 @@ def test_the_simulator_trains_then_scores_with_the_shipped_job(tmp_path, monkeyp
     assert len(got) == len(expected) - 7 and all(got[i] == expected[i] for i in got)
     assert {s: r["unmatched"] for s, r in scored["training"]["per_site"].items()} == {"site-1": 7, "site-2": 0}
     assert not any(data.rglob("psi_intersection.csv"))  # kept in the job, no training intersection written
+    psi = json.loads(next((tmp_path / "psi_ws").rglob("psi_results.json")).read_text())
+    assert psi["psi"]["protocol"] == "ecdh"  # the same PSI path as a training job's
 
 
 def test_psi_scoring_without_a_psi_phase_says_how_to_run_it(tmp_path, oneshot_scored):

@@ -5,8 +5,9 @@ Two modes (JobConfig.alignment):
 - ``hash`` (default): parties send salted SHA-256 digests of their IDs; the coordinator intersects
   digests and returns to each party only positions into its own table. The coordinator learns the
   set sizes and, knowing the salt, could test guessed IDs.
-- ``psi``: the sites' intersection comes from NVFlare's DH-PSI (jobs/psi, or the PSI workflow run
-  first in the same job, see vflflare.flare.psi) and is stored on each site. Every party derives the
+- ``psi``: the sites' intersection comes from NVFlare's DH-PSI workflow (jobs/psi, or the PSI workflow run
+  first in the same job, see vflflare.flare.psi; with two sites its tasks run the one-exchange ECDH-PSI of
+  vflflare.protocol.ecdh_psi) and is stored on each site. Every party derives the
   same canonical order locally by sorting the IDs by a seeded hash (`canonical_order`), so no ID or
   digest goes to the coordinator. A label party on the coordinator, which is not a PSI participant,
   learns which of its own label IDs are in the intersection by a second, one-round OpenMined PSI
@@ -354,7 +355,9 @@ class PSIView:
 # It learns which of its own label IDs are in the sites' intersection by one more round of the same
 # OpenMined DH-PSI, with itself as PSI client and one site as PSI server. The site learns only the
 # number of label IDs; the coordinator learns only which of its label IDs are in the intersection
-# (and the intersection's size). RAW setup: exact, no Bloom-filter false positives.
+# (and the intersection's size). RAW setup: exact, no Bloom-filter false positives. The request and the
+# response are OpenMined's messages byte for byte, computed in chunks on the party's cores (ecdh_psi's
+# CommutativeCipher with the party's own key); the setup and the final match run in one call each.
 
 
 def _psi():
@@ -372,7 +375,11 @@ class LabelMatchClient:
         self._client = psi.client.CreateWithNewKey(True)
 
     def request(self) -> dict:
-        return {"request": self._client.CreateRequest(self.items).SerializeToString(), "num_items": len(self.items)}
+        from vflflare.protocol.ecdh_psi import CommutativeCipher, split_points  # noqa: PLC0415 - needs OpenMined
+
+        points = CommutativeCipher(key=self._client.GetPrivateKeyBytes()).encrypt(self.items)  # = CreateRequest
+        request = _psi().Request(encrypted_elements=split_points(points), reveal_intersection=True)
+        return {"request": request.SerializeToString(), "num_items": len(self.items)}
 
     def matches(self, answer: dict) -> list[str]:
         psi = _psi()
@@ -391,4 +398,10 @@ def answer_label_match(intersection: Sequence[str], request: dict) -> dict:
     setup = server.CreateSetupMessage(1e-9, int(request["num_items"]), list(intersection), psi.DataStructure.RAW)
     message = psi.Request()
     message.ParseFromString(bytes(request["request"]))
-    return {"setup": setup.SerializeToString(), "response": server.ProcessRequest(message).SerializeToString()}
+    if not message.reveal_intersection:
+        raise AlignmentError("the label match request must ask for the intersection's elements")
+    from vflflare.protocol.ecdh_psi import CommutativeCipher, split_points  # noqa: PLC0415 - needs OpenMined
+
+    cipher = CommutativeCipher(key=server.GetPrivateKeyBytes())  # = ProcessRequest, in chunks on every core
+    response = psi.Response(encrypted_elements=split_points(cipher.reencrypt(b"".join(message.encrypted_elements))))
+    return {"setup": setup.SerializeToString(), "response": response.SerializeToString()}
