@@ -14,6 +14,8 @@ from typing import Any
 from vflflare.protocol.topology import check_unique
 from vflflare.results import RESULTS_FILE
 
+SIMULATOR_MODULE = "vflflare.simulation"  # `python -m vflflare.simulation JOB -w WS -n N -t T`: main() below
+
 
 def find_results(workspace: str | Path) -> Path | None:
     found = sorted(Path(workspace).rglob(RESULTS_FILE), key=lambda p: p.stat().st_mtime)
@@ -67,11 +69,11 @@ def simulate(
         stale.unlink()
     # the nvflare CLI of this interpreter's environment, whatever PATH says
     clients = ["-c", ",".join(check_unique(sites, "the simulated sites"))] if sites else ["-n", str(n_clients)]
-    # NVFlare's simulator itself: `nvflare simulator` runs the same, after a deprecation banner
+    # NVFlare's simulator (as `nvflare simulator` runs it), with its site-naming race closed (main below)
     cmd = [
         sys.executable,
         "-m",
-        "nvflare.private.fed.app.simulator.simulator",
+        SIMULATOR_MODULE,
         str(job),
         "-w",
         str(workspace),
@@ -88,3 +90,24 @@ def simulate(
     results = json.loads(path.read_text())
     results["results_path"] = str(path)
     return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    """NVFlare's simulator command (its own arguments), after serialise_client_starts: without it, two sites
+    starting at once can run under one site's name (flare/simulator_fix.py)."""
+    import argparse
+
+    from nvflare.private.fed.app.simulator.simulator import define_simulator_parser, run_simulator
+    from nvflare.private.fed.app.utils import version_check
+
+    from vflflare.flare.simulator_fix import serialise_client_starts
+
+    serialise_client_starts()
+    version_check()
+    parser = argparse.ArgumentParser(prog=f"python -m {SIMULATOR_MODULE}")
+    define_simulator_parser(parser)
+    return run_simulator(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -40,6 +40,7 @@ from vflflare.flare.analytics import TRACKING_EVENTS
 from vflflare.flare.controller import VFLController
 from vflflare.flare.executor import VFLExecutor
 from vflflare.flare.he_filters import DecryptTaskData, EncryptTaskResult
+from vflflare.flare.simulator_fix import serialise_client_starts
 from vflflare.privacy.he_keys import KEY_TASKS
 from vflflare.protocol.topology import check_unique
 from vflflare.registry import get_algorithm, make_config
@@ -149,6 +150,10 @@ class _VFLJobRecipe(Recipe):
                 deploy_map[party] = app
         else:  # a provisioned deployment names vflflare on its allow list; the simulator and a POC do not
             self._add_code_note()
+
+    def execute(self, env: ExecEnv, server_exec_params: dict | None = None, client_exec_params: dict | None = None):
+        serialise_client_starts()  # SimEnv runs NVFlare's simulator in this process (flare/simulator_fix.py)
+        return super().execute(env, server_exec_params, client_exec_params)
 
     def export(
         self,

@@ -64,6 +64,7 @@ from vflflare.bench.suites.parity import CLI, METHODS, SPLIT_ARGS, sets, split
 from vflflare.bench.tables import register
 from vflflare.poc.processes import free_port
 from vflflare.poc.runner import POC_RUN
+from vflflare.simulation import SIMULATOR_MODULE
 
 RESULTS = COMMITTED / "performance"
 DTYPES = ("float32", "float16", "bfloat16", "int8")
@@ -260,7 +261,7 @@ def _empty_job_s(folder: Path) -> float:
     from vflflare.bench.empty_job import write_empty_job
 
     job = write_empty_job(folder / "jobs", sites=2)
-    command = [sys.executable, "-m", "nvflare.private.fed.app.simulator.simulator", str(job)]
+    command = [sys.executable, "-m", SIMULATOR_MODULE, str(job)]
     start = time.monotonic()
     subprocess.run([*command, "-w", str(folder / "ws"), "-n", "2", "-t", "2"], check=True, capture_output=True)
     return round(time.monotonic() - start, 2)

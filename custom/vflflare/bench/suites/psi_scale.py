@@ -45,6 +45,7 @@ from vflflare.bench.provenance import environment_record
 from vflflare.bench.records import append_jsonl, read_jsonl
 from vflflare.bench.suite import Suite, suite
 from vflflare.bench.tables import table
+from vflflare.simulation import SIMULATOR_MODULE
 
 RESULTS = COMMITTED / "psi_scale.jsonl"
 FPR = 1e-11  # NVFlare's default; RAW setup, so it does not matter
@@ -206,7 +207,7 @@ def run_simulator(n: int, overlap: float, seed: int, protocol: str, workers: int
         out_dir = Path(tmp, "out")
         out_dir.mkdir()
         job = psi_job(Path(tmp, "jobs"), n, overlap, seed, protocol, workers, out_dir)
-        command = [sys.executable, "-m", "nvflare.private.fed.app.simulator.simulator", str(job)]
+        command = [sys.executable, "-m", SIMULATOR_MODULE, str(job)]
         command += ["-w", str(Path(tmp, "ws")), "-n", "2", "-t", "2"]
         started = time.perf_counter()
         log = Path(tmp, "simulator.log").open("w")
