@@ -28,7 +28,7 @@ from nvflare.apis.signal import Signal
 
 from vflflare import wire
 from vflflare.flare import transport as flare_transport
-from vflflare.flare.liveness import UNREACHABLE_FOR_S, SiteProber, WorkClock, stall_limit
+from vflflare.flare.liveness import SiteProber, WorkClock, stall_limit
 from vflflare.flare.messages import (
     UNREACHABLE_CODES,
     error_of,
@@ -116,7 +116,7 @@ def test_a_site_a_probe_finds_unreachable_fails_the_wait_naming_site_phase_and_t
     t0 = time.monotonic()
     with pytest.raises(TransportError) as caught, net.ledger.phase("local_ssl"):
         net._wait("oneshot_update", lambda: list(SITES))  # both tasks still pending
-    assert UNREACHABLE_FOR_S <= time.monotonic() - t0 < UNREACHABLE_FOR_S + 2
+    assert time.monotonic() - t0 < 3
     assert caught.value.site == "site-2"
     assert "site 'site-2' stopped during phase 'local_ssl' (task 'oneshot_update')" in str(caught.value)
     assert "unreachable" in str(caught.value)
@@ -124,23 +124,6 @@ def test_a_site_a_probe_finds_unreachable_fails_the_wait_naming_site_phase_and_t
     # from now on every exchange and step to that site fails before sending anything
     with pytest.raises(TransportError, match="site 'site-2' stopped"):
         net.step("split", {s: {} for s in SITES})
-    net.close()
-
-
-def test_a_site_unreachable_for_a_moment_is_not_declared_dead():
-    # a simulator worker that lost its cell for a moment and came back (seen once in CI)
-    answers = iter([ReturnCode.COMMUNICATION_ERROR] * 2)
-    net = _transport(lambda site: make_reply(next(answers, ReturnCode.OK) if site == "site-2" else ReturnCode.OK))
-    for site in SITES:
-        net.prober.seen(site)
-    pending = {"left": 150}
-
-    def waiting():
-        pending["left"] -= 1
-        return list(SITES) if pending["left"] > 0 else []
-
-    net._wait("oneshot_update", waiting)  # 150 polls (~3 s): two "unreachable" 0.5 s apart, then answers
-    assert not net.health
     net.close()
 
 

@@ -4,11 +4,8 @@ A site's task or step that is still pending after PROBE_AFTER_S gets a tiny aux 
 (messages.PING_TOPIC) every PROBE_EVERY_S, in the background. A live site answers it at once, even
 in the middle of a long local phase (aux messages are handled on their own threads). For a site
 whose job process is gone, NVFlare answers the request itself with a communication error, because
-the job's cell has no connection any more. A background probe's "unreachable" marks the site dead in
-SiteHealth only once the site has stayed unreachable for UNREACHABLE_FOR_S, across at least two probes,
-with no answer in between: the simulator's worker processes can lose their cell for a moment and come
-back (seen once in CI, mid-task). A probe that merely times out proves nothing (a busy machine) and
-marks nothing.
+the job's cell has no connection any more: that reply marks the site dead in SiteHealth. A probe
+that merely times out proves nothing (a busy machine) and marks nothing.
 
 NVFlare's own reaction to a dead site job (the site's parent reports it, and the server fails the
 whole job about 2 s later) carries no site name into the server job, and its dead-job report comes
@@ -51,7 +48,6 @@ PROBE_EVERY_S = 0.5
 PROBE_TIMEOUT_S = 2.0
 MAX_INFLIGHT = 6  # per site: PROBE_TIMEOUT_S / PROBE_EVERY_S of them, plus headroom
 STALL_FACTOR = 5.0
-UNREACHABLE_FOR_S = 1.5  # a background probe's "unreachable" must last this long to mark a site dead
 
 Ping = Callable[[str], Shareable | None]
 
@@ -100,7 +96,6 @@ class SiteProber:
         self.join_timeout, self._started = join_timeout, time.monotonic()
         self._seen: set[str] = set()
         self._heard: dict[str, float] = {}  # site -> when it last answered anything
-        self._unreachable_since: dict[str, float] = {}  # site -> first "unreachable" since it last answered
         self._last: dict[str, float] = {}
         self._inflight: dict[str, list[Future]] = {}
         self._lock = threading.Lock()
@@ -137,7 +132,7 @@ class SiteProber:
                 inflight = [f for f in self._inflight.get(site, []) if not f.done()]
                 if len(inflight) < MAX_INFLIGHT:
                     self._last[site] = now
-                    inflight.append(self._pool.submit(self.probe, site, False))
+                    inflight.append(self._pool.submit(self.probe, site))
                 self._inflight[site] = inflight
 
     def _check_joined(self, site: str, now: float) -> None:
@@ -159,29 +154,20 @@ class SiteProber:
             if site in self._seen:
                 self._pool.submit(self.probe, site)
 
-    def probe(self, site: str, at_once: bool = True) -> bool:
-        """Probe `site` now; returns False (and marks it dead) when NVFlare says it is unreachable: at
-        once when the caller has other evidence (a failed step, NVFlare's abort), else only once it has
-        been unreachable for UNREACHABLE_FOR_S."""
+    def probe(self, site: str) -> bool:
+        """Probe `site` now; returns False (and marks it dead) when NVFlare says it is unreachable."""
         try:
             reply = self._ping(site)
         except Exception:  # a probe that fails on our side says nothing about the site
             return True
         code = reply.get_return_code(ReturnCode.OK) if reply is not None else None
         if code in UNREACHABLE_CODES:
-            now = time.monotonic()
-            with self._lock:
-                since = self._unreachable_since.setdefault(site, now)
-            if not at_once and now - since < UNREACHABLE_FOR_S:
-                return True
             self.health.mark_dead(
                 site, f"its job process is unreachable (NVFlare answered a liveness probe with {code})"
             )
             return False
         if code == ReturnCode.OK:  # not a probe that timed out
             self._heard[site] = time.monotonic()
-            with self._lock:
-                self._unreachable_since.pop(site, None)
             busy = from_shareable(reply)  # the site's WorkClock report
             limit = stall_limit(busy.get("longest_gap_s", 0.0), self.stall_timeout)
             if busy and busy["quiet_s"] > limit:
