@@ -215,7 +215,7 @@ def _read_parquet(owner: str, path: Path, plan: ColumnPlan | None) -> CsvTable:
 
 
 def _parquet_column(parquet: pq.ParquetFile, name: str) -> pa.ChunkedArray:
-    return parquet.read(columns=[name], use_threads=True).column(0)
+    return parquet.read(columns=[name], use_threads=False).column(0)  # one column: threads cost more than they give
 
 
 def _parquet_numbers_of(parquet: pq.ParquetFile, name: str) -> NumberColumn:
