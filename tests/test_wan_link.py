@@ -107,7 +107,7 @@ def test_the_connections_of_a_site_share_its_bandwidth(server_port):
     on its own, took 0.5 s), and each gets its turn: neither finishes far ahead of the other."""
     with WanLink(server_port, rtt_ms=10, mbit=8) as link:
         took = parallel_streams([link.port, link.port], 500_000)
-    assert 0.9 <= max(took) <= 1.15, took
+    assert 0.9 <= max(took) <= 1.5, took  # upper bound loose: a loaded CI machine runs the relay late
     assert min(took) >= 0.85, took
     assert link.stats.connections == 2 and link.site_stats["site"].up == link.stats.up == 2 * (500_000 + 7)
 
@@ -115,7 +115,7 @@ def test_the_connections_of_a_site_share_its_bandwidth(server_port):
 def test_each_site_has_a_bandwidth_of_its_own(server_port):
     with WanLink(server_port, rtt_ms=10, mbit=8, sites=["site-1", "site-2"]) as link:
         took = parallel_streams([link.ports["site-1"], link.ports["site-2"]], 500_000)
-    assert 0.5 <= max(took) <= 0.6, took
+    assert 0.5 <= max(took) <= 0.8, took  # a link shared by both sites would take 1 s
     assert link.port == link.ports["site-1"] != link.ports["site-2"]
     assert link.site_stats["site-1"].up == link.site_stats["site-2"].up == 500_000 + 7
     assert link.summary()["sites"]["site-2"]["connections"] == 1
