@@ -106,28 +106,27 @@ def run_ecdh(a: list[str], b: list[str], workers: int) -> tuple[dict, list[str],
 def run_nvflare_dh(a: list[str], b: list[str]) -> tuple[dict, list[str], list[str]]:
     """NVFlare's DhPSIWorkFlow for two sites of equal size: site a is the PSI server of the forward pass,
     site b its client; the backward pass runs b (holding the intersection) as server for a."""
+    meter, sent = _Meter(), {"a": 0, "b": 0}
+    found_b = _dh_pass(meter, sent, ("a", a), ("b", b))  # forward: b learns its intersection with a
+    found_a = _dh_pass(meter, sent, ("b", found_b), ("a", a))  # backward: a learns it from b
+    return _measured(meter, sent), found_a, found_b
+
+
+def _dh_pass(meter: _Meter, sent: dict, server: tuple[str, list[str]], client: tuple[str, list[str]]) -> list[str]:
+    """One pass of NVFlare's DH-PSI, each step timed on the site that runs it: the client learns which of
+    its items the server holds."""
     from nvflare.app_opt.psi.dh_psi.dh_psi_client import PSIClient
 
     from vflflare.flare.psi import ExactPSIServer
 
-    meter, sent = _Meter(), {"a": 0, "b": 0}
-    # forward pass: b learns its intersection with a
-    ends = meter.step(a=lambda: ExactPSIServer(a, FPR), b=lambda: PSIClient(b))
-    setup = meter.step(a=lambda: ends["a"].setup(len(b)))["a"]
-    request = meter.step(b=lambda: (ends["b"].receive_setup(setup), ends["b"].get_request(b))[1])["b"]
-    response = meter.step(a=lambda: ends["a"].process_request(request))["a"]
-    found_b = meter.step(b=lambda: ends["b"].get_intersection(response))["b"]
-    sent["a"] += len(setup) + len(response)
-    sent["b"] += len(request)
-    # backward pass: a learns the intersection from b
-    ends = meter.step(b=lambda: ExactPSIServer(found_b, FPR), a=lambda: PSIClient(a))
-    setup = meter.step(b=lambda: ends["b"].setup(len(a)))["b"]
-    request = meter.step(a=lambda: (ends["a"].receive_setup(setup), ends["a"].get_request(a))[1])["a"]
-    response = meter.step(b=lambda: ends["b"].process_request(request))["b"]
-    found_a = meter.step(a=lambda: ends["a"].get_intersection(response))["a"]
-    sent["b"] += len(setup) + len(response)
-    sent["a"] += len(request)
-    return _measured(meter, sent), found_a, found_b
+    (s, server_items), (c, items) = server, client
+    ends = meter.step(**{s: lambda: ExactPSIServer(server_items, FPR), c: lambda: PSIClient(items)})
+    setup = meter.step(**{s: lambda: ends[s].setup(len(items))})[s]
+    request = meter.step(**{c: lambda: (ends[c].receive_setup(setup), ends[c].get_request(items))[1]})[c]
+    response = meter.step(**{s: lambda: ends[s].process_request(request)})[s]
+    sent[s] += len(setup) + len(response)
+    sent[c] += len(request)
+    return meter.step(**{c: lambda: ends[c].get_intersection(response)})[c]
 
 
 def _measured(meter: _Meter, sent: dict[str, int]) -> dict:
