@@ -5,7 +5,7 @@ and test tables, CSV and Parquet, in a fresh interpreter each time.
         --overlap 10000 --seed 0 --out /tmp/scale/s1m
     vflflare bench run scale_loading --set data_root='"/tmp/scale/s1m"'
     # the code before issue 41 (the Python CSV reader), on the same split and machine:
-    git archive 5260bf8 custom | tar -x -C /tmp/before41
+    mkdir -p /tmp/before41 && git archive 5260bf8 custom | tar -x -C /tmp/before41
     vflflare bench run scale_loading --methods csv --set data_root='"/tmp/scale/s1m"' \
         --set code='"/tmp/before41/custom"'
 
