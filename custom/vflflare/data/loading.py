@@ -234,8 +234,9 @@ def load_label_tables(owner: str, request: DataRequest, *, active_site_labels: b
 def _column_labels(who: str, folder: Path, schema: TableSchema, id_normalize: Sequence[str]) -> LabelTables:
     """Labels from the declared label column of the site's own train.csv / test.csv."""
     assert schema.label_column is not None
-    label_files = (TRAIN_LABELS_FILE, TEST_LABELS_FILE, LABELS_FILE)
-    present = [p.name for name in label_files for p in (folder / name, parquet_twin(folder / name)) if p.exists()]
+    tables = [folder / name for name in (TRAIN_LABELS_FILE, TEST_LABELS_FILE)]
+    label_files = [*tables, *map(parquet_twin, tables), folder / LABELS_FILE]  # a table may be Parquet; labels.json not
+    present = [path.name for path in label_files if path.exists()]
     if present:
         raise DataError.at(
             who,
