@@ -69,7 +69,7 @@ def test_link_adds_the_round_trip_time(server_port):
 def test_link_passes_the_bandwidth(server_port):
     with WanLink(server_port, rtt_ms=10, mbit=8) as link, socket.create_connection(("127.0.0.1", link.port)) as conn:
         elapsed = round_trip(conn, 1_000_000)  # 8 Mbit at 8 Mbit/s: 1 s, plus the round trip
-    assert 1.0 <= elapsed <= 1.1, elapsed
+    assert 1.0 <= elapsed <= 1.3, elapsed  # upper bound loose: a loaded CI machine runs the relay late
     assert link.stats.up == 1_000_000 + len(b"1000000\n")
 
 
@@ -108,7 +108,7 @@ def test_the_connections_of_a_site_share_its_bandwidth(server_port):
     with WanLink(server_port, rtt_ms=10, mbit=8) as link:
         took = parallel_streams([link.port, link.port], 500_000)
     assert 0.9 <= max(took) <= 1.5, took  # upper bound loose: a loaded CI machine runs the relay late
-    assert min(took) >= 0.85, took
+    assert min(took) >= 0.75, took  # taking turns, both end near 1 s; one after the other, the first ends at 0.5 s
     assert link.stats.connections == 2 and link.site_stats["site"].up == link.stats.up == 2 * (500_000 + 7)
 
 
