@@ -115,7 +115,7 @@ def test_the_connections_of_a_site_share_its_bandwidth(server_port):
 def test_each_site_has_a_bandwidth_of_its_own(server_port):
     with WanLink(server_port, rtt_ms=10, mbit=8, sites=["site-1", "site-2"]) as link:
         took = parallel_streams([link.ports["site-1"], link.ports["site-2"]], 500_000)
-    assert 0.5 <= max(took) <= 0.8, took  # a link shared by both sites would take 1 s
+    assert 0.5 <= max(took) <= 0.9, took  # a link shared by both sites would take 1 s or more
     assert link.port == link.ports["site-1"] != link.ports["site-2"]
     assert link.site_stats["site-1"].up == link.site_stats["site-2"].up == 500_000 + 7
     assert link.summary()["sites"]["site-2"]["connections"] == 1
@@ -127,7 +127,9 @@ def test_jitter_varies_each_chunks_delay_within_its_bounds(server_port):
         lan = statistics.median(round_trip(direct, 10) for _ in range(10))
     with WanLink(server_port, rtt_ms=40, jitter_ms=10) as link, socket.create_connection(("127.0.0.1", link.port)) as c:
         added = [round_trip(c, 10) - lan for _ in range(30)]
-    assert 0.020 <= min(added) and max(added) <= 0.060 + 0.008, added
+    # no delay can come in under its bound; one over it can be the machine's (a loaded CI runner), so the
+    # upper bound holds for all but the 3 slowest of 30
+    assert 0.020 <= min(added) and sorted(added)[-4] <= 0.060 + 0.008, added
     assert max(added) - min(added) >= 0.015 and statistics.stdev(added) >= 0.004, added
 
 
