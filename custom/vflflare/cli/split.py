@@ -10,6 +10,8 @@ from vflflare.data.image_sources import IMAGE_SOURCES
 from vflflare.data.schema import DEFAULT_LABEL_COLUMN
 from vflflare.data.sources import SOURCES
 from vflflare.data.split.dataset import split_dataset, split_silo_dataset, synthetic_options
+from vflflare.data.split.streamed import DATASET as STREAMED_DATASET
+from vflflare.data.split.streamed import write_streamed_synthetic
 from vflflare.data.split.tables import SERVER, parse_site_columns, parse_sites
 
 
@@ -18,8 +20,10 @@ def configure_split_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dataset",
         required=True,
-        choices=sorted(SOURCES) + sorted(IMAGE_SOURCES),
-        help="table to split, or image dataset to cut into strips (halves for 2 sites, quadrants for 4)",
+        choices=sorted(SOURCES) + [STREAMED_DATASET] + sorted(IMAGE_SOURCES),
+        help="table to split, or image dataset to cut into strips (halves for 2 sites, quadrants for 4); "
+        f"{STREAMED_DATASET}: N(0, 1) features with a known linear signal, drawn chunk by chunk into Parquet "
+        "(for tables too big to hold in memory; needs --format parquet)",
     )
     parser.add_argument(
         "--data-dir", default=os.path.join("..", "shared", "data"), help="folder holding the dataset folders"
@@ -90,6 +94,8 @@ def run_split(args: argparse.Namespace) -> int:
     if args.overlap is None:
         print("vflflare split: error: --overlap is required (or --silo-space)", file=sys.stderr)
         return 2
+    if args.dataset == STREAMED_DATASET:
+        return _run_streamed_split(args)
     try:
         done = split_dataset(
             args.dataset,
@@ -164,4 +170,43 @@ def _run_silo_split(args: argparse.Namespace) -> int:
             f"{len(space.train[site])} train rows, {len(space.test[site])} test rows, its own labels"
         )
     print(f"silo space ({space.setting}, {space.num_classes} classes); manifest: {manifest}")
+    return 0
+
+
+def _run_streamed_split(args: argparse.Namespace) -> int:
+    try:
+        if args.table_format != "parquet":
+            raise ValueError(f"{STREAMED_DATASET} is written only as Parquet: add --format parquet")
+        ignored = {
+            "--label-in-table": args.label_in_table,
+            "--active-site-labels": args.active_site_labels,
+            "--site-columns": args.site_columns is not None,
+            "--synthetic-classes": args.synthetic_classes is not None,
+            "--train-rows/--test-rows": args.train_rows is not None or args.test_rows is not None,
+        }
+        if any(ignored.values()):
+            given = ", ".join(option for option, set_ in ignored.items() if set_)
+            raise ValueError(f"{given} does not apply to {STREAMED_DATASET} (2 classes, columns split evenly)")
+        manifest = write_streamed_synthetic(
+            args.out,
+            parse_sites(args.sites),
+            args.synthetic_rows or 10000,
+            args.synthetic_features or 20,
+            args.overlap,
+            args.seed,
+            args.test_fraction,
+            args.label_owner,
+        )
+    except ValueError as exc:
+        print(f"vflflare split: error: {exc}", file=sys.stderr)
+        return 2
+    for site, part in manifest["per_site"].items():
+        print(
+            f"{site}: {len(part['columns'])} columns, {part['n_train']} train rows ({part['n_aligned']} aligned + "
+            f"{part['n_unaligned']} unaligned), {part['n_test']} test rows"
+        )
+    print(
+        f"labels (2 classes) at {args.label_owner}; best possible test AUC (the true logit's) "
+        f"{manifest['signal']['oracle_test_auc']:.4f}; manifest: {args.out}/manifest.json"
+    )
     return 0
