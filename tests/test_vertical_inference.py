@@ -102,13 +102,16 @@ def test_a_parquet_score_file_scores_as_its_csv_twin(oneshot_scored):
     import pyarrow.parquet as pq
 
     tmp, trained, scored = oneshot_scored
+    data = tmp / "data_parquet_score"
+    shutil.copytree(tmp / "data", data)
     for site in SITES:  # every column as the CSV's text: the reader parses the numbers as from the CSV
-        text = pa_csv.read_csv(tmp / "data" / site / "score.csv", read_options=pa_csv.ReadOptions(use_threads=False))
-        pq.write_table(text, tmp / "data" / site / "score.parquet")
+        text = pa_csv.read_csv(data / site / "score.csv", read_options=pa_csv.ReadOptions(use_threads=False))
+        pq.write_table(text, data / site / "score.parquet")
+        (data / site / "score.csv").unlink()  # the job's score_file stays score.csv: its Parquet twin is read
     again = run_inprocess(
-        make_config(algorithm="vertical_inference", model_job=trained["job_id"], score_file="score.parquet"),
+        make_config(algorithm="vertical_inference", model_job=trained["job_id"]),
         SITES,
-        str(tmp / "data"),
+        str(data),
         runs_root=str(tmp / "runs"),
     )
     assert read_predictions(Path(again["training"]["predictions"])) == read_predictions(

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from vflflare.data.checks import describe_checks, public_checks
-from vflflare.data.columnar import read_table
+from vflflare.data.columnar import read_table, table_path
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.ids import normalize_table_ids
 from vflflare.data.preprocess import SiteInput
@@ -145,7 +145,7 @@ class SiteScorer:
                 f"{site_owner(self.site)}: scoring reads the new rows from the site's data root "
                 f"(<data root>/{self.site}/{score_file}); this site has none set"
             )
-        path = Path(self.data_root) / self.site / score_file
+        path = table_path(site_owner(self.site), Path(self.data_root) / self.site, score_file)  # or its Parquet twin
         ids, block, checks = read_new_rows(self.site, path, site_input)
         for line in describe_checks(site_owner(self.site), checks) if self.log is not None else []:
             self.log(line)  # with the values: the site's own log
