@@ -93,26 +93,20 @@ def impaired_key(record: dict) -> tuple:
     return tuple(record.get(key, default) for key, default in IMPAIRMENT.items())
 
 
-def run_one(method: str, link: str, work: Path, timeout: int, data_dir: Path, impaired: dict | None = None) -> dict:
-    algorithm, overrides = METHODS[method]
-    impaired = impaired or dict(IMPAIRMENT)
-    root = data_root(method, data_dir)
-    name = method.replace("+", "_")
-    out = work / f"{name}_{link.replace('/', '_')}"
-    vflflare(
-        "jobs", "--out", str(out / "jobs"), "--name", name, "--algorithm", algorithm, *sets({**overrides, "seed": SEED})
-    )
+def run_poc(job: Path, root: Path, workspace: Path, link: str, timeout: int, impaired: dict | None = None) -> dict:
+    """poc/run.sh on job folder `job` and data root `root`, its sites behind the relay on `link`: the job's result
+    record, plus `command_s` (POC start to stop) and `link_bytes` (what the relay carried)."""
     rtt, mbit = parse_link(link)
     start = time.monotonic()
     proc = subprocess.run(
         [
             "bash",
             str(POC_RUN),
-            str(out / "jobs" / name),
+            str(job),
             "--data-root",
             str(root),
             "--workspace",
-            str(out / "poc"),
+            str(workspace),
             "--port",
             str(free_port()),
             "--timeout",
@@ -123,18 +117,33 @@ def run_one(method: str, link: str, work: Path, timeout: int, data_dir: Path, im
             str(rtt),
             "--link-mbit",
             str(mbit),
-            *impairment_args(impaired),
+            *impairment_args(impaired or dict(IMPAIRMENT)),
         ],
         capture_output=True,
         text=True,
     )
     command_s = time.monotonic() - start
-    results = next((out / "poc" / "results").rglob("vflflare_results.json"), None)
+    results = next((workspace / "results").rglob("vflflare_results.json"), None)
     if proc.returncode != 0 or results is None:
         raise RuntimeError(
-            f"{method} over {link}: poc/run.sh exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            f"{job.name} over {link}: poc/run.sh exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         )
     record = json.loads(results.read_text())
+    link_bytes = json.loads((workspace / "results" / "link.json").read_text())
+    return {**record, "command_s": round(command_s, 2), "link_bytes": link_bytes}
+
+
+def run_one(method: str, link: str, work: Path, timeout: int, data_dir: Path, impaired: dict | None = None) -> dict:
+    algorithm, overrides = METHODS[method]
+    impaired = impaired or dict(IMPAIRMENT)
+    root = data_root(method, data_dir)
+    name = method.replace("+", "_")
+    out = work / f"{name}_{link.replace('/', '_')}"
+    vflflare(
+        "jobs", "--out", str(out / "jobs"), "--name", name, "--algorithm", algorithm, *sets({**overrides, "seed": SEED})
+    )
+    rtt, mbit = parse_link(link)
+    record = run_poc(out / "jobs" / name, root, out / "poc", link, timeout, impaired)
     comm = record["communication"]
     return {
         "method": method,
@@ -144,15 +153,19 @@ def run_one(method: str, link: str, work: Path, timeout: int, data_dir: Path, im
         **({} if impaired == IMPAIRMENT else impaired),  # jitter and loss, when the link had them
         "seed": SEED,
         "metrics": record["metrics"],
-        "command_s": round(command_s, 2),
+        "command_s": record["command_s"],
         "job_s": record["wall_s"],
-        "phases": {p["name"]: p["wall_s"] for p in record["phases"]},
+        "phases": phase_walls(record),
         "rounds": comm["rounds"],
         "per_site": comm["per_site"],
         "step_latency": record.get("step_latency", {}),
-        "link_bytes": json.loads((out / "poc" / "results" / "link.json").read_text()),
+        "link_bytes": record["link_bytes"],
         "env": environment_record(),
     }
+
+
+def phase_walls(record: dict) -> dict[str, float]:
+    return {p["name"]: p["wall_s"] for p in record["phases"]}
 
 
 def floor_s(record: dict, base: dict) -> float:
