@@ -24,6 +24,7 @@ from simulator_helpers import SHARED_DATA
 
 from vflflare.data.errors import DataError
 from vflflare.flare.site_config import SITE_CONFIG_FILE, resolve_party_data_root, write_site_config
+from vflflare.protocol.model_store import LABEL_DIR, models_dir, read_predictions
 from vflflare.staging import stage_job
 
 JOB = REPO / "jobs" / "oneshot_vfl"
@@ -238,6 +239,9 @@ def test_poc_run_matches_inprocess(tmp_path, data_kind):
         model = poc_results["model_id"]
         predictions = data / "vflflare_predictions" / f"predictions_{model}.csv"
         assert predictions.is_file() and len(predictions.read_text().splitlines()) == 1 + poc_results["rows"]["test"]
+        # score.csv is test.csv: the saved model (beside the data, nothing set) scores as the training job did
+        trained = models_dir(str(data), model) / LABEL_DIR / "test_predictions.csv"
+        assert read_predictions(predictions) == read_predictions(trained)
 
 
 @pytest.mark.simulator

@@ -261,46 +261,6 @@ def test_psi_scoring_without_a_psi_phase_says_how_to_run_it(tmp_path, oneshot_sc
         )
 
 
-@pytest.mark.simulator
-def test_a_poc_trains_then_scores(tmp_path):
-    """poc/run.sh twice (real server, site and admin processes): one-shot, then jobs/vertical_inference;
-    the predictions equal the training job's test predictions."""
-    from deployment_helpers import POC_RUN, REPO, env_with, free_port, results_path_from, run_bounded
-
-    data = _split(tmp_path / "data")
-    env = env_with(VFLFLARE_DATA_ROOT=None, VFLFLARE_RUNS_ROOT=None)  # nothing set: the models stay beside the data
-    results = {}
-    for job in ("oneshot_vfl", "vertical_inference"):
-        ws = tmp_path / f"poc_{job}"
-        run = run_bounded(
-            [
-                "bash",
-                str(POC_RUN),
-                str(REPO / "jobs" / job),
-                "--data-root",
-                str(data),
-                "--workspace",
-                str(ws),
-                "--port",
-                str(free_port()),
-                "--timeout",
-                "240",
-                "--start-timeout",
-                "90",
-            ],
-            420,
-            ws / "poc",
-            tmp_path / f"{job}.log",
-            env,
-        )
-        assert run.returncode == 0, run.output[-4000:]
-        results[job] = json.loads(results_path_from(run.output).read_text())
-    trained, scored = results["oneshot_vfl"], results["vertical_inference"]
-    assert scored["training"]["model_job"] == trained["model_id"]  # "latest": the POC training run's model
-    expected = read_predictions(models_dir(data, trained["model_id"]) / LABEL_DIR / "test_predictions.csv")
-    assert read_predictions(Path(scored["training"]["predictions"])) == expected
-
-
 def test_predictions_keep_the_users_row_order_and_id_column_and_never_overwrite(tmp_path):
     data = _split(tmp_path / "data")
     for site in SITES:
