@@ -42,7 +42,7 @@ from vflflare.data.table import (
 
 PARQUET_SUFFIX = ".parquet"
 _MAX_TEXT_RETRIES = 8  # numeric columns found to need Python's parsing one Arrow pass at a time; then Python
-_GROUP_BYTES = 32 << 20  # Parquet: numeric columns read at once (as float64), 4 columns at 1M rows
+_GROUP_BYTES = 8 << 20  # Parquet: numeric columns read at once (as float64): 1 at 1M rows, 16 at 62.5k
 _BLOCK_BYTES = 1 << 20  # measured at 1M x 50: 1 MiB blocks read as fast as 16 MiB ones, in half the memory
 _FAILED_COLUMN = re.compile(r"In CSV column #(\d+)")
 # Arrow matches null markers exactly; these cover the common spellings of MISSING_NUMBERS. A cell it does
@@ -222,10 +222,11 @@ def _parquet_column(parquet: pq.ParquetFile, name: str) -> pa.ChunkedArray:
 
 
 class _ColumnGroups:
-    """A Parquet file's numeric columns, read a group of neighbours at a time and held as Arrow arrays until
-    a column of another group is asked for. One read of a wide file costs about 0.5 ms whatever the rows
-    (1500 columns: most of loading 62.5k rows when each column was read alone); a group holds at most
-    _GROUP_BYTES of values, so memory stays that of one column's float64 copy plus the group."""
+    """A Parquet file's numeric columns, read a group of neighbours at a time, each held as an Arrow array
+    until it is asked for. One read of a wide file costs about 0.5 ms whatever the rows (1500 columns: most of
+    loading 62.5k rows when each column was read alone). A group holds at most _GROUP_BYTES of values: larger
+    reads grow Arrow's memory pool (at 1M x 50, peak over the float32 table: 1.65x one column a read, 1.8x with
+    8 MB groups, 2.2x with 32 MB), so a tall table still reads few columns at a time."""
 
     def __init__(self, parquet: pq.ParquetFile, names: list[str]) -> None:
         self._parquet, self._names = parquet, names
@@ -238,9 +239,9 @@ class _ColumnGroups:
             start = self._position[name]
             names = self._names[start : start + self._width]
             self._group = {}
-            table = self._parquet.read(columns=names, use_threads=True)
+            table = self._parquet.read(columns=names, use_threads=False)
             self._group = dict(zip(names, table.columns))
-        return _parquet_numbers(self._group[name])
+        return _parquet_numbers(self._group.pop(name))  # held until asked for, not after
 
 
 def _parquet_text(owner: str, path: Path, name: str, values: pa.ChunkedArray) -> list[str]:
