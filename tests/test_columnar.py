@@ -16,6 +16,7 @@ from vflflare import cli
 from vflflare.data import columnar
 from vflflare.data.errors import DataError
 from vflflare.data.loading import DataRequest, load_label_tables, load_site_tables
+from vflflare.data.preprocess import _RowMajorFill
 from vflflare.data.table import ColumnPlan, NumberColumn, read_csv
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.topology import site_folders
@@ -199,3 +200,19 @@ def test_check_data_reads_a_parquet_root(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["check-data", "--data-root", str(root)]) == 1
     assert f"{root / 'site-2' / 'test.parquet'} row 5" in capsys.readouterr().out
+
+
+def test_the_row_major_fill_writes_every_column_where_a_column_stack_would():
+    """Staged columns, flushed in row tiles: rows not a multiple of a tile, more columns than a stage holds, and
+    blocks of columns narrower and wider than the stage."""
+    rng = np.random.default_rng(0)
+    rows = 2 * _RowMajorFill.TILE + 37
+    parts = [rng.normal(size=rows) for _ in range(70)] + [rng.normal(size=(rows, 100)), rng.normal(size=(rows, 3))]
+    parts += [rng.normal(size=rows)]
+    expected = np.column_stack(parts).astype(np.float32)
+    block = np.empty_like(expected)
+    fill = _RowMajorFill(block)
+    for part in parts:
+        fill.add(part)
+    fill.flush()
+    np.testing.assert_array_equal(block, expected)

@@ -15,6 +15,7 @@ from vflflare.cli import main as vflflare_main
 from vflflare.data.checks import (
     CLIP_RANGES,
     OUTSIDE_SHARE,
+    check_rows,
     clip,
     clip_bounds,
     describe_checks,
@@ -99,9 +100,11 @@ def test_out_of_range_counts_share_threshold_and_clipping():
 
 
 def test_reports_keep_values_at_the_site():
-    checks = Preprocessor.fit(table([[0, 7.0, "a"], [1, 7.0, "b"]], categorical=("x",))).check(
-        table([[2, 9.0, "a"], [3, 7.0, "zz"]], categorical=("x",))
-    )
+    fitted = Preprocessor.fit(table([[0, 7.0, "a"], [1, 7.0, "b"]], categorical=("x",)))
+    rows = [[2, 9.0, "a"], [3, 7.0, "zz"]]
+    block, checks = fitted.checked_transform(table(rows, categorical=("x",)))
+    assert checks == check_rows(table(rows, categorical=("x",)), fitted.ranges, {**fitted.one_hot, **fitted.embedded})
+    np.testing.assert_array_equal(block.numeric, fitted.transform(table(rows, categorical=("x",))).numeric)
     assert checks["constant_columns"] == ["c"] and checks["out_of_range"]["c"]["clipped"] == 1
     assert checks["unseen_categories"] == {"x": {"rows": 1, "first_line": 3, "first_value": "zz"}}
     public = public_checks(checks)

@@ -9,7 +9,9 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from simulator_helpers import run_job
 
 from vflflare import cli
@@ -19,8 +21,9 @@ from vflflare.jobs import write_job
 from vflflare.protocol.alignment import AlignmentError
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.model_store import LABEL_DIR, ModelStoreError, config_hash, models_dir, read_predictions
-from vflflare.protocol.scoring import predictions_path, read_new_rows
+from vflflare.protocol.scoring import predictions_path, read_new_rows, represent_rows
 from vflflare.registry import make_config
+from vflflare.ssl.augment import TabularBatch
 
 SITES = ["site-1", "site-2"]
 
@@ -146,9 +149,12 @@ def test_representation_noise_covers_the_scoring_uploads(oneshot_scored):
 
 
 def test_a_label_owning_site_scores_split_nn_and_unmatched_rows_are_counted(tmp_path):
+    """Trained with float16 on the wire, scoring sends float16 too: its predictions are training's."""
     data = _split(tmp_path / "data", label_owner="site-1")
     _rewrite(data / "site-2" / "score.csv", lambda rows: rows[:-5])  # 5 rows site-2 does not have
-    trained, scored = _train_and_score(tmp_path, "vanilla", data, label_owner="site-1", split_epochs=5)
+    trained, scored = _train_and_score(
+        tmp_path, "vanilla", data, label_owner="site-1", split_epochs=5, wire_dtype="float16"
+    )
     expected = read_predictions(
         models_dir(tmp_path / "runs" / "site-1", trained["job_id"]) / LABEL_DIR / "test_predictions.csv"
     )
@@ -157,6 +163,8 @@ def test_a_label_owning_site_scores_split_nn_and_unmatched_rows_are_counted(tmp_
     assert len(got) == len(expected) - 5 and all(got[i] == expected[i] for i in got)
     assert scored["training"]["per_site"]["site-1"]["unmatched"] == 5
     assert scored["training"]["per_site"]["site-2"]["unmatched"] == 0
+    reps_bytes = len(got) * trained["config"]["rep_dim"] * 2  # float16: as the model's training sent them
+    assert scored["communication"]["per_site"]["site-2"]["payload_bytes"] == reps_bytes
     assert scored["expected_communication"]["site-1"] == {"uploads": 1, "downloads": 1}
     assert {
         s: {"uploads": c["uploads"], "downloads": c["downloads"]}
@@ -282,3 +290,30 @@ def test_predictions_keep_the_users_row_order_and_id_column_and_never_overwrite(
         predictions_path(str(tmp_path / "runs" / "server"), trained["model_id"]).name
         == f"predictions_{trained['model_id']}-2.csv"
     )
+
+
+def test_represent_rows_gives_each_row_its_own_representation_in_the_asked_order():
+    """Rows in any order, a subset, or the whole table (then read in slices): each row's f_k as a forward over
+    the table in training's chunks gives it, bit for bit, across more than one chunk."""
+    torch.manual_seed(0)
+    n = 20_000  # 3 chunks of 8192
+    batch = TabularBatch(torch.randn(n, 7), torch.randint(0, 3, (n, 2)))
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.linear = torch.nn.Embedding(3, 2), torch.nn.Linear(7 + 4, 5)
+
+        def forward(self, numeric, categorical):
+            return self.linear(torch.cat([numeric, self.embed(categorical).flatten(1)], dim=1))
+
+    encoder = Encoder()
+    with torch.no_grad():
+        whole = torch.cat([encoder(*batch.take(torch.arange(s, min(s + 8192, n)))) for s in range(0, n, 8192)])
+    everything = np.arange(n)
+    np.testing.assert_array_equal(represent_rows(encoder, batch, everything), whole.numpy())
+    shuffled = np.random.default_rng(0).permutation(n)
+    np.testing.assert_array_equal(represent_rows(encoder, batch, shuffled), whole.numpy()[shuffled])
+    some = np.random.default_rng(1).choice(n, 500, replace=False)
+    np.testing.assert_array_equal(represent_rows(encoder, batch, some), whole.numpy()[some])
+    assert represent_rows(encoder, batch, np.arange(0)).shape[0] == 0

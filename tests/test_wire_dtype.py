@@ -23,12 +23,15 @@ BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1}
 def test_payload_bytes_and_round_trip_per_dtype(dtype):
     rng = np.random.default_rng(0)
     h = rng.normal(size=(10, 32)).astype(np.float32)
-    payload = {"h": h, "nested": {"g": [h[:3]]}, "rows": np.arange(10), "k": 3}
+    # a list of strings is walked at a glance; one that also holds an array, item by item
+    ids, mixed = ["a", "b"], ["a", 1, h[:2]]
+    payload = {"h": h, "nested": {"g": [h[:3]]}, "rows": np.arange(10), "k": 3, "ids": ids, "mixed": mixed}
     sent = wire.loads(wire.dumps(encode(payload, dtype)))
-    scales = 4 * 2 if dtype == "int8" else 0  # one float32 scale per int8 tensor
-    assert payload_bytes(sent) == 13 * 32 * BYTES[dtype] + scales
-    assert tensor_kinds(sent) == {"plaintext": 2, "encrypted": 0}
+    scales = 4 * 3 if dtype == "int8" else 0  # one float32 scale per int8 tensor
+    assert payload_bytes(sent) == 15 * 32 * BYTES[dtype] + scales
+    assert tensor_kinds(sent) == {"plaintext": 3, "encrypted": 0}
     back = decode(sent)
+    assert back["ids"] == ids and back["mixed"][:2] == ["a", 1] and back["mixed"][2].dtype == np.float32
     assert back["h"].dtype == np.float32 and back["h"].shape == h.shape
     np.testing.assert_array_equal(back["rows"], payload["rows"])
     error = np.abs(back["h"] - h)

@@ -47,13 +47,13 @@ class VerticalInferenceConfig(JobConfig):
         )
 
 
-def matched_order(digests: dict[str, list[str]]) -> tuple[list[str], dict[str, list[int]]]:
+def matched_order(digests: dict[str, list[str]]) -> tuple[list[str], dict[str, np.ndarray]]:
     """The digests every site has, sorted (one order for all), and each site's row positions in it."""
     common = sorted(set.intersection(*(set(d) for d in digests.values())))
     positions = {}
     for site, ids in digests.items():
         where = {d: i for i, d in enumerate(ids)}
-        positions[site] = [where[d] for d in common]
+        positions[site] = np.fromiter((where[d] for d in common), dtype=np.int64, count=len(common))
     return common, positions
 
 
@@ -81,7 +81,7 @@ class VerticalInference(Algorithm):
         owner = self._label_owner(loaded, model_job)
         if psi:  # every site holds the same intersection in its own canonical order
             matched = self._check_one_intersection(loaded)
-            positions: dict[str, list[int] | None] = {s: None for s in sites}
+            positions: dict[str, np.ndarray | None] = {s: None for s in sites}
         else:
             common, positions = matched_order({s: list(r["ids"]) for s, r in loaded.items()})
             matched = len(common)
@@ -105,7 +105,7 @@ class VerticalInference(Algorithm):
                 first = replies[sites[0]]
                 # hash alignment: the coordinator's own positions put the rows in the first site's score.csv
                 # order; PSI: none to use (they would be new to it), so the canonical order of the intersection
-                order = positions[sites[0]] if positions[sites[0]] is not None else list(range(len(first["ids"])))
+                order = positions[sites[0]] if positions[sites[0]] is not None else np.arange(len(first["ids"]))
                 scored = apply_head(
                     folder,
                     reps,

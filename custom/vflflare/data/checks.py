@@ -66,47 +66,79 @@ def _first(table: FeatureTable, name: str, rows: np.ndarray) -> dict[str, Any]:
     return {"first_line": table.csv.lines[first], "first_value": value if isinstance(value, str) else float(value)}
 
 
-def out_of_range(table: FeatureTable, ranges: Mapping[str, tuple[float, float]]) -> dict[str, dict[str, Any]]:
-    """Per numeric column with more than OUTSIDE_SHARE of its rows outside the training range, or with
-    any value clipped: how many rows lie outside, their share, how many are clipped, and the first (a
-    clipped one if any)."""
-    out: dict[str, dict[str, Any]] = {}
-    for name, (low, high) in ranges.items():
-        values = table.columns[name]
-        outside = np.flatnonzero((values < low) | (values > high))
-        bound_low, bound_high = clip_bounds(low, high)
-        clipped = np.flatnonzero((values < bound_low) | (values > bound_high))
-        share = len(outside) / max(len(values), 1)
-        if share > OUTSIDE_SHARE or len(clipped):
-            out[name] = {
-                "rows": int(len(outside)),
-                "share": share,
-                "clipped": int(len(clipped)),
-                "range": [low, high],
-                **_first(table, name, clipped if len(clipped) else outside),
-            }
-    return out
-
-
-def unseen_categories(table: FeatureTable, known: Mapping[str, list[str]]) -> dict[str, dict[str, Any]]:
-    """Per categorical column, the rows whose category training never saw (`known`: column -> training
-    categories), fed as unknown (all-zero one-hot, or the embedding's unknown slot): how many, and the first."""
-    out = {}
-    for name in table.categorical:
-        values = table.columns[name]
-        unseen = np.flatnonzero(~np.isin(values, np.asarray(known[name], dtype=object)))
-        if len(unseen):
-            out[name] = {"rows": int(len(unseen)), **_first(table, name, unseen)}
-    return out
-
-
-def missing_cells(table: FeatureTable) -> dict[str, int]:
-    """Per column with missing cells (NaN numbers, the missing category), how many rows."""
-    counts = {
-        name: int(np.isnan(values).sum()) if name not in table.categorical else int(np.sum(values == MISSING_CATEGORY))
-        for name, values in table.columns.items()
+def _outside(table: FeatureTable, name: str, values: np.ndarray, low: float, high: float) -> dict[str, Any] | None:
+    """A numeric column's finding when more than OUTSIDE_SHARE of its rows lie outside the training range
+    [low, high], or any value is clipped: how many rows lie outside, their share, how many are clipped, and the
+    first (a clipped one if any)."""
+    outside = np.flatnonzero((values < low) | (values > high))
+    bound_low, bound_high = clip_bounds(low, high)
+    clipped = np.flatnonzero((values < bound_low) | (values > bound_high))
+    share = len(outside) / max(len(values), 1)
+    if share <= OUTSIDE_SHARE and not len(clipped):
+        return None
+    return {
+        "rows": int(len(outside)),
+        "share": share,
+        "clipped": int(len(clipped)),
+        "range": [low, high],
+        **_first(table, name, clipped if len(clipped) else outside),
     }
-    return {name: count for name, count in counts.items() if count}
+
+
+def out_of_range(table: FeatureTable, ranges: Mapping[str, tuple[float, float]]) -> dict[str, dict[str, Any]]:
+    """Per numeric column (`ranges`: column -> training (min, max)), its finding (`_outside`), if any."""
+    found = {name: _outside(table, name, table.columns[name], *bounds) for name, bounds in ranges.items()}
+    return {name: entry for name, entry in found.items() if entry is not None}
+
+
+class RowChecks:
+    """check_rows's checks of `table`, gathered one column at a time (`column`), so that they can ride along
+    the pass that preprocesses the columns (Preprocessor.transform's `inspect`): a column read from Parquet
+    while it is used is then read once, not once per check. `ranges`: numeric column -> training (min, max);
+    `categories`: categorical column -> training categories (empty: missing cells only, as of training rows)."""
+
+    def __init__(
+        self,
+        table: FeatureTable,
+        ranges: Mapping[str, tuple[float, float]],
+        categories: Mapping[str, list[str]],
+    ) -> None:
+        self.table, self.ranges, self.categories = table, ranges, categories
+        self._order = list(table.columns)  # file order: the pass may release the columns as it goes
+        self._outside: dict[str, dict[str, Any]] = {}
+        self._unseen: dict[str, dict[str, Any]] = {}
+        self._missing: dict[str, int] = {}
+
+    def column(self, name: str, values: np.ndarray) -> None:
+        if name in self.table.categorical:
+            missing = int(np.sum(values == MISSING_CATEGORY))
+            if name in self.categories:
+                unseen = np.flatnonzero(~np.isin(values, np.asarray(self.categories[name], dtype=object)))
+                if len(unseen):
+                    self._unseen[name] = {"rows": int(len(unseen)), **_first(self.table, name, unseen)}
+        else:
+            missing = int(np.isnan(values).sum())
+            entry = _outside(self.table, name, values, *self.ranges[name]) if name in self.ranges else None
+            if entry is not None:
+                self._outside[name] = entry
+        if missing:
+            self._missing[name] = missing
+
+    @property
+    def missing(self) -> dict[str, int]:
+        """Per column with missing cells (NaN numbers, the missing category), how many rows, in file order."""
+        return {name: self._missing[name] for name in self._order if name in self._missing}
+
+    def result(self) -> dict[str, Any]:
+        """The checks, in the order of their columns: training's (ranges), then the file's."""
+        return {
+            "file": Path(self.table.csv.source).name,
+            "rows": self.table.csv.num_rows,
+            "constant_columns": constant_columns(self.ranges),
+            "out_of_range": {name: self._outside[name] for name in self.ranges if name in self._outside},
+            "unseen_categories": {name: self._unseen[name] for name in self._order if name in self._unseen},
+            "missing": self.missing,
+        }
 
 
 def check_rows(
@@ -114,14 +146,10 @@ def check_rows(
 ) -> dict[str, Any]:
     """Every check of `table` (test or scoring rows) against the training statistics: `ranges` (numeric
     column -> training (min, max)) and `categories` (categorical column -> training categories)."""
-    return {
-        "file": Path(table.csv.source).name,
-        "rows": table.csv.num_rows,
-        "constant_columns": constant_columns(ranges),
-        "out_of_range": out_of_range(table, ranges),
-        "unseen_categories": unseen_categories(table, categories),
-        "missing": missing_cells(table),
-    }
+    checks = RowChecks(table, ranges, categories)
+    for name, values in table.columns.items():
+        checks.column(name, values)
+    return checks.result()
 
 
 def has_findings(checks: Mapping[str, Any]) -> bool:

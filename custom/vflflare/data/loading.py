@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from vflflare.data.checks import missing_cells
+from vflflare.data.checks import RowChecks
 from vflflare.data.columnar import parquet_twin, read_table, table_path
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.ids import normalize_table_ids
@@ -114,20 +114,21 @@ def load_site_tables(site: str, request: DataRequest) -> SiteTables:
     train = parse_features(train_csv, schema)
     transform = schema.numeric_transform or request.numeric_transform
     preprocessor = Preprocessor.fit(train, numeric_transform=transform, missing=schema.missing)
-    train_missing = missing_cells(train)
-    train_block = preprocessor.transform(train, release=True)  # each float64 column freed once scaled
+    missing = RowChecks(train, {}, {})  # the training rows' missing cells, counted as the columns are scaled
+    train_block = preprocessor.transform(train, release=True, inspect=missing.column)  # float64 columns freed
+    train_missing = missing.missing
     test_csv = read(TEST_FILE)
     normalize_table_ids(test_csv, schema.id_column, id_normalize)
     check_same_columns(train_csv, test_csv)
     test = parse_features(test_csv, schema)
     check_disjoint(train_csv, test_csv)
-    checks = preprocessor.check(test)  # before `transform` releases the columns
+    test_block, checks = preprocessor.checked_transform(test)
     tables = SiteTables(
         site=site,
         train_ids=train.ids,
         train=train_block,
         test_ids=test.ids,
-        test=preprocessor.transform(test, release=True),
+        test=test_block,
         feature_names=preprocessor.feature_names,
         numeric_transform=transform,
         log_columns=list(preprocessor.log_columns),

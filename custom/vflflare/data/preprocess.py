@@ -64,7 +64,7 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from vflflare.data.checks import check_rows, clip, constant_columns
+from vflflare.data.checks import RowChecks, clip, constant_columns
 from vflflare.data.errors import VALUE
 from vflflare.data.schema import NUMERIC_TRANSFORMS, MissingPolicy
 from vflflare.data.table import FeatureTable
@@ -281,10 +281,11 @@ class Preprocessor:
         """Numeric columns with one value in every training row: fed as a fixed 0."""
         return constant_columns(self.ranges)
 
-    def check(self, table: FeatureTable) -> dict[str, Any]:
-        """data/checks.py's report of `table`'s rows against the training rows; call before `transform`
-        with release, which drops the columns."""
-        return check_rows(table, self.ranges, {**self.one_hot, **self.embedded})
+    def checked_transform(self, table: FeatureTable) -> tuple[FeatureBlock, dict[str, Any]]:
+        """`transform(table, release=True)` and data/checks.py's report of `table`'s rows against the training
+        rows, gathered in the same pass: each column is read once (a Parquet column is read while used)."""
+        checks = RowChecks(table, self.ranges, {**self.one_hot, **self.embedded})
+        return self.transform(table, release=True, inspect=checks.column), checks.result()
 
     def values(self, table: FeatureTable, name: str) -> np.ndarray:
         """A numeric column of `table`, missing cells filled, clipped to its training bound (data/checks.py),
@@ -317,10 +318,12 @@ class Preprocessor:
         """Numeric-block column names, then categorical-block column names."""
         return self.numeric_names + self.categorical_names
 
-    def transform(self, table: FeatureTable, release: bool = False) -> FeatureBlock:
+    def transform(
+        self, table: FeatureTable, release: bool = False, inspect: Callable[[str, np.ndarray], None] | None = None
+    ) -> FeatureBlock:
         """The float32 block of `table`. release: drop each of `table`'s columns once transformed, for a
         caller that has no further use for them, so a large table's float64 columns go one by one while
-        the block fills."""
+        the block fills. inspect(name, values): shown each column as read, before it is transformed."""
         if set(table.columns) != set(self.columns):
             raise ValueError(f"columns {sorted(table.columns)} differ from the fitted {sorted(self.columns)}")
         rows = len(table.ids)
@@ -329,6 +332,8 @@ class Preprocessor:
         numeric = np.empty((rows, len(self.numeric_names)), dtype=np.float32)
         fill = _RowMajorFill(numeric)
         for name in self.columns:
+            if inspect is not None:
+                inspect(name, table.columns[name])
             missing = np.isnan(table.columns[name]) if name in self.indicators else None
             if name in self.scales:
                 fill.add(self._scaled(table, name))  # float64 -> float32, as astype would round
@@ -409,12 +414,18 @@ class Preprocessor:
 class _RowMajorFill:
     """Fills a row-major float32 block from left to right, a few columns at a time: one column written into a
     row-major block touches every row's cache line, so columns are gathered (as float32, rounded as astype
-    rounds) into a small column-major stage and copied over together. At 665,000 rows x 50 this takes a
-    third of the time of writing them one by one."""
+    rounds) into a small column-major stage and copied over together, TILE rows at a time, so that the rows
+    being written stay in cache while every staged column lands in them. At 665,000 rows x 50 staging took a
+    third of the time of writing columns one by one; at 100,000 x 1500, tiles of up to 64 staged columns take
+    0.4 s where untiled groups of 8 took 1.2 s. The stage holds at most STAGE_BYTES (at least 8 columns)."""
 
-    def __init__(self, block: np.ndarray, group: int = 8) -> None:
+    TILE = 1024
+    STAGE_BYTES = 64 << 20
+
+    def __init__(self, block: np.ndarray) -> None:
         self.block, self.start, self.used = block, 0, 0
-        self.stage = np.empty((group, block.shape[0]), dtype=np.float32)
+        group = int(np.clip(self.STAGE_BYTES // (4 * max(1, block.shape[0])), 8, 64))
+        self.stage = np.empty((min(group, max(1, block.shape[1])), block.shape[0]), dtype=np.float32)
 
     def add(self, values: np.ndarray) -> None:
         """The next column (1-D) or columns (rows x k)."""
@@ -429,8 +440,10 @@ class _RowMajorFill:
         self.used += len(columns)
 
     def flush(self) -> None:
-        self.block[:, self.start : self.start + self.used] = self.stage[: self.used].T
-        self.start, self.used = self.start + self.used, 0
+        end = self.start + self.used
+        for row in range(0, self.block.shape[0], self.TILE):
+            self.block[row : row + self.TILE, self.start : end] = self.stage[: self.used, row : row + self.TILE].T
+        self.start, self.used = end, 0
 
 
 def fill_value(train: FeatureTable, name: str, strategy: str) -> float:

@@ -47,4 +47,4 @@ class TabularEncoder(nn.Module):
 
     def forward(self, numeric: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
         embedded = [emb(categorical[:, j]) for j, emb in enumerate(self.embeddings)]
-        return self.mlp(torch.cat([numeric, *embedded], dim=1))
+        return self.mlp(torch.cat([numeric, *embedded], dim=1) if embedded else numeric)  # no copy of wide rows

@@ -9,6 +9,7 @@ Only representations (never features, never temporary labels) leave this object.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,21 @@ from vflflare.tracking import LogTracker, Tracker
 # training row that is neither labeled nor validation); it is filled only for plug-ins that ask for it
 PARTS = ("aligned", "val", "test", "unaligned", "aligned_unlabeled")
 _REPRESENT_CHUNK = 8192  # rows per no-grad forward, to bound memory on large tables
+
+
+def forward_in_chunks(forward: Callable[[torch.Tensor], torch.Tensor], n: int, width: int) -> np.ndarray:
+    """float32 [n, w]: forward(row indices) over rows 0..n-1, _REPRESENT_CHUNK rows per no-grad forward, written
+    into one preallocated array, so that a large part is held once, not as chunks plus their concatenation. w is
+    the output's width (`width` when there is no row). Training and scoring share it: the same rows give the same
+    numbers in both."""
+    reps: np.ndarray | None = None
+    for start in range(0, n, _REPRESENT_CHUNK):
+        end = min(start + _REPRESENT_CHUNK, n)
+        chunk = forward(torch.arange(start, end)).cpu().numpy()
+        if reps is None:  # the width is the output's, known from the first chunk
+            reps = np.empty((n, chunk.shape[1]), dtype=np.float32)
+        reps[start:end] = chunk
+    return reps if reps is not None else np.zeros((0, width), dtype=np.float32)
 
 
 def declared(cls: type, attribute: str) -> dict:
@@ -178,25 +194,13 @@ class FeatureParty:
         """float32 [n_part, rep_dim] representations (eval mode, no grad) of a part, as the site itself sees them."""
         self.encoder.eval()
         with torch.no_grad():
-            return self._represent_part(part)
+            return forward_in_chunks(
+                lambda rows: self.encode(self.part(part, rows)), len(self.rows_of(part)), self.cfg.rep_dim
+            )
 
     def representations(self, parts: list[str]) -> dict[str, np.ndarray]:
         """The representations of each requested part as they are uploaded (DefenseSettings applied)."""
         return {part: self.to_upload(torch.as_tensor(self.own_representations(part))).numpy() for part in parts}
-
-    def _represent_part(self, part: str) -> np.ndarray:
-        """f_k of a part's rows, _REPRESENT_CHUNK rows per forward, written into one preallocated array:
-        a large part (the test rows, the unaligned rows) is then held once, not as chunks plus their
-        concatenation plus a float32 copy."""
-        n = len(self.rows_of(part))
-        reps: np.ndarray | None = None
-        for start in range(0, n, _REPRESENT_CHUNK):
-            end = min(start + _REPRESENT_CHUNK, n)
-            chunk = self.encode(self.part(part, torch.arange(start, end))).cpu().numpy()
-            if reps is None:  # the width is the encoder's output, known from the first chunk
-                reps = np.empty((n, chunk.shape[1]), dtype=np.float32)
-            reps[start:end] = chunk
-        return reps if reps is not None else np.zeros((0, self.cfg.rep_dim), dtype=np.float32)
 
     def represent(self, payload: Payload) -> Payload:
         """Step: the representations of payload["parts"]."""

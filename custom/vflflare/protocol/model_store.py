@@ -13,9 +13,10 @@ a site, and the label party's files hold no feature at all. The model ID (model_
 run's own, so a second run adds a folder beside the first; a party never writes over a saved model.
 
 A manifest names the algorithm, the hash of the job's config (`config_hash`: every party of one job writes
-the same), the model ID and the NVFlare job id that trained it, where the label party ran (`label_owner`), the party's
-input schema (a site) or the sites in the head's input order, the test metric and the class names, if any
-(the label party), when it was written, and the sha256 of each file, which loading checks.
+the same), the model ID and the NVFlare job id that trained it, where the label party ran (`label_owner`), the
+precision representations crossed in (`wire_dtype`), the party's input schema (a site) or the sites in the
+head's input order, the test metric and the class names, if any (the label party), when it was written, and
+the sha256 of each file, which loading checks.
 """
 
 from __future__ import annotations
@@ -207,11 +208,12 @@ def write_predictions(
     if classes is not None and len(classes) != probs.shape[1]:
         raise ModelStoreError(f"{len(classes)} class names {list(classes)} for {probs.shape[1]} class probabilities")
     values = probs[:, 1:] if probs.shape[1] == 2 else probs
-    named = [[classes[c]] for c in np.argmax(probs, axis=1)] if classes else [[] for _ in ids]
+    columns = [map(repr, column) for column in values.T.tolist()]  # column by column: 3x faster at 800k rows
+    named = [[classes[c] for c in np.argmax(probs, axis=1)]] if classes else []
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow([id_column, *prediction_columns(probs.shape[1], classes)])
-        writer.writerows((i, *(repr(float(v)) for v in row), *name) for i, row, name in zip(ids, values, named))
+        writer.writerows(zip(ids, *columns, *named))
 
 
 def read_predictions(path: Path) -> dict[str, list[float]]:
@@ -229,6 +231,7 @@ def _fields(cfg: JobConfig, model_id: str, job_id: str | None) -> dict[str, Any]
         "model_id": model_id,
         "job_id": job_id or model_id,
         "label_owner": cfg.label_owner,
+        "wire_dtype": cfg.wire_dtype,  # scoring sends representations as training did
     }
 
 

@@ -15,6 +15,13 @@ from vflflare.wire import WIRE_DTYPES, Payload, is_encrypted
 # A float tensor packed narrower than numpy's float16 can say: {PACKED_KEY: "bfloat16", "bits": uint16}
 # or {PACKED_KEY: "int8", "q": int8, "scale": float}. Counts as payload; decode unpacks it to float32.
 PACKED_KEY = "__packed__"
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _scalars_only(value: list | tuple) -> bool:
+    """A list holding no array or dict (IDs, digests, metrics): one type check per item, where walking it would
+    take a call per item (a scoring job's 800k IDs)."""
+    return all(type(v) in _SCALARS for v in value)
 
 
 def is_packed(value: Any) -> bool:
@@ -32,7 +39,7 @@ def payload_bytes(value: Any) -> int:
         return int(value.nbytes) if np.issubdtype(value.dtype, np.floating) else 0
     if isinstance(value, dict):
         return sum(payload_bytes(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)) and not _scalars_only(value):
         return sum(payload_bytes(v) for v in value)
     return 0
 
@@ -51,7 +58,7 @@ def tensor_kinds(value: Any) -> dict[str, int]:
         elif isinstance(v, dict):
             for item in v.values():
                 visit(item)
-        elif isinstance(v, (list, tuple)):
+        elif isinstance(v, (list, tuple)) and not _scalars_only(v):
             for item in v:
                 visit(item)
 
@@ -93,7 +100,7 @@ def _map_floats(value: Any, on_float) -> Any:
     if isinstance(value, dict):
         return {k: _map_floats(v, on_float) for k, v in value.items()}
     if isinstance(value, (list, tuple)):  # a label site's results are tuples; the wire makes them lists
-        return [_map_floats(v, on_float) for v in value]
+        return list(value) if _scalars_only(value) else [_map_floats(v, on_float) for v in value]
     return value
 
 

@@ -43,6 +43,7 @@ from vflflare.protocol.alignment import (
     intersection_fingerprint,
     positions_in,
 )
+from vflflare.protocol.feature_party import forward_in_chunks
 from vflflare.protocol.model_store import (
     LABEL_DIR,
     ModelStoreError,
@@ -110,8 +111,8 @@ def read_new_rows(site: str, path: Path, site_input: SiteInput) -> tuple[list[st
         )
     normalize_table_ids(table, site_input.id_column, site_input.id_normalize)
     features = parse_features(table, schema)
-    checks = site_input.preprocessor.check(features)
-    return features.ids, site_input.preprocessor.transform(features), checks
+    block, checks = site_input.preprocessor.checked_transform(features)
+    return features.ids, block, checks
 
 
 @dataclass
@@ -127,6 +128,7 @@ class SiteScorer:
     enforce: Enforcement | None = None  # defenses the site's local configuration enforces (privacy/enforcement.py)
     _loaded: dict[str, Any] | None = None
     _noise: torch.Generator | None = None
+    wire_dtype: str = "float32"  # the loaded model's training precision: its representations cross in it
 
     @property
     def tasks(self) -> dict[str, Any]:
@@ -179,6 +181,7 @@ class SiteScorer:
                 f"preprocessing ({rows['block'].numeric.shape[1]} numeric inputs, "
                 f"{rows['block'].categorical.shape[1]} categorical): {error}"
             ) from error
+        self.wire_dtype = rows["manifest"].get("wire_dtype", "float32")  # a model saved before it had it: float32
         self._loaded = {
             "ids": ids,
             "batch": batch,
@@ -203,7 +206,7 @@ class SiteScorer:
         except AlignmentError:
             items = []
         order = canonical_order(score_ids_of(items, f"site '{self.site}'"), payload["seed"], SCORE_PART)
-        self._loaded["positions"] = positions_in(ids, order, f"site '{self.site}'", payload["score_file"]).tolist()
+        self._loaded["positions"] = positions_in(ids, order, f"site '{self.site}'", payload["score_file"])
         return {**reply, "matched": len(order), "fingerprint": intersection_fingerprint(payload["seed"], [], order)}
 
     def represent(self, payload: Payload) -> Payload:
@@ -211,9 +214,8 @@ class SiteScorer:
         with payload["ids"], their IDs too, for a label party at the coordinator to write its predictions by;
         with payload["representation_noise"], noised as a training job's uploads are (FeatureParty.to_upload)."""
         loaded = self._require()
-        positions = torch.as_tensor(np.asarray(self._positions(payload), dtype=np.int64))
-        with torch.no_grad():
-            reps = loaded["encoder"](*loaded["batch"].take(positions))
+        positions = self._positions(payload)
+        reps = torch.as_tensor(represent_rows(loaded["encoder"], loaded["batch"], positions))
         # the stricter of the job's noise and the floor this site's local configuration enforces
         strength, enforced = enforced_floor(
             self.enforce, "representation_noise", float(payload.get("representation_noise") or 0.0)
@@ -227,7 +229,8 @@ class SiteScorer:
         if enforced:  # for the results' privacy.enforced
             reply["enforced"] = {"representation_noise": enforced}
         if payload.get("ids"):  # and the ID column's name, for the label party's predictions file
-            reply.update(ids=[loaded["ids"][i] for i in positions.tolist()], id_column=loaded["id_column"])
+            ids = loaded["ids"]
+            reply.update(ids=[ids[i] for i in positions.tolist()], id_column=loaded["id_column"])
         return reply
 
     def apply(self, payload: Payload) -> Payload:
@@ -236,23 +239,54 @@ class SiteScorer:
         what the sidecar says of the scoring job."""
         loaded = self._require()
         positions = self._positions(payload)
-        ids = [loaded["ids"][i] for i in positions]
+        ids = [loaded["ids"][i] for i in positions.tolist()]
         model_id = payload.get("model_id") or loaded["folder"].name
         out = predictions_path(self.runs_root, model_id)
         about = {**dict(payload.get("about") or {}), "score_file": loaded["path"]}
-        own_rows = loaded["batch"].take(torch.as_tensor(positions, dtype=torch.int64))  # for a blend
+        batch = loaded["batch"]
         return apply_head(
-            loaded["folder"] / LABEL_DIR, payload["reps"], ids, out, positions, loaded["id_column"], about, own_rows
+            loaded["folder"] / LABEL_DIR,
+            payload["reps"],
+            ids,
+            out,
+            positions,
+            loaded["id_column"],
+            about,
+            lambda: batch.take(torch.as_tensor(positions)),  # for a blend only: a copy of the rows
         )
 
-    def _positions(self, payload: Payload) -> list[int]:
+    def _positions(self, payload: Payload) -> np.ndarray:
         given = payload.get("positions")
-        return self._require()["positions"] if given is None else np.asarray(given, dtype=np.int64).tolist()
+        return self._require()["positions"] if given is None else np.asarray(given, dtype=np.int64)
 
     def _require(self) -> dict[str, Any]:
         if self._loaded is None:
             raise RuntimeError(f"site '{self.site}': scoring step before {LOAD}")
         return self._loaded
+
+
+def represent_rows(encoder: torch.nn.Module, batch: TabularBatch, positions: np.ndarray) -> np.ndarray:
+    """float32 f_k of the rows at `positions`, in that order. The forward runs in the table's own order, in
+    training's chunks (the test rows of a training job come out bit for bit); where the rows are a run of the
+    table's (a site scoring its whole file) each chunk is a slice, so the rows are never copied. Only the
+    representations are put in the asked order."""
+    order = np.argsort(positions, kind="stable")
+    rows = positions[order]
+    first = int(rows[0]) if len(rows) else 0
+    run = np.array_equal(rows, np.arange(first, first + len(rows)))
+    encoder.eval()
+
+    def forward(chunk: torch.Tensor) -> torch.Tensor:
+        if run:
+            lo, hi = first + int(chunk[0]), first + int(chunk[-1]) + 1
+            return encoder(batch.numeric[lo:hi], batch.categorical[lo:hi])
+        return encoder(*batch.take(torch.as_tensor(rows[chunk.numpy()])))
+
+    with torch.no_grad():
+        in_table_order = forward_in_chunks(forward, len(rows), 0)
+    reps = np.empty_like(in_table_order)
+    reps[order] = in_table_order
+    return reps
 
 
 def predictions_path(runs_root: str | None, model_id: str) -> Path:
@@ -271,14 +305,14 @@ def apply_head(
     reps: dict[str, np.ndarray],
     ids: list[str],
     out: Path,
-    rows: list[int],
+    rows: np.ndarray,
     id_column: str,
     about: dict[str, Any] | None = None,
-    own_rows: Any = None,
+    own_rows: Callable[[], Any] | None = None,
 ) -> Payload:
     """The label party's step: class probabilities of the head saved in `folder` over the sites'
     representations (in the order it was trained with), blended with the label site's own model of its rows
-    `own_rows` (in the same order) where the training job delivered a blend (going_alone.py), written to `out`
+    `own_rows()` (in the same order) where the training job delivered a blend (going_alone.py), written to `out`
     in the score file's row order (`rows`: each row's place in it) under its ID column's name, with the
     predicted class by name when the model's labels.json named the classes; beside it, `out` with .json: the
     model (ID, algorithm, when trained, sites, label owner, test metric), the rows (score file, count, ID
@@ -298,7 +332,7 @@ def apply_head(
             f"label party: the head at {folder} does not take these representations ({joint.shape[1]} wide): {error}"
         ) from error
     if own is not None:
-        probs = blend(probs, own.predict_proba(own_rows), manifest["blend"]["federated_share"])
+        probs = blend(probs, own.predict_proba(own_rows()), manifest["blend"]["federated_share"])
     order = np.argsort(np.asarray(rows), kind="stable")
     out.parent.mkdir(parents=True, exist_ok=True)
     classes = manifest.get("classes")

@@ -47,7 +47,7 @@ from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.label_party import LabelParty
 from vflflare.protocol.model_store import save_feature_party, save_label_party
 from vflflare.protocol.payload import Payload
-from vflflare.protocol.scoring import SiteScorer
+from vflflare.protocol.scoring import LOAD, SiteScorer
 from vflflare.protocol.views import describe_view, job_data_request, load_site_view
 from vflflare.registry import algorithms, get_algorithm, make_config
 from vflflare.tracking import DETAILS, LogTracker, Tracker
@@ -113,6 +113,7 @@ class SiteRuntime:
             enforce=enforce,
         )
         self._tasks.update(self._scorer.tasks)
+        self._tasks[LOAD] = self._score_load
         self._without_setup = {"setup", *self._scorer.tasks}
 
     def handle(self, task: str, payload: Payload) -> Payload:
@@ -137,6 +138,11 @@ class SiteRuntime:
         paths = [str(p) for p in saved if p is not None]
         DETAILS.info(f"site '{self.site}': model saved for scoring: {', '.join(paths)}")
         return paths
+
+    def _score_load(self, payload: Payload) -> Payload:
+        reply = self._scorer.load(payload)
+        self.wire_dtype = self._scorer.wire_dtype  # its representations cross as the saved model's training did
+        return reply
 
     def _states(self) -> tuple:
         return (
