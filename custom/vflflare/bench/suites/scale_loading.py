@@ -266,6 +266,7 @@ def _at_800k(records: list[dict], method: str, seconds=lambda r: r["job_s"]) -> 
 
 
 def _splitnn(records: list[dict]) -> list[str]:
+    records = splitnn_scale.per_size(records, -1)  # each size's latest code
     if not records:
         return ["| split NN at 2 x 800k x 1500 | no records: `vflflare bench run splitnn_scale` | - |"]
     rows = []
