@@ -417,10 +417,11 @@ class _RowMajorFill:
     rounds) into a small column-major stage and copied over together, TILE rows at a time, so that the rows
     being written stay in cache while every staged column lands in them. At 665,000 rows x 50 staging took a
     third of the time of writing columns one by one; at 100,000 x 1500, tiles of up to 64 staged columns take
-    0.4 s where untiled groups of 8 took 1.2 s. The stage holds at most STAGE_BYTES (at least 8 columns)."""
+    0.4 s where untiled groups of 8 took 1.2 s. The stage holds at most STAGE_BYTES, and at least 8 columns (the
+    old stage: a tall table's stage is no larger than before, since the memory goal counts it)."""
 
     TILE = 1024
-    STAGE_BYTES = 64 << 20
+    STAGE_BYTES = 16 << 20
 
     def __init__(self, block: np.ndarray) -> None:
         self.block, self.start, self.used = block, 0, 0
