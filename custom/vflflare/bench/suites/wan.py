@@ -44,6 +44,7 @@ from vflflare.poc.processes import free_port
 from vflflare.poc.runner import POC_RUN
 
 RESULTS = COMMITTED / "wan.jsonl"
+SITE_RESULTS = COMMITTED / "wan_site.jsonl"  # rerun over the relay that shapes a site, not a connection (issue 41)
 SEED = 0
 METHODS = {**PARITY_METHODS, "cfl": ("cfl", {})}
 LINKS = ["0/1000", "20/1000", "100/1000", "20/100", "20/10"]  # RTT ms / Mbit/s
@@ -275,9 +276,40 @@ def run(spec: Suite, out: Path, data_dir: Path) -> None:
     plot(same, BENCHMARKS / "wan_wall_time.png" if report_plot else out.with_name("wan_wall_time.png"))
 
 
+def moved(before: list[dict], after: list[dict]) -> str:
+    """Job wall per method on each link `after` has, `before`'s run → `after`'s, with the change in s."""
+    plain = [r for r in after if impaired_key(r) == tuple(IMPAIRMENT.values())]
+    links = [link for link in LINKS if any(r["link"] == link for r in plain)]
+    old = {(r["method"], r["link"]): r for r in before if impaired_key(r) == tuple(IMPAIRMENT.values())}
+    new = {(r["method"], r["link"]): r for r in plain}
+    out = [
+        "| method | " + " | ".join(f"{link.split('/')[0]} ms, {link.split('/')[1]} Mbit/s" for link in links) + " |",
+        "|---|" + "---|" * len(links),
+    ]
+    for method in (m for m in METHODS if any(k[0] == m for k in new)):
+        cells = []
+        for link in links:
+            a, b = old.get((method, link)), new.get((method, link))
+            change = None if a is None or b is None else b["job_s"] - a["job_s"]
+            cells.append("-" if change is None else f"{a['job_s']:.1f} → {b['job_s']:.1f} ({change:+.1f})")
+        out.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(out) if links else "| pending |\n|---|"
+
+
 @table("wan")
 def committed_tables() -> str:
     return tables(read_jsonl(RESULTS))
+
+
+@table("wan_site")
+def committed_site_tables() -> str:
+    records = read_jsonl(SITE_RESULTS)
+    return tables(records) if records else "| pending |\n|---|"
+
+
+@table("wan_site_moved")
+def committed_moved() -> str:
+    return moved(read_jsonl(RESULTS), read_jsonl(SITE_RESULTS))
 
 
 suite(
