@@ -95,11 +95,11 @@ class TabularView(_RowsView):
     ) -> WeakStrongViews:
         """FixMatch-tab's weak/strong pair, with local statistics (and, with `scarf_rate`, the SCARF
         marginals of the strong view) taken over the train rows `rows`."""
-        return fixmatch_tab_views(self.tables.train.take(rows.numpy()), mask_rate, noise_std, generator, scarf_rate)
+        return fixmatch_tab_views(self.tables.train, mask_rate, noise_std, generator, scarf_rate, rows)
 
     def contrastive_views(self, rows: torch.Tensor, rate: float, generator: torch.Generator) -> TwoViews:
         """Two SCARF corruptions, replacement values drawn from the train rows `rows`."""
-        return TwoViews(ScarfCorruption(self.batch("train", rows), rate=rate, generator=generator))
+        return TwoViews(ScarfCorruption(self._batches["train"], rate=rate, generator=generator, rows=rows))
 
     def encoder(self, model: dict[str, Any], rep_dim: int) -> nn.Module:
         inputs = {"numeric_dim": self.tables.train.numeric.shape[1], "cardinalities": self.tables.train.cardinalities}

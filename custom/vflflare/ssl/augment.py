@@ -41,6 +41,13 @@ class TabularBatch(NamedTuple):
 
 Transform = Callable[[TabularBatch], TabularBatch]
 
+# columns per slice when statistics are taken over a subset of a site's rows, so that the subset is never
+# copied whole. torch sums a row-major [n, d] tensor over dim 0 in column groups of a few vectors and a narrow
+# tail; slices on 64-column boundaries keep that grouping, and a tail under NARROWEST_SLICE columns stays with the
+# slice before it (alone it would take another path). tests/test_fixmatch_tab.py checks the bits against a copy.
+STATS_COLUMNS = 64
+NARROWEST_SLICE = 8
+
 
 class MaskToLocalMean:
     """Weak augmentation alpha(x) of Eq. 6: each entry is masked with probability `rate`; a masked numeric
@@ -58,11 +65,23 @@ class MaskToLocalMean:
         self.generator = generator
 
     @classmethod
-    def from_block(cls, block: FeatureBlock, rate: float, generator: torch.Generator) -> MaskToLocalMean:
-        """Statistics over the rows of `block` (the paper's x-bar over the site's N local samples)."""
-        mean = torch.as_tensor(block.numeric, dtype=torch.float32).mean(dim=0)
+    def from_block(
+        cls, block: FeatureBlock, rate: float, generator: torch.Generator, rows: np.ndarray | None = None
+    ) -> MaskToLocalMean:
+        """Statistics over the rows `rows` of `block` (all when None): the paper's x-bar over the site's N
+        local samples, read a few columns at a time so that a site's table is never copied whole."""
+        if rows is None:
+            rows = np.arange(len(block))
+        width = block.numeric.shape[1]
+        starts = list(range(0, width, STATS_COLUMNS))
+        if len(starts) > 1 and width - starts[-1] < NARROWEST_SLICE:
+            starts.pop()
+        mean = torch.zeros(width)
+        for start, end in zip(starts, [*starts[1:], width]):
+            mean[start:end] = torch.as_tensor(block.numeric[rows, start:end], dtype=torch.float32).mean(dim=0)
+        categorical = np.asarray(block.categorical)
         mode = torch.as_tensor(
-            np.array([np.bincount(col).argmax() for col in np.asarray(block.categorical).T], dtype=np.int64)
+            np.array([np.bincount(categorical[rows, j]).argmax() for j in range(categorical.shape[1])], dtype=np.int64)
         )
         return cls(mean, mode, rate, generator)
 
@@ -105,15 +124,16 @@ def fixmatch_tab_views(
     noise_std: float,
     generator: torch.Generator,
     scarf_rate: float | None = None,
+    rows: torch.Tensor | None = None,
 ) -> WeakStrongViews:
-    """FixMatch-tab's augmentation pair with statistics taken from the site's local rows `block`. With
-    `scarf_rate`, the strong view corrupts the weak one by SCARF (marginals of `block`) instead of adding
-    noise: sigma = 0.1 on standardised columns barely moves a row (one-shot's tabular_ssl = "scarf",
-    benchmarks/ONESHOT_TABLES.md). The weak view is the same either way."""
-    weak = MaskToLocalMean.from_block(block, mask_rate, generator)
+    """FixMatch-tab's augmentation pair with statistics taken from the site's local rows: `rows` of `block`
+    (all when None). With `scarf_rate`, the strong view corrupts the weak one by SCARF (marginals of those
+    rows) instead of adding noise: sigma = 0.1 on standardised columns barely moves a row (one-shot's
+    tabular_ssl = "scarf", benchmarks/ONESHOT_TABLES.md). The weak view is the same either way."""
+    weak = MaskToLocalMean.from_block(block, mask_rate, generator, None if rows is None else rows.numpy())
     if scarf_rate is None:
         return WeakStrongViews(weak, AddGaussianNoise(noise_std, generator))
-    return WeakStrongViews(weak, ScarfCorruption.from_block(block, scarf_rate, generator))
+    return WeakStrongViews(weak, ScarfCorruption.from_block(block, scarf_rate, generator, rows))
 
 
 # --- Views for contrastive / non-contrastive SSL (SS-VFL's LocalCL, FedHSSL) --------------------------------
@@ -132,25 +152,41 @@ def _check_reference(reference: TabularBatch) -> None:
 class ScarfCorruption:
     """SCARF (Bahri et al., ICLR 2022): each entry is corrupted with probability `rate` and replaced by a draw
     from its column's empirical marginal, i.e. the same column of a uniformly random row of `reference`
-    (one row drawn per entry), numeric and categorical alike. `reference` is the site's local rows."""
+    (one row drawn per entry), numeric and categorical alike. `reference` is the site's local rows, or with
+    `rows` those rows of it (drawn in place: a site's table is not copied)."""
 
-    def __init__(self, reference: TabularBatch, rate: float = 0.6, generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        reference: TabularBatch,
+        rate: float = 0.6,
+        generator: torch.Generator | None = None,
+        rows: torch.Tensor | None = None,
+    ) -> None:
         _check_rate(rate)
         _check_reference(reference)
+        if rows is not None and len(rows) < 1:
+            raise ValueError("SCARF needs at least one reference row")
         self.reference = reference
         self.rate = rate
         self.generator = generator
+        self.rows = rows
 
     @classmethod
     def from_block(
-        cls, block: FeatureBlock, rate: float = 0.6, generator: torch.Generator | None = None
+        cls,
+        block: FeatureBlock,
+        rate: float = 0.6,
+        generator: torch.Generator | None = None,
+        rows: torch.Tensor | None = None,
     ) -> ScarfCorruption:
-        return cls(TabularBatch.from_block(block), rate, generator)
+        return cls(TabularBatch.from_block(block), rate, generator, rows)
 
     def _corrupt(self, values: torch.Tensor, marginal: torch.Tensor) -> torch.Tensor:
         mask = torch.rand(values.shape, generator=self.generator) < self.rate
-        rows = torch.randint(len(marginal), values.shape, generator=self.generator)
-        return torch.where(mask, marginal.gather(0, rows), values)
+        drawn = torch.randint(len(marginal if self.rows is None else self.rows), values.shape, generator=self.generator)
+        if self.rows is not None:
+            drawn = self.rows[drawn]
+        return torch.where(mask, marginal.gather(0, drawn), values)
 
     def __call__(self, batch: TabularBatch) -> TabularBatch:
         return TabularBatch(
