@@ -373,3 +373,26 @@ def test_every_suite_is_listed_and_its_committed_records_are_there(capsys):
         assert listed.count(f"\n{name}: ") + listed.startswith(f"{name}: ") == 1, name
         if spec.records:
             assert (COMMITTED / spec.records).exists(), (name, spec.records)
+
+
+def test_wan_moved_separates_what_the_link_added_from_the_base_run():
+    """WAN_REPORT's per-connection → per-site table: on a link other than the base, what the link added is each
+    run's wall less its own base run's, so a slower machine (base +2 s) does not read as a slower link."""
+    from vflflare.bench.suites.wan import moved
+
+    def run(link, job_s):
+        return {"method": "vanilla", "link": link, "job_s": job_s}
+
+    before = [run("0/1000", 8.0), run("20/100", 25.0)]
+    after = [run("0/1000", 10.0), run("20/100", 26.0), {**run("20/100", 99.0), "jitter_ms": 2.0}]
+    lines = moved(before, after).splitlines()
+    assert lines[0] == "| method | 0 ms, 1000 Mbit/s | 20 ms, 100 Mbit/s |"
+    assert lines[2] == "| vanilla | 8.0 → 10.0 (+2.0) | 25.0 → 26.0 (+1.0); link 17.0 → 16.0 |"
+    assert moved(before, []) == "| pending |\n|---|"
+    # a link rerun on a second, slower machine with its own base run: set against that one
+    second = {"env": {"platform": "B"}}
+    after = [*after, {**run("0/1000", 13.0), **second}, {**run("20/1000", 30.0), **second}]
+    before.append(run("20/1000", 24.0))
+    assert moved(before, after).splitlines()[2] == (
+        "| vanilla | 8.0 → 10.0 (+2.0) | 24.0 → 30.0 (+6.0); link 16.0 → 17.0 | 25.0 → 26.0 (+1.0); link 17.0 → 16.0 |"
+    )

@@ -44,7 +44,8 @@ from vflflare.poc.processes import free_port
 from vflflare.poc.runner import POC_RUN
 
 RESULTS = COMMITTED / "wan.jsonl"
-SITE_RESULTS = COMMITTED / "wan_site.jsonl"  # rerun over the relay that shapes a site, not a connection (issue 41)
+# issue 29's run, over the relay that shaped each connection (a site with 2 connections could get twice its link)
+PER_CONNECTION = COMMITTED / "wan_per_connection.jsonl"
 SEED = 0
 METHODS = {**PARITY_METHODS, "cfl": ("cfl", {})}
 LINKS = ["0/1000", "20/1000", "100/1000", "20/100", "20/10"]  # RTT ms / Mbit/s
@@ -175,6 +176,18 @@ def floor_s(record: dict, base: dict) -> float:
     return base["job_s"] + rounds * record["rtt_ms"] / 1000 + per_site * 8 / (record["mbit"] * 1e6)
 
 
+def machine(record: dict) -> str | None:
+    """The machine a run was on, as far as its record tells: its VM's kernel build."""
+    return record.get("env", {}).get("platform")
+
+
+def base_for(record: dict, records: list[dict]) -> dict | None:
+    """The base-link run that `record` is set against: the same method's on the same machine where the suite ran
+    on several (a slower machine would otherwise read as a slower link), else its first."""
+    bases = [r for r in records if r["method"] == record["method"] and r["link"] == BASE]
+    return next((r for r in bases if machine(r) == machine(record)), bases[0] if bases else None)
+
+
 def tables(records: list[dict]) -> str:
     """Per method: the job's wall time on each link, next to its modelled floor, and what it sends (links
     without jitter or loss)."""
@@ -189,27 +202,36 @@ def tables(records: list[dict]) -> str:
         "|---|---|---|" + "---|" * len(links),
     ]
     for method in methods:
-        base = cell.get((method, BASE))
         cells = []
         for link in links:
             r = cell.get((method, link))
-            floor = f" ({floor_s(r, base):.1f})" if r is not None and base and link != BASE else ""
+            if link == BASE:
+                runs = [b for b in records if b["method"] == method and b["link"] == BASE]
+                cells.append(" / ".join(f"{b['job_s']:.1f}" for b in runs) or "-")
+                continue
+            base = r and base_for(r, records)
+            floor = f" ({floor_s(r, base):.1f})" if base else ""
             cells.append("-" if r is None else f"{r['job_s']:.1f}{floor}")
         any_run = next(cell[(method, link)] for link in links if (method, link) in cell)
         wire = statistics.mean(row["wire_bytes"] for row in any_run["per_site"].values()) / 1e6
         out.append(f"| {method} | {sum(any_run['rounds'].values())} | {wire:.1f} | " + " | ".join(cells) + " |")
     out += [
         "",
-        "Whole command (POC start to stop) in s, and the split-NN step's median latency in ms where it has steps\n",
+        "Whole command (POC start to stop) in s, and the split-NN step's median latency in ms where it has steps "
+        "(two runs on the base link: two machines, first / second)\n",
         f"| method | {head} |",
         "|---|" + "---|" * len(links),
     ]
     for method in methods:
         cells = []
         for link in links:
-            r = cell.get((method, link))
-            step = r and r["step_latency"].get("median_ms")
-            cells.append("-" if r is None else f"{r['command_s']:.0f}" + (f" / {step:.0f} ms" if step else ""))
+            runs = [r for r in records if r["method"] == method and r["link"] == link]
+            steps = [r["step_latency"].get("median_ms") for r in runs]
+            cells.append(
+                " / ".join(f"{r['command_s']:.0f}" for r in runs)
+                + (f", {' / '.join(f'{step:.0f}' for step in steps)} ms" if all(steps) and runs else "")
+                or "-"
+            )
         out.append(f"| {method} | " + " | ".join(cells) + " |")
     slow = [link for link in links if link != BASE]
     if not slow:
@@ -222,10 +244,10 @@ def tables(records: list[dict]) -> str:
         "|---|" + "---|" * len(slow),
     ]
     for method in methods:
-        base = cell.get((method, BASE))
         cells = []
         for link in slow:
             r = cell.get((method, link))
+            base = r and base_for(r, records)
             if r is None or base is None:
                 cells.append("-")
                 continue
@@ -243,7 +265,9 @@ def plot(records: list[dict], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for method in METHODS:
-        points = sorted((r["rtt_ms"], r["job_s"]) for r in records if r["method"] == method and r["mbit"] == 1000)
+        links = [r for r in records if r["method"] == method and r["mbit"] == 1000 and r["link"] != BASE]
+        base = base_for(links[0], records) if links else None
+        points = sorted((r["rtt_ms"], r["job_s"]) for r in [*links, *([base] if base else [])])
         if points:
             ax.plot(*zip(*points), marker="o", label=method)
     ax.set_xlabel("round-trip time (ms), 1 Gbit/s")
@@ -277,11 +301,17 @@ def run(spec: Suite, out: Path, data_dir: Path) -> None:
 
 
 def moved(before: list[dict], after: list[dict]) -> str:
-    """Job wall per method on each link `after` has, `before`'s run → `after`'s, with the change in s."""
+    """Job wall per method on each link `after` has, `before`'s run → `after`'s; on a link other than the base,
+    also what the link added (job wall minus the base run of its own machine, `base_for`), which the code and
+    machine between the two runs move less. `after`'s base column is its first machine's."""
     plain = [r for r in after if impaired_key(r) == tuple(IMPAIRMENT.values())]
     links = [link for link in LINKS if any(r["link"] == link for r in plain)]
-    old = {(r["method"], r["link"]): r for r in before if impaired_key(r) == tuple(IMPAIRMENT.values())}
-    new = {(r["method"], r["link"]): r for r in plain}
+    old = {(r["method"], r["link"]): r["job_s"] for r in before if impaired_key(r) == tuple(IMPAIRMENT.values())}
+    new: dict[tuple[str, str], float] = {}
+    for r in plain:
+        if r["link"] != BASE or (r["method"], BASE) not in new:
+            new[(r["method"], r["link"])] = r["job_s"]
+    bases = {(r["method"], r["link"]): base_for(r, plain)["job_s"] for r in plain if base_for(r, plain)}
     out = [
         "| method | " + " | ".join(f"{link.split('/')[0]} ms, {link.split('/')[1]} Mbit/s" for link in links) + " |",
         "|---|" + "---|" * len(links),
@@ -290,8 +320,14 @@ def moved(before: list[dict], after: list[dict]) -> str:
         cells = []
         for link in links:
             a, b = old.get((method, link)), new.get((method, link))
-            change = None if a is None or b is None else b["job_s"] - a["job_s"]
-            cells.append("-" if change is None else f"{a['job_s']:.1f} → {b['job_s']:.1f} ({change:+.1f})")
+            if a is None or b is None:
+                cells.append("-")
+                continue
+            cell = f"{a:.1f} → {b:.1f} ({b - a:+.1f})"
+            a0, b0 = old.get((method, BASE)), bases.get((method, link))
+            if link != BASE and a0 is not None and b0 is not None:
+                cell += f"; link {a - a0:.1f} → {b - b0:.1f}"
+            cells.append(cell)
         out.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(out) if links else "| pending |\n|---|"
 
@@ -301,15 +337,9 @@ def committed_tables() -> str:
     return tables(read_jsonl(RESULTS))
 
 
-@table("wan_site")
-def committed_site_tables() -> str:
-    records = read_jsonl(SITE_RESULTS)
-    return tables(records) if records else "| pending |\n|---|"
-
-
-@table("wan_site_moved")
+@table("wan_moved")
 def committed_moved() -> str:
-    return moved(read_jsonl(RESULTS), read_jsonl(SITE_RESULTS))
+    return moved(read_jsonl(PER_CONNECTION), read_jsonl(RESULTS))
 
 
 suite(
