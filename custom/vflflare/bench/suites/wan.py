@@ -311,7 +311,7 @@ def moved(before: list[dict], after: list[dict]) -> str:
     for r in plain:
         if r["link"] != BASE or (r["method"], BASE) not in new:
             new[(r["method"], r["link"])] = r["job_s"]
-    bases = {(r["method"], r["link"]): base_for(r, plain)["job_s"] for r in plain if base_for(r, plain)}
+    bases = {(r["method"], r["link"]): base["job_s"] for r in plain if (base := base_for(r, plain))}
     out = [
         "| method | " + " | ".join(f"{link.split('/')[0]} ms, {link.split('/')[1]} Mbit/s" for link in links) + " |",
         "|---|" + "---|" * len(links),
