@@ -25,10 +25,10 @@ PLUGIN_MODULE = "test_stall"  # how the job's processes import this file (it tra
 
 @dataclass
 class StallConfig(JobConfig):
-    ticks: int = 8
+    ticks: int = 20
     tick_s: float = 0.5
     hang_site: str = ""
-    hang_s: float = 20.0
+    hang_s: float = 30.0
 
 
 class StallSite(FeatureParty):
@@ -67,14 +67,14 @@ def test_a_hung_site_is_named_and_a_progressing_one_is_not(tmp_path):
 
     from vflflare.recipes import VFLRecipe
 
-    # both sites report an epoch every 0.5 s for 4 s, past stall_timeout 3 s; then site-2 goes quiet and is
-    # stopped after 3 s, long before its 20 s hang ends. stall_timeout stays above the setup task's silent
-    # data loading and imports (1.2 s on a loaded 2-core CI machine), which 1 s was not.
+    # both sites report an epoch every 0.5 s for 10 s, past stall_timeout 8 s; then site-2 goes quiet and is
+    # stopped after 8 s, long before its 30 s hang ends. stall_timeout stays well above the setup task's silent
+    # data loading (4.1 s once on a loaded 2-core CI machine, which stopped the job in setup at 3 s).
     recipe = VFLRecipe(
         algorithm="stall_probe",
         min_clients=2,
         plugin_files=[__file__],
-        config={"plugins": [PLUGIN_MODULE], "stall_timeout": 3.0, "hang_site": "site-2"},
+        config={"plugins": [PLUGIN_MODULE], "stall_timeout": 8.0, "hang_site": "site-2"},
     )
     with pytest.raises(RuntimeError, match="Simulation failed"):
         recipe.execute(SimEnv(num_clients=2, workspace_root=str(tmp_path)))
@@ -84,4 +84,4 @@ def test_a_hung_site_is_named_and_a_progressing_one_is_not(tmp_path):
         "site 'site-2' stopped during phase 'local_work' (task 'work'): it has made no progress in task 'work' for "
     ) in results["error"]
     (work,) = [phase for phase in results["phases"] if phase["name"] == "local_work"]
-    assert 4 + 3 <= work["wall_s"] < 4 + 20, work
+    assert 10 + 8 <= work["wall_s"] < 10 + 30, work
