@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 
@@ -24,8 +26,18 @@ def site_device(spec: str, who: str) -> torch.device:
     return device
 
 
-def prepare_torch(num_threads: int) -> None:
-    """Limit threads (server and sites share 2 cores here) and pay torch's one-off lazy imports
-    (the first optimiser construction takes over a second) at start-up rather than inside a phase."""
+def prepare_torch(num_threads: int, *, warm_in_background: bool = False) -> None:
+    """Limit threads (server and sites share 2 cores here) and pay torch's one-off lazy import at start-up
+    rather than inside a phase: the first optimiser construction imports torch._dynamo (1.4-2.5 s).
+    warm_in_background: a site's job process, which after start-up mostly waits (for its first tasks and
+    for the other parties) before it trains: the import runs in a thread meanwhile. An optimiser the site
+    builds before it is done waits for it on Python's import lock."""
     torch.set_num_threads(num_threads)
+    if warm_in_background:
+        threading.Thread(target=_first_optimizer, name="vflflare-warm-torch", daemon=True).start()
+    else:
+        _first_optimizer()
+
+
+def _first_optimizer() -> None:
     torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.01)

@@ -68,7 +68,7 @@ class VFLExecutor(Executor):
 
     def handle_event(self, event_type: str, fl_ctx: FLContext) -> None:
         if event_type == EventType.START_RUN:
-            prepare_torch(self.num_threads)
+            prepare_torch(self.num_threads, warm_in_background=True)
             self._engine = fl_ctx.get_engine()
             site = fl_ctx.get_identity_name()
             self.tracker = FlareTracker(self, fl_ctx, on_site=True, on_progress=self.clock.tick)
