@@ -18,8 +18,7 @@ import torch
 
 from vflflare.data.errors import VALUE
 from vflflare.data.ids import normalize_table_ids
-from vflflare.data.schema import TableSchema
-from vflflare.data.split import TEST_FILE, TRAIN_FILE
+from vflflare.data.schema import TEST_FILE, TRAIN_FILE, TableSchema
 from vflflare.data.table import ColumnPlan, CsvTable, check_disjoint, read_csv
 
 PIL_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")

@@ -24,19 +24,18 @@ from vflflare.data.columnar import parquet_twin, read_table, table_path
 from vflflare.data.errors import DataError, site_owner
 from vflflare.data.ids import normalize_table_ids
 from vflflare.data.preprocess import Preprocessor, SiteInput
-from vflflare.data.schema import LABELS_FILE, SCHEMA_FILE, LabelSpec, TableSchema, read_label_spec, read_table_schema
-from vflflare.data.sources import load_source
-from vflflare.data.split import (
+from vflflare.data.schema import (
+    LABELS_FILE,
     MANIFEST_FILE,
+    SCHEMA_FILE,
     TEST_FILE,
     TEST_LABELS_FILE,
     TRAIN_FILE,
     TRAIN_LABELS_FILE,
-    SitePart,
-    SplitResult,
-    frame_to_csv,
-    label_spec,
-    split_table,
+    LabelSpec,
+    TableSchema,
+    read_label_spec,
+    read_table_schema,
 )
 from vflflare.data.table import (
     ColumnPlan,
@@ -54,6 +53,7 @@ from vflflare.data.types import LabelTables, SiteTables
 
 if TYPE_CHECKING:
     from vflflare.data.images import SiteImages
+    from vflflare.data.split import SitePart, SplitResult
 
 DATA_ROOT_ENV = "VFLFLARE_DATA_ROOT"
 EMBEDDED_DATASET = "breast_cancer"
@@ -94,6 +94,8 @@ def resolve_data_root() -> str | None:
 def _embedded_csv(owner: str, name: str, frame, id_column: str, plan: ColumnPlan | None = None):
     """The embedded default goes through the same CSV writer and reader as files on disk, so it is
     validated and parsed exactly like a user's data."""
+    from vflflare.data.split import frame_to_csv
+
     return parse_csv(owner, name, io.StringIO(frame_to_csv(frame)), id_column, plan=plan)
 
 
@@ -205,6 +207,8 @@ def load_label_tables(owner: str, request: DataRequest, *, active_site_labels: b
     who = f"label party {owner!r}"
     data_root, id_normalize = request.data_root, request.id_normalize
     if data_root is None:
+        from vflflare.data.split import label_spec
+
         result = _embedded_split(request)
         spec = label_spec(result)
         source = f"<embedded {EMBEDDED_DATASET} split>/{owner}"
@@ -350,6 +354,22 @@ def check_sites_match(owner: str, data_root: str, sites: Sequence[str]) -> None:
         )
 
 
+def check_silo_space(site: str, data_root: str | None, algorithm: str) -> None:
+    """A silo-space plug-in needs each site's own labels: refuse the embedded default and aligned splits."""
+    how = "split with `vflflare split --dataset D --sites N --silo-space`, or give every site a label column"
+    if data_root is None:
+        raise ValueError(
+            f"site '{site}': algorithm '{algorithm}' trains on a silo space (each site its own rows and "
+            f"labels), and the embedded default is an aligned split; {how}"
+        )
+    manifest = Path(data_root) / MANIFEST_FILE
+    if manifest.is_file() and not json.loads(manifest.read_text()).get("silo_space"):
+        raise ValueError(
+            f"site '{site}': {manifest} is an aligned split (labels at one party), but algorithm "
+            f"'{algorithm}' needs each site's own labels; {how}"
+        )
+
+
 def _party_folder(owner: str, name: str, data_root: str) -> Path:
     root = Path(data_root)
     if not root.is_dir():
@@ -362,6 +382,10 @@ def _party_folder(owner: str, name: str, data_root: str) -> Path:
 
 
 def _embedded_split(request: DataRequest) -> SplitResult:
+    # imported here: they bring pandas (0.3-0.4 s), which a job on the user's own files never needs
+    from vflflare.data.sources import load_source
+    from vflflare.data.split import split_table
+
     frame, labels, ids, categorical, _ = load_source(EMBEDDED_DATASET, None)
     return split_table(
         frame,

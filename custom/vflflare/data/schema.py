@@ -19,6 +19,13 @@ from vflflare.data.errors import DataError
 
 SCHEMA_FILE = "schema.json"
 LABELS_FILE = "labels.json"
+# a split's folders (vflflare split): the root's manifest and overlap IDs, each party's tables
+MANIFEST_FILE = "manifest.json"
+OVERLAP_IDS_FILE = "overlap_ids.csv"
+TRAIN_FILE = "train.csv"
+TEST_FILE = "test.csv"
+TRAIN_LABELS_FILE = "train_labels.csv"
+TEST_LABELS_FILE = "test_labels.csv"
 DEFAULT_ID_COLUMN = "id"
 DEFAULT_LABEL_COLUMN = "label"
 DEFAULT_PATH_COLUMN = "path"

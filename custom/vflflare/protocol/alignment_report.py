@@ -18,7 +18,7 @@ import numpy as np
 
 from vflflare.data.checks import describe_checks
 from vflflare.data.ids import ID_NORMALIZATIONS, changing_steps, normalizer
-from vflflare.data.split import TEST_FILE, TEST_LABELS_FILE, TRAIN_FILE, TRAIN_LABELS_FILE
+from vflflare.data.schema import TEST_FILE, TEST_LABELS_FILE, TRAIN_FILE, TRAIN_LABELS_FILE
 from vflflare.data.types import LabelTables
 from vflflare.protocol.alignment import AlignmentError, hash_ids, unmatched_positions
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vflflare.config import SERVER, JobConfig
-from vflflare.data.split.silo import check_silo_space
+from vflflare.data.loading import check_silo_space
 from vflflare.protocol.setup import setup_parties
 from vflflare.protocol.silo_setup import setup_silo_space
 from vflflare.wire import Payload

@@ -16,7 +16,7 @@ import torch
 from vflflare.config import JobConfig
 from vflflare.data.checks import describe_checks, has_findings, public_checks
 from vflflare.data.loading import load_label_tables
-from vflflare.data.split import TEST_FILE, TRAIN_FILE
+from vflflare.data.schema import TEST_FILE, TRAIN_FILE
 from vflflare.privacy.enforcement import Enforcement, apply_enforcement
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.protocol.alignment import (

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from vflflare.config import duplicates
+from vflflare.config import SERVER, duplicates
 from vflflare.data.errors import PartyError
 
 COORDINATOR = "coordinator"  # who the data-root check speaks for in its messages
@@ -62,7 +62,7 @@ def site_folders(data_root: str | Path) -> list[str]:
     """The site folders of a data root: sub-folders holding a train.csv (or train.parquet), other than the
     server's."""
     from vflflare.data.columnar import parquet_twin
-    from vflflare.data.split import SERVER, TRAIN_FILE
+    from vflflare.data.schema import TRAIN_FILE
 
     root = Path(data_root)
     if not root.is_dir():
@@ -100,7 +100,7 @@ def check_data_sites(owner: str, data_root: str | None, sites: Sequence[str]) ->
     no site of the job reads would be left out silently (a user's own data has no manifest)."""
     from vflflare.data.errors import DataError
     from vflflare.data.loading import check_sites_match
-    from vflflare.data.split import MANIFEST_FILE
+    from vflflare.data.schema import MANIFEST_FILE
 
     if data_root is None or not Path(data_root).is_dir():
         return  # the embedded default, or a root only a party's own loader can explain

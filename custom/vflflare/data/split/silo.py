@@ -18,7 +18,6 @@ Settings (Sec. 5.1), over the training rows; test rows stay with every silo:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,21 +171,3 @@ def write_silo_space(space: SiloSpace, out_dir: str, manifest_extra: dict) -> Pa
     }
     write_json(root / MANIFEST_FILE, manifest)
     return root / MANIFEST_FILE
-
-
-def check_silo_space(site: str, data_root: str | None, algorithm: str) -> None:
-    """A silo-space plug-in needs each site's own labels: refuse the embedded default and aligned splits."""
-    from vflflare.data.split.tables import MANIFEST_FILE
-
-    how = "split with `vflflare split --dataset D --sites N --silo-space`, or give every site a label column"
-    if data_root is None:
-        raise ValueError(
-            f"site '{site}': algorithm '{algorithm}' trains on a silo space (each site its own rows and "
-            f"labels), and the embedded default is an aligned split; {how}"
-        )
-    manifest = Path(data_root) / MANIFEST_FILE
-    if manifest.is_file() and not json.loads(manifest.read_text()).get("silo_space"):
-        raise ValueError(
-            f"site '{site}': {manifest} is an aligned split (labels at one party), but algorithm "
-            f"'{algorithm}' needs each site's own labels; {how}"
-        )

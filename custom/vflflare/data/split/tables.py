@@ -25,18 +25,18 @@ from vflflare.data.schema import (
     DEFAULT_ID_COLUMN,
     DEFAULT_LABEL_COLUMN,
     LABELS_FILE,
+    MANIFEST_FILE,
+    OVERLAP_IDS_FILE,
     SCHEMA_FILE,
+    TEST_FILE,
+    TEST_LABELS_FILE,
+    TRAIN_FILE,
+    TRAIN_LABELS_FILE,
     LabelSpec,
     TableSchema,
 )
 
 SERVER = "server"
-MANIFEST_FILE = "manifest.json"
-OVERLAP_IDS_FILE = "overlap_ids.csv"
-TRAIN_FILE = "train.csv"
-TEST_FILE = "test.csv"
-TRAIN_LABELS_FILE = "train_labels.csv"
-TEST_LABELS_FILE = "test_labels.csv"
 
 
 @dataclass
