@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+# what scoring imports on first use, slowly (scikit-learn, scipy: about 1.2 s); sites never score, and a
+# label party at the coordinator imports them while it waits for the sites (torch_runtime.prepare_torch)
+LAZY_IMPORTS = ("sklearn.metrics", "scipy.stats")
+
 
 def metric_name(num_classes: int) -> str:
     return "auc" if num_classes == 2 else "accuracy"

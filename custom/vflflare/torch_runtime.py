@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
+from collections.abc import Sequence
 
 import torch
 
@@ -26,18 +28,21 @@ def site_device(spec: str, who: str) -> torch.device:
     return device
 
 
-def prepare_torch(num_threads: int, *, warm_in_background: bool = False) -> None:
-    """Limit threads (server and sites share 2 cores here) and pay torch's one-off lazy import at start-up
-    rather than inside a phase: the first optimiser construction imports torch._dynamo (1.4-2.5 s).
-    warm_in_background: a site's job process, which after start-up mostly waits (for its first tasks and
-    for the other parties) before it trains: the import runs in a thread meanwhile. An optimiser the site
-    builds before it is done waits for it on Python's import lock."""
+def prepare_torch(num_threads: int, *, warm_in_background: bool = False, also_import: Sequence[str] = ()) -> None:
+    """Limit threads (server and sites share 2 cores here) and pay one-off lazy imports at start-up rather
+    than inside a phase: the first optimiser construction imports torch._dynamo (1.4-2.5 s), and
+    `also_import` names modules the process will import later (metrics.LAZY_IMPORTS: about 1.2 s).
+    warm_in_background: a job process, which after start-up mostly waits (a site for its first tasks, the
+    coordinator for the sites) before it trains or scores: the imports run in a thread meanwhile. Code
+    that needs a module before they are done waits for it on Python's import lock."""
     torch.set_num_threads(num_threads)
+
+    def warm() -> None:
+        torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.01)
+        for module in also_import:
+            importlib.import_module(module)
+
     if warm_in_background:
-        threading.Thread(target=_first_optimizer, name="vflflare-warm-torch", daemon=True).start()
+        threading.Thread(target=warm, name="vflflare-warm-imports", daemon=True).start()
     else:
-        _first_optimizer()
-
-
-def _first_optimizer() -> None:
-    torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.01)
+        warm()
