@@ -33,3 +33,14 @@ def test_a_job_process_imports_no_monai_for_tables_and_no_pandas():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+def test_the_controller_module_imports_nvflare_only():
+    """NVFlare reports the server app started only once it has built the job's components, and the simulator
+    starts the sites only then: the coordinator's torch and plug-in imports wait for start_controller."""
+    probe = (
+        "import sys, vflflare.flare.controller; "
+        "print(sorted(m for m in ('torch', 'numpy', 'vflflare.registry') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
