@@ -236,6 +236,7 @@ PAIRS = {
     "parity/issue41": "issue41_parity",  # tables through Arrow, row-major preprocessing, the simulator's naming fix
     "parity/issue41_scoring": "issue41_scoring_parity",  # one pass per table, tiled fill, shared chunked forward
     "parity/issue41_views": "issue41_views_parity",  # the SSL views' statistics read a site's rows in place
+    "parity/issue41_s6": "issue41_s6_parity",  # background imports, no pandas, the coordinator's deferred imports
 }
 for _name, _folder in PAIRS.items():
     register(_name, lambda f=_folder: compare(COMMITTED / f / "before.jsonl", COMMITTED / f / "after.jsonl")[0])
