@@ -1,10 +1,10 @@
 """Server side of every vflflare job: NVFlare's controller, which runs one algorithm's phases and writes
 vflflare_results.json (flare/coordinator.py).
 
-This module imports NVFlare only. NVFlare builds a job's components before it reports the server app started,
-and the simulator starts the sites only then, checking once a second: importing torch and the algorithm's
-code here (about 2 s) held every site back by a second. The coordinator imports them in start_controller,
-on NVFlare's run thread, while the sites start."""
+This module imports NVFlare and nothing heavy of vflflare's. NVFlare builds a job's components before it
+reports the server app started, and the simulator starts the sites only then, checking once a second:
+importing torch and the algorithm's code here (about 2 s) held every site back by a second. The coordinator
+imports them in start_controller, on NVFlare's run thread, while the sites start."""
 
 from __future__ import annotations
 

@@ -84,7 +84,6 @@ def coordinate(controller: VFLController, abort_signal: Signal, fl_ctx: FLContex
         server_he = workspace_context(fl_ctx, "server") if cfg.he else None
         if cfg.he and cfg.label_owner != SERVER:  # HE keys by role (privacy/he_keys.py)
             net.exchange_he_keys(cfg.label_owner)
-        cfg = cfg
         recorded = RecordingTransport(net) if controller.record_messages else net
         # the training run's own model ID (the simulator calls every job simulate_job): model_ids.py
         server_runs = runs_root(data_root, SERVER)
