@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -99,7 +100,9 @@ def _assert_withheld(workspace: Path, error: str, site: str, *named: str) -> Non
 def test_errors_reach_the_coordinator_without_row_ids_or_values(tmp_path, case):
     data = _split(tmp_path / "data")
     site, file, where = CASES[case](data)
+    start = time.monotonic()
     results = run_job(tmp_path, "oneshot", data_root=data, timeout=300, label_owner="site-1")
+    assert time.monotonic() - start < 240  # the job ends; it does not hang until the timeout
     assert "error" in results, "the job should have failed"
     _assert_withheld(tmp_path / "ws", results["error"], site, file, where)
 

@@ -20,7 +20,6 @@ from deployment_helpers import (
     results_path_from,
     run_bounded,
 )
-from simulator_helpers import SHARED_DATA
 
 from vflflare.data.errors import DataError
 from vflflare.flare.site_config import SITE_CONFIG_FILE, resolve_party_data_root, write_site_config
@@ -139,42 +138,24 @@ def _site_counts(results: dict) -> dict:
     return {site: {key: row[key] for key in COUNTS} for site, row in results["communication"]["per_site"].items()}
 
 
-SPLITS = {  # the table's sites carry a user's own names, which run.sh takes from the data's folders
-    "table": ["--dataset", "breast_cancer", "--overlap", "100", "--sites", "broker,insurer"],
-    # image strips: PNG files read through the index CSVs of each site's own folder
-    "mnist_halves": [
-        "--dataset",
-        "mnist",
-        "--data-dir",
-        str(SHARED_DATA),
-        "--overlap",
-        "100",
-        "--train-rows",
-        "400",
-        "--test-rows",
-        "100",
-    ],
-}
+SPLIT = ["--dataset", "breast_cancer", "--overlap", "100", "--sites", "broker,insurer"]  # a user's own site names
 
 
 @pytest.mark.simulator
-@pytest.mark.parametrize(
-    "data_kind",
-    [pytest.param(kind, marks=[pytest.mark.needs_data("mnist")] if "mnist" in kind else []) for kind in SPLITS],
-)
-def test_poc_run_matches_inprocess(tmp_path, data_kind):
+def test_poc_run_matches_inprocess(tmp_path):
     """poc/run.sh on a split (server, 2 sites, admin: real processes, each site reading its own
-    folder through local/vflflare.json) gives the in-process run's metric and communication counts
-    (test_simulator_jobs.py ties the simulator to the same reference). The reference runs after the POC:
-    a simulator beside a starting POC on a loaded 2-core machine sometimes never started a site."""
+    folder through local/vflflare.json, which run.sh points at a link to the site's folder) gives the
+    in-process run's metric and communication counts (test_simulator_jobs.py ties the simulator to the same
+    reference). The reference runs after the POC: a simulator beside a starting POC on a loaded 2-core
+    machine sometimes never started a site. Image sites load through the same folder in the simulator
+    (test_image_jobs.py, examples/image_and_table)."""
     from vflflare.protocol.inprocess import run_inprocess
     from vflflare.registry import make_config
 
     data = tmp_path / "data"
-    sites = ["broker", "insurer"] if "--sites" in SPLITS[data_kind] else ["site-1", "site-2"]
-    split_args = SPLITS[data_kind] if "--sites" in SPLITS[data_kind] else [*SPLITS[data_kind], "--sites", "2"]
+    sites = ["broker", "insurer"]
     split = run_bounded(
-        [sys.executable, "-m", "vflflare.cli", "split", *split_args, "--seed", "1", "--out", str(data)],
+        [sys.executable, "-m", "vflflare.cli", "split", *SPLIT, "--seed", "1", "--out", str(data)],
         120,
         tmp_path / "none",
         tmp_path / "split.log",
@@ -226,22 +207,22 @@ def test_poc_run_matches_inprocess(tmp_path, data_kind):
         site: (2, 1) for site in sites
     }
     assert not (poc_ws / "poc").exists()  # stopped and cleaned
-    if data_kind == "table":  # issue 38: the scoring command the POC run printed, pasted as is, scores
-        printed = [line for line in poc.output.splitlines() if line.startswith("score new rows")]
-        assert len(printed) == 1, poc.output[-3000:]
-        command = shlex.split(printed[0].split(": ", 1)[1])
-        assert "--env" in command and command[command.index("--env") + 1] == "poc", command
-        env = env_with(
-            VFLFLARE_DATA_ROOT=None, NVFLARE_POC_WORKSPACE=str(tmp_path / "score_poc"), HOME=str(tmp_path / "home")
-        )
-        scored = run_bounded(command, 540, tmp_path / "score_poc", tmp_path / "score.log", env, cwd=tmp_path)
-        assert scored.returncode == 0, scored.output[-4000:]
-        model = poc_results["model_id"]
-        predictions = data / "vflflare_predictions" / f"predictions_{model}.csv"
-        assert predictions.is_file() and len(predictions.read_text().splitlines()) == 1 + poc_results["rows"]["test"]
-        # score.csv is test.csv: the saved model (beside the data, nothing set) scores as the training job did
-        trained = models_dir(str(data), model) / LABEL_DIR / "test_predictions.csv"
-        assert read_predictions(predictions) == read_predictions(trained)
+    # issue 38: the scoring command the POC run printed, pasted as is, scores
+    printed = [line for line in poc.output.splitlines() if line.startswith("score new rows")]
+    assert len(printed) == 1, poc.output[-3000:]
+    command = shlex.split(printed[0].split(": ", 1)[1])
+    assert "--env" in command and command[command.index("--env") + 1] == "poc", command
+    env = env_with(
+        VFLFLARE_DATA_ROOT=None, NVFLARE_POC_WORKSPACE=str(tmp_path / "score_poc"), HOME=str(tmp_path / "home")
+    )
+    scored = run_bounded(command, 540, tmp_path / "score_poc", tmp_path / "score.log", env, cwd=tmp_path)
+    assert scored.returncode == 0, scored.output[-4000:]
+    model = poc_results["model_id"]
+    predictions = data / "vflflare_predictions" / f"predictions_{model}.csv"
+    assert predictions.is_file() and len(predictions.read_text().splitlines()) == 1 + poc_results["rows"]["test"]
+    # score.csv is test.csv: the saved model (beside the data, nothing set) scores as the training job did
+    trained = models_dir(str(data), model) / LABEL_DIR / "test_predictions.csv"
+    assert read_predictions(predictions) == read_predictions(trained)
 
 
 @pytest.mark.simulator

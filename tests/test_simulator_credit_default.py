@@ -49,7 +49,12 @@ def test_credit_default_vanilla(tmp_path, credit_root):
     results = run_job(tmp_path, "vanilla", data_root=credit_root, split_epochs=15, split_patience=5)
     assert "error" not in results, results.get("error")
     assert results["metrics"]["test_auc"] >= 0.70, results["metrics"]
-    assert per_site(results, "downloads")["site-1"] == results["training"]["split_epochs"] * 25  # 800 rows / 32
+    epochs, batches = results["training"]["split_epochs"], 25  # 800 rows / 32
+    phase = results["communication"]["per_phase"]["split_training"]
+    # per epoch and site: one forward upload and one gradient download per batch, one validation upload
+    assert phase["downloads"] == 2 * epochs * batches
+    assert phase["uploads"] == 2 * (epochs * batches + epochs)
+    assert per_site(results, "uploads")["site-1"] == epochs * batches + epochs + 1  # + final val/test reps
 
 
 def test_credit_default_ssvfl_i_one_upload(tmp_path, credit_root):
