@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_psi import SITES, _edit_labels, make_root, read_ids, setup_only, tag_items, true_intersection
+from test_psi import SITES, _edit_labels, make_root, read_ids, setup_only, true_intersection
 
 from vflflare.jobs import write_job
 from vflflare.protocol.alignment import PSI_FILE, read_psi_file
@@ -92,22 +92,15 @@ def test_psi_as_first_phase_of_a_vfl_job(tmp_path):
         assert len(read_psi_file(tmp_path / "ws" / site / "simulate_job" / PSI_FILE, site)) == 150 + 114
 
 
-@pytest.mark.parametrize("shared", [0, 1])
-def test_psi_job_with_an_empty_or_one_element_intersection(tmp_path, shared):
+def test_psi_job_with_an_empty_intersection(tmp_path):
+    """A one-element intersection: test_one_shared_training_row_fails_alignment_clearly."""
     root = make_root(tmp_path)
-    keep = set(read_ids(root / "overlap_ids.csv")[:shared])
-    rename_ids(root / "site-2" / "train.csv", keep)
+    rename_ids(root / "site-2" / "train.csv", set())
     rename_ids(root / "site-2" / "test.csv", set())
     results = simulate(str(JOBS / "psi"), str(tmp_path / "ws"), 2, 2, str(root), timeout=300)
-    if shared == 0:
-        assert results["error"] == (
-            "the PSI intersection is empty: the sites share no IDs "
-            "(train + test IDs per site: site-1: 417, site-2: 416)"
-        )
-    else:
-        assert "error" not in results, results.get("error")
-        assert results["psi"]["intersection"] == 1
-        assert psi_outputs(root) == {s: tag_items(keep, []) for s in SITES}
+    assert results["error"] == (
+        "the PSI intersection is empty: the sites share no IDs (train + test IDs per site: site-1: 417, site-2: 416)"
+    )
 
 
 def test_one_shared_training_row_fails_alignment_clearly(tmp_path):
