@@ -4,6 +4,7 @@ Parquet beside CSV for every table, and a row number where Parquet has no lines.
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +18,7 @@ from vflflare.data import columnar
 from vflflare.data.errors import DataError
 from vflflare.data.loading import DataRequest, load_label_tables, load_site_tables
 from vflflare.data.preprocess import _RowMajorFill
+from vflflare.data.strings import StringColumn
 from vflflare.data.table import ColumnPlan, NumberColumn, read_csv
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.topology import site_folders
@@ -123,6 +125,48 @@ def test_parquet_tables_load_as_their_csv_twins(tmp_path):
     assert blocks["csv"].feature_names == blocks["parquet"].feature_names
     np.testing.assert_array_equal(blocks["csv"].train.numeric, blocks["parquet"].train.numeric)
     np.testing.assert_array_equal(blocks["csv"].test.numeric, blocks["parquet"].test.numeric)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_ids_are_held_compactly_and_read_as_strings(tmp_path, fmt):
+    """Arrow keeps a large table's IDs (a third of a 1M x 50 float32 table as Python strings) in two
+    buffers; code that uses them sees a sequence of str."""
+    _site_folder(tmp_path, fmt)
+    ids = load_site_tables("site-1", DataRequest([], str(tmp_path))).train_ids
+    expected = [f"u{i:03d}" for i in range(40)]
+    assert isinstance(ids, StringColumn) and ids == expected and list(ids) == expected
+    assert (ids[0], ids[-1], len(ids)) == ("u000", "u039", 40)
+    assert list(ids[3:6]) == expected[3:6] and list(ids[::10]) == expected[::10]
+    assert "u007" in ids and "u040" not in ids
+    assert np.array(ids, dtype=object).tolist() == expected
+    assert ids.nbytes < sum(sys.getsizeof(i) for i in expected) / 3
+    with pytest.raises(IndexError):
+        ids[40]
+
+
+@pytest.mark.parametrize(
+    ("train_ids", "test_ids", "message"),
+    [
+        (
+            ["u000", "u001", "u000"],
+            ["u100"],
+            r"train.parquet row 3 \(id 'u000'\), column 'id': duplicate ID 'u000', first seen on row 1",
+        ),
+        (["u000", "", "u002"], ["u100"], r"train.parquet row 2, column 'id': empty ID"),
+        (
+            ["u000", "u001", "u002"],
+            ["u100", "u001"],
+            r"test.parquet row 2 \(id 'u001'\): ID also in the training table .*train.parquet row 2",
+        ),
+    ],
+)
+def test_id_checks_at_arrows_speed_name_the_row_they_fail_on(tmp_path, train_ids, test_ids, message):
+    folder = tmp_path / "site-1"
+    folder.mkdir()
+    for name, ids in (("train", train_ids), ("test", test_ids)):
+        pq.write_table(pa.table({"id": ids, "age": [float(i) for i in range(len(ids))]}), folder / f"{name}.parquet")
+    with pytest.raises(DataError, match=message):
+        load_site_tables("site-1", DataRequest([], str(tmp_path)))
 
 
 def test_a_parquet_error_names_the_row_and_column(tmp_path):

@@ -18,6 +18,7 @@ CSV takes Arrow's multi-threaded reader only where it provably reads what the Py
 from __future__ import annotations
 
 import csv
+import ctypes
 import re
 from functools import partial
 from pathlib import Path
@@ -29,6 +30,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from vflflare.data.errors import VALUE, DataError
+from vflflare.data.strings import StringColumn
 from vflflare.data.table import (
     MISSING_NUMBERS,
     ColumnPlan,
@@ -117,12 +119,14 @@ def _read_csv_arrow(owner: str, path: Path, plan: ColumnPlan) -> CsvTable | None
     if flagged:  # a missing or non-finite value: Python's parsing finds and keeps its row and text
         again, _ = _stream_csv(path, header, dict.fromkeys(flagged, "text"), set(flagged), rows)
         columns.update(again)
-    parsed: dict[str, list[str] | NumberColumn] = {}
+    parsed: dict[str, StringColumn | NumberColumn] = {}
     for name, values in columns.items():
         if kinds[name] == "text":
-            parsed[name] = values
+            parsed[name] = StringColumn(pa.chunked_array(values, pa.string()))
+        elif isinstance(values, list):
+            parsed[name] = parse_numbers(pa.chunked_array(values, pa.string()).to_pylist())
         else:
-            parsed[name] = parse_numbers(values) if isinstance(values, list) else NumberColumn(values)
+            parsed[name] = NumberColumn(values)
     return CsvTable(owner, str(path), header, [], range(2, rows + 2), None, parsed)
 
 
@@ -132,10 +136,10 @@ class _LinesDiffer(Exception):
 
 def _stream_csv(
     path: Path, header: list[str], kinds: dict[str, str], as_text: set[str], rows: int
-) -> tuple[dict[str, list[str] | np.ndarray], set[str]]:
-    """The kept columns, `as_text` ones as text and the others as float64, read a block at a time into
-    arrays of `rows` rows (small blocks: Arrow's own memory stays a few MB); and the numeric columns
-    holding a missing or non-finite value."""
+) -> tuple[dict[str, list[pa.Array] | np.ndarray], set[str]]:
+    """The kept columns, `as_text` ones as text (Arrow arrays, a block each) and the others as float64, read a
+    block at a time into arrays of `rows` rows (small blocks: Arrow's own memory stays a few MB); and the
+    numeric columns holding a missing or non-finite value."""
     reader = pa_csv.open_csv(
         path,
         read_options=pa_csv.ReadOptions(column_names=header, skip_rows=1, block_size=_BLOCK_BYTES),
@@ -148,7 +152,7 @@ def _stream_csv(
         ),
         memory_pool=pa.system_memory_pool(),
     )
-    columns: dict[str, list[str] | np.ndarray] = {
+    columns: dict[str, list[pa.Array] | np.ndarray] = {
         name: [] if name in as_text else np.empty(rows, dtype=np.float64) for name in kinds
     }
     flagged: set[str] = set()
@@ -160,7 +164,7 @@ def _stream_csv(
         for name, values in columns.items():
             column = batch.column(name)
             if isinstance(values, list):
-                values.extend(column.to_pylist())
+                values.append(column)
             elif column.null_count:
                 flagged.add(name)
             else:
@@ -208,7 +212,7 @@ def _read_parquet(owner: str, path: Path, plan: ColumnPlan | None) -> CsvTable:
     rows = parquet.metadata.num_rows
     kinds = _kinds(header, plan)
     groups = _ColumnGroups(parquet, [name for name, kind in kinds.items() if kind != "text"])
-    columns: dict[str, list[str] | NumberColumn] = {}
+    columns: dict[str, StringColumn | NumberColumn] = {}
     for name, kind in kinds.items():
         if kind == "text":
             columns[name] = _parquet_text(owner, path, name, _parquet_column(parquet, name))
@@ -239,12 +243,15 @@ class _ColumnGroups:
             start = self._position[name]
             names = self._names[start : start + self._width]
             self._group = {}
+            # Arrow's pool keeps what the last read freed (mimalloc: about 18 MB at 1M x 50); glibc's heap is left to
+            # return_free_memory at the end, as trimming it on every read cost more CPU than it saved memory
+            pa.default_memory_pool().release_unused()
             table = self._parquet.read(columns=names, use_threads=False)
             self._group = dict(zip(names, table.columns))
         return _parquet_numbers(self._group.pop(name))  # held until asked for, not after
 
 
-def _parquet_text(owner: str, path: Path, name: str, values: pa.ChunkedArray) -> list[str]:
+def _parquet_text(owner: str, path: Path, name: str, values: pa.ChunkedArray) -> StringColumn:
     if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
         try:
             values = pc.cast(values, pa.string())
@@ -252,7 +259,7 @@ def _parquet_text(owner: str, path: Path, name: str, values: pa.ChunkedArray) ->
             raise DataError.at(
                 owner, path, f"Parquet type {VALUE} cannot be read as text", column=name, value=values.type
             ) from exc
-    return pc.fill_null(values, "").to_pylist()  # a null is an empty cell, as in a CSV file
+    return StringColumn(pc.fill_null(values, ""))  # a null is an empty cell, as in a CSV file
 
 
 def _parquet_numbers(values: pa.ChunkedArray) -> NumberColumn:
@@ -275,3 +282,16 @@ def _parquet_numbers(values: pa.ChunkedArray) -> NumberColumn:
     if null is not None:
         array[null] = np.nan
     return NumberColumn(array, missing=first_missing)
+
+
+def return_free_memory() -> None:
+    """Give the free memory that Arrow's pool and glibc's heap keep for reuse back to the OS. Once glibc has
+    raised its mmap threshold, arrays of a few MB (the test table's float64 columns) come from the heap,
+    which returns memory by itself only from its top: without this, a large table's freed columns would
+    stay in the site's memory for the whole job (about 100 MB at 1M rows x 50 columns)."""
+    pa.default_memory_pool().release_unused()
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return
+    trim(0)

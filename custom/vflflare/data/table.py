@@ -29,6 +29,7 @@ import numpy as np
 
 from vflflare.data.errors import VALUE, DataError
 from vflflare.data.schema import LABELS_FILE, SCHEMA_FILE, LabelSpec, TableSchema
+from vflflare.data.strings import StringColumn
 
 _CATEGORICAL_HINT = " (if the column is categorical, list it in schema.json 'categorical_columns')"
 _MISSING_HINT = "; schema.json 'missing' can fill missing cells instead (see docs: data format)"
@@ -96,7 +97,7 @@ class CsvTable:
     header: list[str]
     rows: list[list[str]]
     lines: Sequence[int]
-    ids: list[str] | None = None
+    ids: Sequence[str] | None = None  # a list, or a StringColumn (read through Arrow)
     _columns: dict[str, Sequence[str] | NumberColumn] | None = field(default=None, repr=False)
     unit: str = "line"  # what `lines` counts: "row" in a Parquet file, which has no lines
     _last: tuple[str, NumberColumn] | None = field(default=None, repr=False)  # the LazyNumbers column last read
@@ -151,6 +152,9 @@ class CsvTable:
         if id_column not in self.header:
             raise self.error(f"missing ID column {id_column!r}; the header has {VALUE}", value=self.header)
         values = self.column(id_column)
+        if isinstance(values, StringColumn) and values.distinct_and_non_empty():
+            self.ids = values
+            return
         seen: set[str] = set()  # not a dict to the first row: less memory on large tables; found again on error
         for row, value in enumerate(values):
             if value == "":
@@ -168,7 +172,7 @@ class CsvTable:
                     unit=self.unit,
                 )
             seen.add(value)
-        self.ids = values if isinstance(values, list) else list(values)
+        self.ids = values if isinstance(values, (list, StringColumn)) else list(values)
 
     def subset(self, rows: Sequence[int]) -> CsvTable:
         """The same file restricted to some rows, each keeping its line and ID for messages."""
@@ -363,7 +367,7 @@ class FeatureTable:
     categorical: list[str]
 
     @property
-    def ids(self) -> list[str]:
+    def ids(self) -> Sequence[str]:
         assert self.csv.ids is not None
         return self.csv.ids
 
@@ -514,11 +518,13 @@ def check_same_columns(train: CsvTable, test: CsvTable) -> None:
 def check_disjoint(train: CsvTable, test: CsvTable) -> None:
     """A row in both tables would leak test data into training. Both tables must have their IDs checked."""
     assert train.ids is not None and test.ids is not None
+    if isinstance(train.ids, StringColumn) and isinstance(test.ids, StringColumn) and train.ids.disjoint(test.ids):
+        return
     test_rows = {row_id: row for row, row_id in enumerate(test.ids)}
     for row, row_id in enumerate(train.ids):
         if row_id in test_rows:
             raise test.error(
-                f"ID also in the training table {train.source} line {train.lines[row]}", row=test_rows[row_id]
+                f"ID also in the training table {train.source} {train.unit} {train.lines[row]}", row=test_rows[row_id]
             )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,9 +37,9 @@ class SiteTables:
     columns it signed-logged, for the site's own log."""
 
     site: str
-    train_ids: list[str]
+    train_ids: Sequence[str]  # a list, or a StringColumn (data/strings.py) when read through Arrow
     train: FeatureBlock
-    test_ids: list[str]
+    test_ids: Sequence[str]
     test: FeatureBlock
     feature_names: list[str]
     numeric_transform: str = "standard"

@@ -34,8 +34,8 @@ TABLES = ("train", "test")
 class SiteView(Protocol):
     site: str
     modality: str
-    train_ids: list[str]
-    test_ids: list[str]
+    train_ids: Sequence[str]
+    test_ids: Sequence[str]
     data_checks: dict[str, Any]  # data/checks.py's report of the test rows; empty for images
 
     def num_rows(self, table: str) -> int: ...
