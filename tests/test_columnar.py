@@ -18,7 +18,7 @@ from vflflare.data import columnar
 from vflflare.data.errors import DataError
 from vflflare.data.loading import DataRequest, load_label_tables, load_site_tables
 from vflflare.data.preprocess import _RowMajorFill
-from vflflare.data.strings import StringColumn
+from vflflare.data.strings import StringColumn, pick
 from vflflare.data.table import ColumnPlan, NumberColumn, read_csv
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.topology import site_folders
@@ -139,6 +139,7 @@ def test_ids_are_held_compactly_and_read_as_strings(tmp_path, fmt):
     assert list(ids[3:6]) == expected[3:6] and list(ids[::10]) == expected[::10]
     assert "u007" in ids and "u040" not in ids
     assert np.array(ids, dtype=object).tolist() == expected
+    assert pick(ids, np.array([39, 0, 7])) == pick(expected, np.array([39, 0, 7])) == ["u039", "u000", "u007"]
     assert ids.nbytes < sum(sys.getsizeof(i) for i in expected) / 3
     with pytest.raises(IndexError):
         ids[40]

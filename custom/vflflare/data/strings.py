@@ -48,6 +48,9 @@ class StringColumn(Sequence[str]):
         for start in range(0, len(self), _CHUNK):
             yield from self._values.slice(start, _CHUNK).to_pylist()
 
+    def take(self, rows: np.ndarray) -> list[str]:
+        return self._values.take(pa.array(np.asarray(rows, dtype=np.int64))).to_pylist()
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, StringColumn):
             return self._values.equals(other._values)
@@ -76,3 +79,10 @@ class StringColumn(Sequence[str]):
 
     def disjoint(self, other: StringColumn) -> bool:
         return not pc.any(pc.is_in(self._values, value_set=other._values)).as_py()
+
+
+def pick(values: Sequence[str], rows: np.ndarray) -> list[str]:
+    """`values` at `rows`, as str: at Arrow's speed from a StringColumn (a scoring job's 800k IDs)."""
+    if isinstance(values, StringColumn):
+        return values.take(rows)
+    return [values[i] for i in np.asarray(rows, dtype=np.int64).tolist()]

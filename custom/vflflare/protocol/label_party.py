@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from vflflare.config import JobConfig
+from vflflare.data.strings import pick
 from vflflare.data.types import LabelTables
 from vflflare.metrics import metric_name, score
 from vflflare.models.fitting import fit_head, predict_proba
@@ -117,7 +118,7 @@ class LabelParty:
                 self.cfg.label_dp_epsilon,
                 self.private.generator("label-dp"),
             )
-        self.test_ids = [self.tables.test_ids[i] for i in np.asarray(test_rows, dtype=np.int64).reshape(-1)]
+        self.test_ids = pick(self.tables.test_ids, np.asarray(test_rows, dtype=np.int64).reshape(-1))
 
     def _labels_of(self, part: str, rows: np.ndarray, all_labels: np.ndarray, table: str) -> np.ndarray:
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)

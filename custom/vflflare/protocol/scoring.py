@@ -29,6 +29,7 @@ from vflflare.data.errors import DataError, site_owner
 from vflflare.data.ids import normalize_table_ids
 from vflflare.data.preprocess import SiteInput
 from vflflare.data.schema import TableSchema
+from vflflare.data.strings import pick
 from vflflare.data.table import ColumnPlan, parse_features
 from vflflare.data.types import FeatureBlock
 from vflflare.models.fitting import predict_proba
@@ -230,7 +231,7 @@ class SiteScorer:
             reply["enforced"] = {"representation_noise": enforced}
         if payload.get("ids"):  # and the ID column's name, for the label party's predictions file
             ids = loaded["ids"]
-            reply.update(ids=[ids[i] for i in positions.tolist()], id_column=loaded["id_column"])
+            reply.update(ids=pick(ids, positions), id_column=loaded["id_column"])
         return reply
 
     def apply(self, payload: Payload) -> Payload:
@@ -239,7 +240,7 @@ class SiteScorer:
         what the sidecar says of the scoring job."""
         loaded = self._require()
         positions = self._positions(payload)
-        ids = [loaded["ids"][i] for i in positions.tolist()]
+        ids = pick(loaded["ids"], positions)
         model_id = payload.get("model_id") or loaded["folder"].name
         out = predictions_path(self.runs_root, model_id)
         about = {**dict(payload.get("about") or {}), "score_file": loaded["path"]}
