@@ -243,9 +243,6 @@ class _ColumnGroups:
             start = self._position[name]
             names = self._names[start : start + self._width]
             self._group = {}
-            # Arrow's pool keeps what the last read freed (mimalloc: about 18 MB at 1M x 50); glibc's heap is left to
-            # return_free_memory at the end, as trimming it on every read cost more CPU than it saved memory
-            pa.default_memory_pool().release_unused()
             table = self._parquet.read(columns=names, use_threads=False)
             self._group = dict(zip(names, table.columns))
         return _parquet_numbers(self._group.pop(name))  # held until asked for, not after

@@ -76,7 +76,7 @@ class StringColumn(Sequence[str]):
     # through the strings to name the offending row. Each gives the hash table it built back to the OS: Arrow's
     # pool would keep it (about 100 MB at 1M IDs, held while the blocks are built).
     def distinct_and_non_empty(self) -> bool:
-        distinct = pc.count_distinct(self._values).as_py() == len(self)
+        distinct = len(pc.unique(self._values)) == len(self)
         pa.default_memory_pool().release_unused()
         return distinct and not pc.any(pc.equal(self._values, "")).as_py()
 
