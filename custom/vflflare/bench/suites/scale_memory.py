@@ -203,16 +203,16 @@ SPLITS = {"s1m": "995,000 rows x 50 per site", "s100k": "99,500 rows x 50 per si
 
 
 def tables(records: list[dict]) -> str:
-    """Per split: each site's peak and per-task log (`sites`), the coordinator's peak and the in-process
-    tree's (`tree`), whether both modes gave the same metrics, and the wall times."""
+    """Per split, from its newest records: each site's peak and per-task log (`sites`), the coordinator's peak
+    and the in-process tree's (`tree`), whether both modes gave the same metrics, and the wall times."""
     out = []
     order = list(SPLITS)
     for root in sorted(
         dict.fromkeys(r["data_root"] for r in records),
         key=lambda root: order.index(Path(root).name) if Path(root).name in order else len(order),
     ):
-        sites = next(r for r in records if r["data_root"] == root and r["mode"] == "sites")
-        tree = next(r for r in records if r["data_root"] == root and r["mode"] == "tree")
+        sites = next(r for r in reversed(records) if r["data_root"] == root and r["mode"] == "sites")  # the newest
+        tree = next(r for r in reversed(records) if r["data_root"] == root and r["mode"] == "tree")
         info = sites["sites"]
         first = next(iter(info))
         log = ", ".join(
