@@ -18,7 +18,6 @@ CSV takes Arrow's multi-threaded reader only where it provably reads what the Py
 from __future__ import annotations
 
 import csv
-import ctypes
 import re
 from functools import partial
 from pathlib import Path
@@ -279,16 +278,3 @@ def _parquet_numbers(values: pa.ChunkedArray) -> NumberColumn:
     if null is not None:
         array[null] = np.nan
     return NumberColumn(array, missing=first_missing)
-
-
-def return_free_memory() -> None:
-    """Give the free memory that Arrow's pool and glibc's heap keep for reuse back to the OS. Once glibc has
-    raised its mmap threshold, arrays of a few MB (the test table's float64 columns) come from the heap,
-    which returns memory by itself only from its top: without this, a large table's freed columns would
-    stay in the site's memory for the whole job (about 100 MB at 1M rows x 50 columns)."""
-    pa.default_memory_pool().release_unused()
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return
-    trim(0)
