@@ -32,6 +32,7 @@ from submit_job import submit_and_collect, submit_copy
 from vflflare.flare.provisioning import enable_adhoc_connections
 from vflflare.flare.site_config import write_site_config
 from vflflare.protocol.inprocess import run_inprocess
+from vflflare.protocol.model_ids import MANIFEST
 from vflflare.protocol.model_store import LABEL_DIR, models_dir, read_predictions
 from vflflare.recipes import VFLRecipe
 from vflflare.registry import make_config
@@ -176,6 +177,12 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
             admin_kit, JOB, tmp_path / "results", submitter, timeout=300, sites=sites, connect_timeout=30, log=print
         )
         job_id = outcome["job_id"]
+        # the moment NVFlare says the job finished, every site's model is on disk (not at its END_RUN, later)
+        model_id = (outcome["results"] or {}).get("model_id", "none")
+        saved_at_finish = {
+            s: (models_dir(tmp_path / "orgs" / kit.name / "data", model_id) / s / MANIFEST).is_file()
+            for s, kit in zip(sites, site_kits)
+        }
         site_logs = {s: (kit / job_id / "log.txt").read_text() for s, kit in zip(sites, site_kits)}
         # the recipe form of the same job, submitted through NVFlare's ProdEnv with the lead's kit
         recipe = VFLRecipe(algorithm="oneshot", sites=sites, config=CONFIG)
@@ -195,6 +202,7 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
         )
 
     assert outcome["status"] == "FINISHED:COMPLETED", outcome
+    assert saved_at_finish == dict.fromkeys(sites, True), saved_at_finish
     # the predictions reach the analyst through download_job: the label party ran at the server
     scored = scoring["results"]
     assert scoring["status"] == "FINISHED:COMPLETED" and "error" not in scored, scoring

@@ -101,6 +101,8 @@ def coordinate(controller: VFLController, abort_signal: Signal, fl_ctx: FLContex
             private=PrivateRandomness.from_environment("label", local_private_seed(fl_ctx, SERVER)),
             enforce=local_enforcement(fl_ctx, SERVER),
         )
+        if "model_id" in results:  # on disk at every site before NVFlare reports the job finished
+            net.save_models()
     except Exception as error:  # any failure ends the job with the reason in the result file
         tracker.close()
         message = f"{type(error).__name__}: {error}"

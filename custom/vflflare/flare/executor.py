@@ -32,6 +32,7 @@ from vflflare.flare.messages import (
     ERROR_HEADER,
     MODEL_HEADER,
     PING_TOPIC,
+    SAVE_MODEL_TASK,
     STEP_CHANNEL,
     STEP_TOPIC,
     TASK_HEADER,
@@ -64,6 +65,7 @@ class VFLExecutor(Executor):
         # he: true in the job's config (learnt from the setup task). Task data and results are then
         # decrypted / encrypted by the job's HE filters; per-batch steps, which filters never see, here.
         self.he = False
+        self.model_saved = False  # SAVE_MODEL_TASK came, or END_RUN saved it
         self.clock = WorkClock()  # what a liveness probe is told: the task at work, time since its progress
 
     def handle_event(self, event_type: str, fl_ctx: FLContext) -> None:
@@ -98,7 +100,8 @@ class VFLExecutor(Executor):
             getattr(cell, "core_cell", cell).register_request_cb(STEP_CHANNEL, STEP_TOPIC, self._on_step)
             self._engine.register_aux_message_handler(PING_TOPIC, self._on_ping)
         elif event_type == EventType.END_RUN and self.tracker is not None:
-            self._save_model(fl_ctx)
+            if not self.model_saved:  # a job that failed before the coordinator's SAVE_MODEL_TASK
+                self._save_model(fl_ctx)
             self.tracker.close()
             forget_party_keys(fl_ctx)
 
@@ -107,6 +110,7 @@ class VFLExecutor(Executor):
         writes no label model, so scoring refuses them."""
         if self.runtime is None:
             return
+        self.model_saved = True
         try:
             self.runtime.save_model(fl_ctx.get_job_id())
         except Exception as error:  # the job's outcome stands; say why nothing was saved
@@ -121,6 +125,9 @@ class VFLExecutor(Executor):
         try:
             # with the labels on a site, HE keys by role (privacy/he_keys.py): this site's own key pair for
             # the job, then the public keys of the parties it encrypts for
+            if task == SAVE_MODEL_TASK:
+                self._save_model(fl_ctx)
+                return to_shareable(wire.dumps({}))
             if task == KEYGEN_TASK:
                 return to_shareable(wire.dumps({"public_context": make_party_keys(fl_ctx)}))
             if task == KEYS_TASK:

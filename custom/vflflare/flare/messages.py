@@ -26,6 +26,9 @@ ERROR_HEADER = "vflflare_error"
 MODEL_HEADER = "vflflare_model_id"  # the ID a site saves the run's model under (FlareTransport.announce_model)
 STEP_CHANNEL = "vflflare"
 STEP_TOPIC = "step"
+# the coordinator's last request of a job that trains a model: save it now, so that a job NVFlare reports
+# finished has every party's model on disk (a site's END_RUN can come after the server's job has ended)
+SAVE_MODEL_TASK = "save_model"
 # a liveness probe, an aux request: the executor answers it with its WorkClock report (flare/liveness.py)
 PING_TOPIC = "vflflare.ping"
 # what NVFlare returns for a request whose target's job cell does not exist (any more): it was never

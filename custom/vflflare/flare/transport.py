@@ -31,6 +31,7 @@ from vflflare.flare.liveness import PROBE_AFTER_S, PROBE_TIMEOUT_S, SiteProber
 from vflflare.flare.messages import (
     MODEL_HEADER,
     PING_TOPIC,
+    SAVE_MODEL_TASK,
     STEP_CHANNEL,
     STEP_TOPIC,
     UNREACHABLE_CODES,
@@ -316,6 +317,15 @@ class FlareTransport:
             if error_of(reply):
                 self._check_reply(site, task, reply)
         return {site: self._incoming(site, task, replies.get(site)) for site in payloads}
+
+    def save_models(self) -> None:
+        """Every site saves its model for scoring before the job ends (flare/messages.py SAVE_MODEL_TASK). A
+        control request, like a liveness probe: not a message of the algorithm, so the ledger does not count it."""
+        futures = {s: self._pool.submit(self._request, s, step_request(b"", SAVE_MODEL_TASK)) for s in self.sites}
+        for site, future in futures.items():
+            problem = error_of(future.result())
+            if problem:
+                raise TransportError(f"site '{site}' did not save its model: {problem}", site=site)
 
     def close(self) -> None:
         """Let go of the worker threads; requests to a stopped site may still be running out their timeout."""
