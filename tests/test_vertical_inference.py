@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from scoring_helpers import score_the_test_rows
 from simulator_helpers import run_job
 
 from vflflare import cli
@@ -32,8 +33,7 @@ def _split(root: Path, **options: str) -> Path:
     """A breast-cancer split whose sites each get their test rows as score.csv (new rows to score)."""
     extra = [arg for key, value in options.items() for arg in (f"--{key.replace('_', '-')}", value)]
     assert cli.main(["split", "--dataset", "breast_cancer", "--overlap", "200", "--out", str(root), *extra]) == 0
-    for site in SITES:
-        shutil.copy(root / site / "test.csv", root / site / "score.csv")
+    score_the_test_rows(root, SITES, options.get("label_owner", "server"))
     return root
 
 
@@ -245,14 +245,30 @@ def test_the_simulator_trains_then_scores_with_the_shipped_job(tmp_path, monkeyp
     assert read_predictions(Path(scored["training"]["predictions"])) == expected
     assert scored["metrics"]["scored_rows"] == trained["rows"]["test"]
 
-    # the same model, rows aligned by NVFlare's DH-PSI over the score files, run first in the job
+    # the same model, rows aligned by NVFlare's DH-PSI over the score files, run first in the job; the label
+    # party at the coordinator lists some of them and one no site has, and learns which by a PSI round
     _rewrite(data / "site-2" / "score.csv", lambda rows: rows[:-7])  # 7 rows site-2 does not have
+    _rewrite(data / "server" / "score.csv", lambda rows: [*rows[:-20], ["nobody"]])
+    with (data / "site-2" / "score.csv").open(newline="") as f:
+        at_site_2 = {row[0] for row in list(csv.reader(f))[1:]}
+    with (data / "server" / "score.csv").open(newline="") as f:
+        wanted = [row[0] for row in list(csv.reader(f))[1:]]
     job = write_job(tmp_path / "jobs", "score_with_psi", {"algorithm": "vertical_inference"}, psi=True)
     scored = cli.simulate(str(job), str(tmp_path / "psi_ws"), 2, 2, str(data))
     assert "error" not in scored, scored.get("error")
     got = read_predictions(Path(scored["training"]["predictions"]))
-    assert len(got) == len(expected) - 7 and all(got[i] == expected[i] for i in got)
-    assert {s: r["unmatched"] for s, r in scored["training"]["per_site"].items()} == {"site-1": 7, "site-2": 0}
+    assert sorted(got) == sorted(i for i in wanted if i in at_site_2) and all(got[i] == expected[i] for i in got)
+    assert scored["training"]["label_party"]["unmatched"] == len(wanted) - len(got)
+    assert {s: r["unmatched"] for s, r in scored["training"]["per_site"].items()} == {
+        "site-1": trained["rows"]["test"] - len(got),
+        "site-2": trained["rows"]["test"] - 7 - len(got),
+    }
+    # the coordinator's PSI round with the first site is control, as the digests are: one upload per site
+    assert scored["expected_communication"] == {s: {"uploads": 1, "downloads": 0} for s in SITES}
+    assert {
+        s: {"uploads": c["uploads"], "downloads": c["downloads"]}
+        for s, c in scored["communication"]["per_site"].items()
+    } == scored["expected_communication"]
     assert not any(data.rglob("psi_intersection.csv"))  # kept in the job, no training intersection written
     psi = json.loads(next((tmp_path / "psi_ws").rglob("psi_results.json")).read_text())
     assert psi["psi"]["protocol"] == "ecdh"  # the same PSI path as a training job's
@@ -276,15 +292,19 @@ def test_predictions_keep_the_users_row_order_and_id_column_and_never_overwrite(
         for name in ("train.csv", "test.csv", "score.csv"):
             _rewrite(data / site / name, lambda rows: [["customer", *rows[0][1:]], *rows[1:]])
         _rewrite(data / site / "score.csv", lambda rows: [rows[0], *reversed(rows[1:])])
+    # the label party at the coordinator lists the IDs it wants scored, in an order of its own
+    _rewrite(data / "server" / "score.csv", lambda rows: [["customer"], *rows[1:][::3], ["nobody"], *rows[1:][1::3]])
     trained, scored = _train_and_score(tmp_path, "oneshot", data)
     path = Path(scored["training"]["predictions"])
     assert path.name == f"predictions_{trained['model_id']}.csv"  # named after the model that scored
     with path.open(newline="") as f:
         written = list(csv.reader(f))
-    with (data / "site-1" / "score.csv").open(newline="") as f:
+    with (data / "server" / "score.csv").open(newline="") as f:
         given = [row[0] for row in list(csv.reader(f))[1:]]
     assert written[0] == ["customer", "score"]
-    assert [row[0] for row in written[1:]] == given  # site-1's score.csv order, not the alignment's
+    given.remove("nobody")  # an ID no site has is counted, not scored
+    assert [row[0] for row in written[1:]] == given  # the label party's own list and order, not the alignment's
+    assert scored["training"]["label_party"]["unmatched"] == 1 and scored["metrics"]["scored_rows"] == len(given)
     # a second scoring run with the same model gets a new file
     assert (
         predictions_path(str(tmp_path / "runs" / "server"), trained["model_id"]).name

@@ -42,6 +42,7 @@ class Algorithm:
         # the coordinator's workspace root (saved models, checkpoints) and this job's id, set by the runner
         self.runs_root: str | None = None
         self.job_id: str | None = None
+        self.data_root: str | None = None  # the coordinator's (a label party there reads its score IDs in it)
 
     def context(self, net: Transport, label: Any) -> RunContext:
         """This run as its blocks take it."""

@@ -4,7 +4,9 @@
    digests of their IDs (phase `score_alignment`); with alignment "psi", NVFlare's DH-PSI over the score
    files' IDs has run first in the job, and each site sends only a fingerprint of the intersection;
 2. the coordinator matches the digests (or checks that the fingerprints agree): the rows every site has
-   are scored, in one shared order;
+   are scored, in one shared order. A label party at the coordinator reads the IDs it wants scored from
+   its own score file and takes part in the match (with "psi", by one OpenMined PSI round with the first
+   site over the intersection), so that the predictions carry IDs it already held and no site sends one;
 3. every site sends f_k of its matched rows (phase `scoring`);
 4. the label party, where the training job had it, applies the saved head and writes
    predictions_<model id>.csv (ID, score or class probabilities, the predicted class by name when the
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,9 +27,23 @@ import numpy as np
 from vflflare.algorithms.plugin import Algorithm
 from vflflare.config import SERVER, JobConfig
 from vflflare.data.checks import describe_checks
+from vflflare.data.columnar import table_path
+from vflflare.protocol.alignment import LabelMatchClient, canonical_order, hash_ids, order_key
 from vflflare.protocol.model_store import LABEL_DIR, ModelStoreError, label_owner, models_dir
 from vflflare.protocol.party_setup import Stateless
-from vflflare.protocol.scoring import APPLY, LATEST, LOAD, REPRESENT, SCORE_FILE, apply_head, predictions_path
+from vflflare.protocol.scoring import (
+    APPLY,
+    LATEST,
+    LOAD,
+    MATCH,
+    REPRESENT,
+    SCORE_FILE,
+    SCORE_PART,
+    apply_head,
+    predictions_path,
+    read_score_ids,
+    score_items,
+)
 from vflflare.protocol.transport import Transport
 from vflflare.registry import register
 
@@ -68,53 +85,58 @@ class VerticalInference(Algorithm):
 
     @classmethod
     def site_tasks(cls) -> list[str]:
-        return [LOAD, REPRESENT, APPLY]
+        return [LOAD, MATCH, REPRESENT, APPLY]
 
     def run(self, net: Transport, label: Any, rows: dict[str, int]) -> dict[str, float]:
         sites = list(net.sites)
         request = {"model_job": self.cfg.model_job, "score_file": self.cfg.score_file}
         psi = self.cfg.alignment == "psi"
-        request.update({"seed": self.cfg.seed} if psi else {"salt": secrets.token_hex(16)})
+        salt = secrets.token_hex(16)
+        request.update({"seed": self.cfg.seed} if psi else {"salt": salt})
         with net.ledger.phase("score_alignment"):
             loaded = net.exchange(LOAD, {s: request for s in sites})
-        model_job = self._check_one_model(loaded)
-        owner = self._label_owner(loaded, model_job)
-        if psi:  # every site holds the same intersection in its own canonical order
-            matched = self._check_one_intersection(loaded)
-            positions: dict[str, np.ndarray | None] = {s: None for s in sites}
-        else:
-            common, positions = matched_order({s: list(r["ids"]) for s, r in loaded.items()})
-            matched = len(common)
+            model_job = self._check_one_model(loaded)
+            owner = self._label_owner(loaded, model_job)
+            # a label party here scores the IDs it lists itself: (IDs, ID column, file)
+            own = self._own_score_ids(loaded) if owner == SERVER else None
+            keys = None
+            if psi:  # every site holds the same intersection in its own canonical order
+                matched = self._check_one_intersection(loaded)
+                positions: dict[str, np.ndarray | None] = {s: None for s in sites}
+                if own is not None:
+                    in_all, keys = self._match_own_ids(net, sites[0], own[0], matched)
+                    matched = len(in_all)
+            else:
+                digests = {s: list(r["ids"]) for s, r in loaded.items()}
+                if own is not None:
+                    digests[SERVER] = hash_ids(own[0], salt)
+                common, positions = matched_order(digests)
+                matched = len(common)
         if not matched:
             counts = ", ".join(f"{s}: {r['rows']} rows" for s, r in loaded.items())
-            raise ValueError(f"no row ID is in every site's {self.cfg.score_file}: nothing to score ({counts})")
+            mine = f", {SERVER}: {len(own[0])} IDs" if own is not None else ""
+            raise ValueError(f"no row ID is in every party's {self.cfg.score_file}: nothing to score ({counts}{mine})")
         with net.ledger.phase("scoring"):
-            wants_ids = {s: owner == SERVER and s == sites[0] for s in sites}
             # the defense covers the scoring uploads too, with each site's private noise
             noise = {"representation_noise": self.cfg.representation_noise} if self.cfg.representation_noise else {}
-            replies = net.exchange(
-                REPRESENT, {s: {"positions": positions[s], "ids": wants_ids[s], **noise} for s in sites}
-            )
+            keep = {"keys": keys} if keys is not None else {}
+            replies = net.exchange(REPRESENT, {s: {"positions": positions[s], **keep, **noise} for s in sites})
             reps = {s: np.asarray(r["reps"]) for s, r in replies.items()}
             # what a site's local configuration enforced on its uploads (privacy/enforcement.py): privacy.enforced
             self.enforced = {s: r["enforced"] for s, r in replies.items() if "enforced" in r}
             about = {"scoring_job_id": self.job_id or "inprocess"}
-            if owner == SERVER:
+            if own is not None:
+                ids, id_column, file = own
                 out = predictions_path(self.runs_root, model_job)  # named after the model that scores
                 folder = models_dir(self.runs_root or ".", model_job) / LABEL_DIR
-                first = replies[sites[0]]
-                # hash alignment: the coordinator's own positions put the rows in the first site's score.csv
-                # order; PSI: none to use (they would be new to it), so the canonical order of the intersection
-                order = positions[sites[0]] if positions[sites[0]] is not None else np.arange(len(first["ids"]))
-                scored = apply_head(
-                    folder,
-                    reps,
-                    list(first["ids"]),
-                    out,
-                    order,
-                    first["id_column"],
-                    {**about, "score_file": loaded[sites[0]]["file"]},
-                )
+                if psi:  # the intersection's canonical order: that of the representations
+                    scored_ids = in_all
+                    where = {row_id: row for row, row_id in enumerate(ids)}
+                    order = np.asarray([where[i] for i in scored_ids], dtype=np.int64)
+                else:  # the coordinator's own rows, in the matched order
+                    order = positions[SERVER]
+                    scored_ids = [ids[i] for i in order]
+                scored = apply_head(folder, reps, scored_ids, out, order, id_column, {**about, "score_file": file})
             else:
                 scored = net.exchange(
                     APPLY, {owner: {"reps": reps, "positions": positions[owner], "model_id": model_job, "about": about}}
@@ -136,18 +158,55 @@ class VerticalInference(Algorithm):
                 }
                 for s, r in loaded.items()
             },
+            # the IDs the label party at the coordinator listed, and how many of them some site lacks
+            **(
+                {"label_party": {"file": own[2], "rows": len(own[0]), "unmatched": len(own[0]) - matched}}
+                if own
+                else {}
+            ),
         )
         for site, report in self.info["per_site"].items():
             self.tracker.info(
                 f"{site}: {report['rows']} rows in {report['file']}, {report['unmatched']} not at "
-                f"every site (not scored)"
+                f"every party (not scored)"
             )
+        if own:
+            self.tracker.info(f"{SERVER}: {len(own[0])} IDs in {own[2]}, {len(own[0]) - matched} not at every site")
             for line in describe_checks(f"site {site!r}", report["data_checks"]):
                 self.tracker.info(line)
         self.tracker.info(
             f"scored {matched} rows with model {model_job}; predictions at {owner}: {scored['predictions']}"
         )
         return {"scored_rows": float(matched)}
+
+    def _own_score_ids(self, loaded: dict[str, dict]) -> tuple[list[str], str, str]:
+        """The label party at the coordinator: the IDs it wants scored, read from <its data root>/server/
+        <score_file> and normalised as the training job normalised them (the sites report how)."""
+        if self.data_root is None:
+            raise ValueError(
+                f"the label party is at the coordinator, which scores the IDs it lists in <data root>/{SERVER}/"
+                f"{self.cfg.score_file}; the coordinator has no data root set"
+            )
+        forms = {s: tuple(r["id_normalize"]) for s, r in loaded.items()}
+        if len(set(forms.values())) > 1:
+            raise ModelStoreError(f"the sites' saved models normalise IDs differently: {forms}")
+        path = table_path(f"label party '{SERVER}'", Path(self.data_root) / SERVER, self.cfg.score_file)
+        ids, id_column = read_score_ids(path, list(next(iter(forms.values()))))
+        self.tracker.info(f"label party '{SERVER}': {len(ids)} IDs to score in {path}")
+        return ids, id_column, str(path)
+
+    def _match_own_ids(
+        self, net: Transport, first: str, ids: list[str], matched: int
+    ) -> tuple[list[str], list[str] | None]:
+        """Alignment "psi": which of the coordinator's IDs every site has, by one OpenMined PSI round with the
+        first site over its intersection, in the intersection's canonical order; and the order keys of those
+        rows, for the sites to score only them (None when the coordinator has every row)."""
+        client = LabelMatchClient(score_items(ids))
+        answer = net.exchange(MATCH, {first: client.request()})[first]
+        mine = [item.partition(":")[2] for item in client.matches(answer)]  # its own items, score:<id>
+        in_all = canonical_order(mine, self.cfg.seed, SCORE_PART)
+        keys = [order_key(self.cfg.seed, SCORE_PART, i) for i in in_all] if len(in_all) < matched else None
+        return in_all, keys
 
     def _check_one_model(self, loaded: dict[str, dict]) -> str:
         """The one training job every site's saved model comes from."""

@@ -100,6 +100,7 @@ def coordinate(controller: VFLController, abort_signal: Signal, fl_ctx: FLContex
             model_id=model_id,
             private=PrivateRandomness.from_environment("label", local_private_seed(fl_ctx, SERVER)),
             enforce=local_enforcement(fl_ctx, SERVER),
+            data_root=data_root,
         )
         if "model_id" in results:  # on disk at every site before NVFlare reports the job finished
             net.save_models()

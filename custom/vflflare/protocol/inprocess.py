@@ -85,8 +85,9 @@ def run_inprocess(
         job_id=job_id,
         enforce=enforce.get(SERVER),
         model_id=job_id,
+        data_root=data_root,
     )
-    if job_id is not None:  # NVFlare's sites save at the job's end (END_RUN); here, once it has run
+    if job_id is not None:  # NVFlare's sites save on the coordinator's last request; here, once it has run
         for runtime in runtimes.values():
             runtime.save_model(job_id)
     return results

@@ -33,6 +33,7 @@ def run_algorithm(
     private: PrivateRandomness | None = None,
     enforce: Enforcement | None = None,
     model_id: str | None = None,
+    data_root: str | None = None,
 ) -> dict:
     """he_context: the coordinator's public CKKS context when cfg.he (it can add, never decrypt).
     runs_root, run_id: where the coordinator journals a run with cfg.checkpoint, and its id (default:
@@ -40,6 +41,7 @@ def run_algorithm(
     job_id: with runs_root, a label party at the coordinator saves its head there at the end (model_store.py).
     model_id: the ID every party saves this run's model under (model_ids.py; sent to the sites with setup);
     default: job_id.
+    data_root: the coordinator's data root, for a plug-in that reads a file of its own there (scoring's IDs).
     private: the coordinator's private source (privacy/private_randomness.py), for a label party hosted there.
     enforce: the defenses the server's local configuration enforces on a label party hosted there
     (privacy/enforcement.py)."""
@@ -66,7 +68,7 @@ def run_algorithm(
         SetupInputs(net, cfg, plugin.Label, load_server_labels, tracker, private, label_cfg, model_id)
     )
     flow = plugin(cfg, tracker, he_context)
-    flow.runs_root, flow.job_id = runs_root, job_id
+    flow.runs_root, flow.job_id, flow.data_root = runs_root, job_id, data_root
     if resumable is not None:
         resumable.start()
     metrics = flow.run(net, label, rows)

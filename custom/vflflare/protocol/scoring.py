@@ -5,7 +5,8 @@ schema its saved model keeps, preprocesses it with the training statistics, and 
 the IDs. After the coordinator has matched the digests, the site sends f_k of the matched rows, in the
 coordinator's order. The label party (at the coordinator, or at the site that owned the labels) applies
 its saved head to the representations side by side and writes predictions_<model id>.csv where it runs,
-with predictions_<model id>.json beside it: which model, which rows, when.
+with predictions_<model id>.json beside it: which model, which rows, when. A label party at the
+coordinator scores the IDs it lists itself (`read_score_ids`): no ID crosses to it that it does not hold.
 With alignment "psi", the rows every site has come from NVFlare's DH-PSI over the score files' IDs, run
 first in the same job (flare/psi.py `ScoreFilePSI`); every site orders them locally (`canonical_order`)
 and the coordinator sees only a fingerprint of that order. Raw features never leave a site, as in training.
@@ -39,9 +40,11 @@ from vflflare.privacy.enforcement import Enforcement, enforced_floor
 from vflflare.privacy.private_randomness import PrivateRandomness
 from vflflare.protocol.alignment import (
     AlignmentError,
+    answer_label_match,
     canonical_order,
     hash_ids,
     intersection_fingerprint,
+    order_key,
     positions_in,
 )
 from vflflare.protocol.feature_party import forward_in_chunks
@@ -62,6 +65,7 @@ from vflflare.ssl.augment import TabularBatch
 SCORE_FILE = "score.csv"
 PREDICTIONS_DIR = "vflflare_predictions"
 LOAD, REPRESENT, APPLY = "score.load", "score.represent", "score.apply"
+MATCH = "score.match"  # alignment "psi", labels at the coordinator: its PSI round over its own score IDs
 LATEST = "latest"
 SCORE_PART = "score"  # the PSI tag of a score file's IDs
 
@@ -81,6 +85,23 @@ def score_ids_of(items: list[str], owner: str) -> list[str]:
             f"jobs --algorithm vertical_inference --psi`); the PSI result here has no score rows"
         )
     return ids
+
+
+def read_score_ids(path: Path, id_normalize: list[str]) -> tuple[list[str], str]:
+    """A label party at the coordinator: the IDs of the rows it wants scored, one column of `path` (CSV or
+    Parquet; its header names the ID column of the predictions), in their normal form under `id_normalize`
+    (the training job's, as the sites read theirs)."""
+    owner = "label party 'server'"
+    table = read_table(owner, path)
+    if len(table.header) != 1:
+        raise DataError.at(
+            owner,
+            path,
+            f"lists the IDs to score in one column; it has {len(table.header)}: {table.header} "
+            "(the sites hold the feature columns)",
+        )
+    normalize_table_ids(table, table.header[0], id_normalize)
+    return list(table.ids or []), table.header[0]
 
 
 def read_new_rows(site: str, path: Path, site_input: SiteInput) -> tuple[list[str], FeatureBlock, dict]:
@@ -133,7 +154,7 @@ class SiteScorer:
 
     @property
     def tasks(self) -> dict[str, Any]:
-        return {LOAD: self.load, REPRESENT: self.represent, APPLY: self.apply}
+        return {LOAD: self.load, MATCH: self.match, REPRESENT: self.represent, APPLY: self.apply}
 
     def new_rows(self, model_job: str, score_file: str) -> dict[str, Any]:
         """The saved model of `model_job` ("latest": this site's newest) and the new rows of `score_file`,
@@ -162,6 +183,7 @@ class SiteScorer:
             "block": block,
             "checks": checks,
             "id_column": site_input.id_column,
+            "id_normalize": site_input.id_normalize,
         }
 
     def load(self, payload: Payload) -> Payload:
@@ -199,6 +221,7 @@ class SiteScorer:
             "data_checks": public_checks(rows["checks"]),
             "file": str(path),
             "label_model": label_owner(folder / LABEL_DIR) == self.site,
+            "id_normalize": list(rows["id_normalize"]),  # the training job's, for a label party's own IDs
         }
         if "salt" in payload:
             return {**reply, "ids": hash_ids(ids, payload["salt"])}
@@ -208,13 +231,25 @@ class SiteScorer:
             items = []
         order = canonical_order(score_ids_of(items, f"site '{self.site}'"), payload["seed"], SCORE_PART)
         self._loaded["positions"] = positions_in(ids, order, f"site '{self.site}'", payload["score_file"])
+        self._loaded.update(order=order, seed=payload["seed"])
         return {**reply, "matched": len(order), "fingerprint": intersection_fingerprint(payload["seed"], [], order)}
 
+    def match(self, payload: Payload) -> Payload:
+        """Alignment "psi": answer a label party's PSI request over its own score IDs against this site's
+        intersection; it learns which of its IDs every site has, and nothing else."""
+        return answer_label_match(score_items(self._require()["order"]), payload)
+
     def represent(self, payload: Payload) -> Payload:
-        """f_k of the rows at payload["positions"] (in the coordinator's order; None: this site's PSI order);
-        with payload["ids"], their IDs too, for a label party at the coordinator to write its predictions by;
-        with payload["representation_noise"], noised as a training job's uploads are (FeatureParty.to_upload)."""
+        """f_k of the rows at payload["positions"] (in the coordinator's order; None: this site's PSI order,
+        with payload["keys"], only the rows whose order keys it lists: those a label party at the coordinator
+        has); with payload["representation_noise"], noised as a training job's uploads are
+        (FeatureParty.to_upload)."""
         loaded = self._require()
+        if payload.get("keys") is not None:
+            keep = set(payload["keys"])
+            seed = loaded["seed"]
+            wanted = [i for i, row_id in enumerate(loaded["order"]) if order_key(seed, SCORE_PART, row_id) in keep]
+            loaded["positions"] = loaded["positions"][np.asarray(wanted, dtype=np.int64)]
         positions = self._positions(payload)
         reps = torch.as_tensor(represent_rows(loaded["encoder"], loaded["batch"], positions))
         # the stricter of the job's noise and the floor this site's local configuration enforces
@@ -229,9 +264,6 @@ class SiteScorer:
         reply: Payload = {"reps": reps.numpy().astype(np.float32)}
         if enforced:  # for the results' privacy.enforced
             reply["enforced"] = {"representation_noise": enforced}
-        if payload.get("ids"):  # and the ID column's name, for the label party's predictions file
-            ids = loaded["ids"]
-            reply.update(ids=pick(ids, positions), id_column=loaded["id_column"])
         return reply
 
     def apply(self, payload: Payload) -> Payload:
