@@ -11,12 +11,12 @@ from vflflare.config import SERVER
 from vflflare.protocol.scoring import SCORE_FILE
 
 
-def score_the_test_rows(root: Path, sites: Sequence[str], label_owner: str = SERVER) -> None:
+def score_the_test_rows(root: Path, sites: Sequence[str]) -> None:
     """Each site's test.csv copied to its score.csv; with the labels at the coordinator, server/score.csv lists the
     test IDs, the rows that label party wants scored (it scores only IDs it holds)."""
     for site in sites:
         shutil.copy(root / site / "test.csv", root / site / SCORE_FILE)
-    if label_owner == SERVER:
+    if (root / SERVER / "test_labels.csv").is_file():
         with (root / SERVER / "test_labels.csv").open(newline="") as f:
             column = [row[0] for row in csv.reader(f)]
         (root / SERVER / SCORE_FILE).write_text("\n".join(column) + "\n")

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from scoring_helpers import score_the_test_rows
 from simulator_helpers import run_job
 
 from vflflare import cli
@@ -115,8 +116,7 @@ def test_a_bad_score_row_reaches_the_coordinator_without_its_id_or_value(tmp_pat
         make_config(algorithm="oneshot", label_owner="site-1"), ["site-1", "site-2"], str(data), runs_root=str(runs)
     )
     assert "error" not in trained
-    for site in ("site-1", "site-2"):
-        shutil.copy(data / site / "test.csv", data / site / "score.csv")
+    score_the_test_rows(data, ("site-1", "site-2"))
     line = _append(data / "site-2" / "score.csv", lambda h: _row(h, "SENTINELSCOREID", "SENTINELSCORE"))
     for party in runs.iterdir():  # in process each party has its own runs root; the simulator's sites share one
         shutil.copytree(party, tmp_path / "shared_runs", dirs_exist_ok=True)

@@ -6,11 +6,11 @@ validation, and the vertical inference job scores it as training did."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scoring_helpers import score_the_test_rows
 from sklearn.metrics import roc_auc_score
 
 from vflflare import cli
@@ -27,8 +27,7 @@ SITES = ["site-1", "site-2"]
 
 def _split(root: Path, *extra: str) -> Path:
     assert cli.main(["split", "--dataset", "breast_cancer", "--overlap", "200", "--out", str(root), *extra]) == 0
-    for site in SITES:
-        shutil.copy(root / site / "test.csv", root / site / "score.csv")
+    score_the_test_rows(root, SITES)
     return root
 
 

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from scoring_helpers import score_the_test_rows
 
 from vflflare import cli
 from vflflare.data.errors import DataError
@@ -25,8 +26,7 @@ NAMES = ["No", "Yes"]
 
 def _split(root: Path, *extra: str) -> Path:
     assert cli.main(["split", "--dataset", "breast_cancer", "--overlap", "200", "--out", str(root), *extra]) == 0
-    for site in SITES:
-        shutil.copy(root / site / "test.csv", root / site / "score.csv")
+    score_the_test_rows(root, SITES)
     return root
 
 

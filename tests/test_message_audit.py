@@ -12,14 +12,14 @@ value against the site's own inputs. What each kind of payload must be:
   else can ride along;
 - from a label-owning site, `label.*` results (gradients, probabilities): label-side data, [rows, width];
 - numbers (losses, metrics, counts) and strings (ID digests, file names) are control; a list of numbers is
-  audited as an array, so a raw column cannot travel as a plain list.
+  audited as an array, so a raw column cannot travel as a plain list;
+- no string anywhere in a site's messages, setup's included, may be one of the site's own row IDs.
 Any other numeric array is a leak. Toy plug-ins that send a raw column in each of these shapes show the audit
 catches them."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from scoring_helpers import score_the_test_rows
 
 from vflflare import cli
 from vflflare.algorithms.blocks.partial_aggregation import PartialAggregationSite
@@ -35,7 +36,6 @@ from vflflare.config import SERVER
 from vflflare.protocol import inprocess
 from vflflare.protocol.feature_party import FeatureParty
 from vflflare.protocol.payload import Payload
-from vflflare.protocol.scoring import SCORE_FILE
 from vflflare.protocol.site_runtime import SiteRuntime
 from vflflare.registry import algorithms, get_algorithm, make_config
 
@@ -103,6 +103,7 @@ class AuditedRuntime(SiteRuntime):
 
     def handle(self, task: str, payload: Payload) -> Payload:
         reply = super().handle(task, payload)
+        self.audit_ids(task, reply)
         if task not in ("setup", "align"):  # setup: salted ID digests and counts; align: counts and masks
             self.audit(task, payload, reply)
         return reply
@@ -135,6 +136,24 @@ class AuditedRuntime(SiteRuntime):
             raise Leak(f"{where}: column {i} tracks input column {j} (|corr| {corr:.4f})")
         self.checked.append(task)
         return None
+
+    def audit_ids(self, task: str, reply: Any, key: str = "") -> None:
+        """No row ID of the site's own, in any field."""
+        if isinstance(reply, dict):
+            for k, v in reply.items():
+                self.audit_ids(task, v, k)
+        elif isinstance(reply, str):
+            if reply in self.own_ids():
+                raise Leak(f"site '{self.site}', task '{task}', field '{key}': the row ID {reply!r}")
+        elif isinstance(reply, Sequence) and not isinstance(reply, bytes):
+            for v in reply:
+                self.audit_ids(task, v, key)
+
+    def own_ids(self) -> set[str]:
+        if self.party is not None:
+            return {*self.party.view.train_ids, *self.party.view.test_ids}
+        loaded = self._scorer._loaded
+        return set(loaded["ids"]) if loaded else set()
 
     def audit_weights(self, where: str, task: str, request: Payload, sent: dict[str, np.ndarray]) -> None:
         """Model weights are the site's shared tensors exactly: no other name, shape or value."""
@@ -223,8 +242,7 @@ def test_no_site_sends_its_input_columns(monkeypatch, tmp_path, algorithm, label
 
 def test_scoring_new_rows_sends_only_representations(monkeypatch, tmp_path):
     root = split(tmp_path, "--overlap", "150")
-    for site in SITES:  # the test rows as new rows to score
-        shutil.copy(root / site / "test.csv", root / site / SCORE_FILE)
+    score_the_test_rows(root, SITES)  # the test rows as new rows to score
     runs = tmp_path / "runs"
     trained, _ = audited_run(monkeypatch, "oneshot", root, runs, **fast("oneshot"))
     scored, runtimes = audited_run(monkeypatch, "vertical_inference", root, runs, model_job=trained["job_id"])
@@ -235,7 +253,7 @@ def test_scoring_new_rows_sends_only_representations(monkeypatch, tmp_path):
 class _Leaky(PartialAggregationSite, FeatureParty):
     """Hides a rescaled raw column in each kind of payload the audit knows."""
 
-    steps = ("leak_representation", "leak_weights", "leak_list")
+    steps = ("leak_representation", "leak_weights", "leak_list", "leak_ids")
 
     def raw_column(self) -> np.ndarray:
         return 3.0 * self.part("aligned").numeric.numpy()[:, 0] + 1.0
@@ -253,6 +271,9 @@ class _Leaky(PartialAggregationSite, FeatureParty):
 
     def leak_list(self, payload: Payload) -> Payload:
         return {"loss": 0.5, "stats": self.raw_column().tolist()}
+
+    def leak_ids(self, payload: Payload) -> Payload:
+        return {"rows": list(self.view.train_ids[:3])}
 
 
 def _leaky_algorithm(step: str) -> type[Algorithm]:
@@ -273,6 +294,7 @@ def _leaky_algorithm(step: str) -> type[Algorithm]:
     ("leak_representation", r"field 'aligned': column 0 tracks input column 0"),
     ("leak_weights", r"field 'weights': sends \['extra.bias'\] beyond or short of its shared module's tensors"),
     ("leak_list", r"field 'stats': a numeric array \(\d+,\) that is no representation of known rows"),
+    ("leak_ids", r"field 'rows': the row ID '"),
 ])  # fmt: skip
 def test_the_audit_catches_a_rescaled_raw_column(monkeypatch, step, caught):
     leaky = _leaky_algorithm(step)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scoring_helpers import score_the_test_rows
 
 from vflflare import cli
 from vflflare.data.errors import DataError
@@ -128,8 +128,7 @@ def test_a_job_trains_and_scores_with_missing_cells_and_counts_them(tmp_path):
     column = next(iter(csv.reader((data / "site-1" / "train.csv").open())))[1]
     emptied = blank(data / "site-1" / "train.csv", 5, column)
     blank(data / "site-1" / "test.csv", 4, column)
-    for site in SITES:
-        shutil.copy(data / site / "test.csv", data / site / "score.csv")
+    score_the_test_rows(data, SITES)
     runs = tmp_path / "runs"
     trained = run_inprocess(make_config(algorithm="oneshot", ssl_epochs=2), SITES, str(data), runs_root=str(runs))
     assert trained["metrics"]["test_auc"] > 0.95

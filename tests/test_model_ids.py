@@ -9,12 +9,12 @@ import csv
 import json
 import re
 import shlex
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from scoring_helpers import score_the_test_rows
 
 from vflflare import cli
 from vflflare.jobs import write_job
@@ -32,8 +32,7 @@ def _split(root: Path, *extra: str, sites: list[str] = SITES) -> Path:
     """A breast-cancer split whose sites each get their test rows as score.csv."""
     args = ["split", "--dataset", "breast_cancer", "--overlap", "200", "--out", str(root), "--sites", ",".join(sites)]
     assert cli.main([*args, *extra]) == 0
-    for site in sites:
-        shutil.copy(root / site / "test.csv", root / site / "score.csv")
+    score_the_test_rows(root, sites)
     return root
 
 
@@ -81,7 +80,7 @@ def test_two_runs_one_after_the_other_both_stay_scoreable_and_are_listed(tmp_pat
         about = json.loads(path.with_suffix(".json").read_text())
         assert about["model_id"] == model_id and about["model"]["algorithm"] == algorithm
         assert about["rows"] == {
-            "score_file": str(data / "site-1" / "score.csv"),
+            "score_file": str(data / "server" / "score.csv"),  # the label party's own list of IDs
             "scored": trained[algorithm]["rows"]["test"],
             "id_column": "id",
         }

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,6 +19,7 @@ from deployment_helpers import (
     results_path_from,
     run_bounded,
 )
+from scoring_helpers import score_the_test_rows
 
 from vflflare.data.errors import DataError
 from vflflare.flare.site_config import SITE_CONFIG_FILE, resolve_party_data_root, write_site_config
@@ -161,8 +161,7 @@ def test_poc_run_matches_inprocess(tmp_path):
         tmp_path / "split.log",
     )
     assert split.returncode == 0, split.output
-    for site in sites:  # new rows to score after training, for the printed scoring command
-        shutil.copy(data / site / "test.csv", data / site / "score.csv")
+    score_the_test_rows(data, sites)  # new rows to score after training, for the printed scoring command
 
     poc_ws = tmp_path / "poc_ws"
     poc_cmd = [

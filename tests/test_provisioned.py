@@ -27,6 +27,7 @@ from deployment_helpers import (
 )
 from nvflare.fuel.flare_api.api_spec import AuthorizationError
 from nvflare.recipe import ProdEnv
+from scoring_helpers import score_the_test_rows
 from submit_job import submit_and_collect, submit_copy
 
 from vflflare.flare.provisioning import enable_adhoc_connections
@@ -160,8 +161,7 @@ def test_provisioned_system_runs_a_job_end_to_end(tmp_path):
     for kit, party in [(server_kit, "server")] + list(zip(site_kits, sites)):
         own_root = tmp_path / "orgs" / kit.name / "data"
         shutil.copytree(data / party, own_root / party)
-        if party != "server":  # new rows to score after training: the test rows
-            shutil.copy(own_root / party / "test.csv", own_root / party / "score.csv")
+        score_the_test_rows(own_root, [party] if party != "server" else [])  # new rows to score: the test rows
         write_site_config(kit, own_root)
 
     # each service runs the vflflare installed beside it: the job brings no code

@@ -32,6 +32,7 @@ from deployment_helpers import (
     wait_for_clients,
 )
 from nvflare.fuel.flare_api.api_spec import AuthorizationError
+from scoring_helpers import score_the_test_rows
 from submit_job import submit_and_collect, submit_copy
 
 from vflflare.flare.site_config import write_site_config
@@ -110,8 +111,7 @@ def deployment(tmp_path_factory):
     for kit in [prod / server, *(prod / s for s in [*sites, INTRUDER])]:
         write_site_config(kit, data)
     shutil.copytree(data / sites[0], data / INTRUDER)  # it has a table too
-    for site in sites:  # new rows, for the scoring command a training run prints
-        shutil.copy(data / site / "test.csv", data / site / "score.csv")
+    score_the_test_rows(data, sites)  # new rows, for the scoring command a training run prints
     # the telco requires representation noise whatever a job asks (its local vflflare config)
     telco_config = prod / "site-telco" / "local" / "vflflare.json"
     telco_config.write_text(

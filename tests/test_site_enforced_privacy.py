@@ -5,12 +5,12 @@ its own used; the results record what was enforced and by whom; a party enforces
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 from flare_fakes import FakeContext
+from scoring_helpers import score_the_test_rows
 
 from vflflare import cli
 from vflflare.flare.site_config import enforcement_from_file, local_enforcement
@@ -77,8 +77,7 @@ def test_a_site_enforces_representation_noise_the_job_does_not_ask_for(tmp_path,
 def test_a_sites_noise_floor_covers_its_scoring_uploads(tmp_path):
     sites, data, runs = ["site-1", "site-2"], tmp_path / "data", tmp_path / "runs"
     assert cli.main(["split", "--dataset", "breast_cancer", "--overlap", "200", "--out", str(data)]) == 0
-    for site in sites:
-        shutil.copy(data / site / "test.csv", data / site / "score.csv")
+    score_the_test_rows(data, sites)
     trained = run_inprocess(make_config(FAST), sites, str(data), runs_root=str(runs))
     scoring = make_config(algorithm="vertical_inference", model_job=trained["job_id"])
     clean = run_inprocess(scoring, sites, str(data), runs_root=str(runs))

@@ -33,7 +33,7 @@ def _split(root: Path, **options: str) -> Path:
     """A breast-cancer split whose sites each get their test rows as score.csv (new rows to score)."""
     extra = [arg for key, value in options.items() for arg in (f"--{key.replace('_', '-')}", value)]
     assert cli.main(["split", "--dataset", "breast_cancer", "--overlap", "200", "--out", str(root), *extra]) == 0
-    score_the_test_rows(root, SITES, options.get("label_owner", "server"))
+    score_the_test_rows(root, SITES)
     return root
 
 

@@ -176,7 +176,12 @@ def next_steps(results: dict) -> list[str]:
             ]
         if root:
             lines.append(f"list the models there: {shlex.join([_vflflare(), 'models', '--data-root', str(root)])}")
-        return lines + [f"score new rows (score.csv beside each site's train.csv): {scoring_command(results)}"]
+        from vflflare.config import SERVER  # noqa: PLC0415 - numpy: the deployment scripts import this module
+
+        where = "score.csv beside each site's train.csv"
+        if results.get("label_owner") == SERVER:  # it scores only IDs it holds (protocol/scoring.py)
+            where += f", and the IDs to score in {SERVER}/score.csv"
+        return lines + [f"score new rows ({where}): {scoring_command(results)}"]
     return []
 
 
