@@ -11,7 +11,7 @@ run within 0.02 of it is within 0.02 of central training. Each N is one record p
   (VANILLA), at most `split_epochs` passes with the package's early stopping on the validation rows;
 - `oneshot`: one-shot VFL at the same batch size (ONESHOT);
 - `score`: jobs/vertical_inference with the model `vanilla` just saved, on every training row of each site
-  (each site's score.parquet is its train.parquet); its `job_s` is net of NVFlare's start-up (controller start to
+  (each site's score.parquet is its train.parquet, the server's lists their IDs); its `job_s` is net of NVFlare's start-up (controller start to
   result), as SecretFlow's 5 s is a model's inference alone.
 
 The settings were chosen before any run, from the package's defaults and the link (not tuned on any split).
@@ -37,6 +37,7 @@ from vflflare.bench.suite import Suite, suite
 from vflflare.bench.suites.parity import sets, vflflare
 from vflflare.bench.suites.wan import phase_walls, run_poc
 from vflflare.bench.tables import table
+from vflflare.config import SERVER
 from vflflare.data.split import parse_sites
 from vflflare.data.split.streamed import write_streamed_synthetic
 
@@ -59,6 +60,12 @@ def data_root(rows: int) -> Path:
         write_streamed_synthetic(out, parse_sites("2"), rows + rows // 4, FEATURES, rows, SEED, test_fraction=0.2)
         for site in parse_sites("2"):
             (out / site / "score.parquet").symlink_to("train.parquet")
+    own = out / SERVER / "score.parquet"  # the label party asks for every training row's score, by its IDs
+    if not own.exists():
+        import pyarrow.parquet as pq  # noqa: PLC0415 - the suite's data only
+
+        labels = pq.read_table(out / SERVER / "train_labels.parquet")
+        pq.write_table(labels.select([labels.column_names[0]]), own)
     return out
 
 
