@@ -202,6 +202,36 @@ def test_an_extra_column_is_an_error_naming_it(tmp_path, oneshot_scored):
     assert "site 'site-2'" in message and "column 'postcode' was not a training column" in message
 
 
+def test_the_coordinators_list_of_ids_is_checked(tmp_path, oneshot_scored):
+    """The label party at the coordinator lists IDs only, each once; a missing list says where it goes."""
+    tmp, trained, _ = oneshot_scored
+
+    def error(edit) -> str:
+        data = tmp_path / f"data{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(tmp / "data", data)
+        edit(data / "server" / "score.csv")
+        with pytest.raises((DataError, ValueError)) as caught:
+            run_inprocess(
+                make_config(algorithm="vertical_inference", model_job=trained["job_id"]),
+                SITES,
+                str(data),
+                runs_root=str(tmp / "runs"),
+            )
+        return str(caught.value)
+
+    two = error(lambda p: _rewrite(p, lambda rows: [r + ["x"] for r in rows]))
+    assert "label party 'server'" in two and "score.csv" in two and "IDs to score in one column; it has 2" in two
+    again = error(lambda p: _rewrite(p, lambda rows: [*rows, rows[1]]))
+    assert "label party 'server'" in again and "score.csv" in again and repr(_first_id(tmp)) in again
+    missing = error(lambda p: p.unlink())
+    assert "label party 'server'" in missing and "score.csv" in missing and "not found" in missing
+
+
+def _first_id(tmp: Path) -> str:
+    with (tmp / "data" / "server" / "score.csv").open(newline="") as f:
+        return list(csv.reader(f))[1][0]
+
+
 def test_a_changed_model_file_is_refused(tmp_path, oneshot_scored):
     tmp, trained, _ = oneshot_scored
     runs = tmp_path / "runs"
