@@ -12,8 +12,7 @@ run within 0.02 of it is within 0.02 of central training. Each N is one record p
 - `oneshot`: one-shot VFL at the same batch size (ONESHOT);
 - `score`: jobs/vertical_inference with the model `vanilla` just saved, on every training row of each site
   (each site's score.parquet is its train.parquet, the server's lists their IDs); its `job_s` is net of
-  NVFlare's start-up (controller start to
-  result), as SecretFlow's 5 s is a model's inference alone.
+  NVFlare's start-up (controller start to result), as SecretFlow's 5 s is a model's inference alone.
 
 The settings were chosen before any run, from the package's defaults and the link (not tuned on any split).
 
