@@ -55,6 +55,37 @@ def test_the_gain_interval_is_a_paired_bootstrap_of_the_metric_difference():
     assert gain_interval(y3, right, wrong, 3, seed=0) == (1.0, 1.0, 1.0)
 
 
+def test_the_gain_interval_is_scipys_paired_bootstrap_to_the_last_bit():
+    """ResampledAUC (a rank sum from each resample's draw counts) against scipy's paired bootstrap of rankdata AUCs,
+    on tied scores and resamples of one class: the same interval, bit for bit, for AUC and for accuracy."""
+    from scipy.stats import bootstrap
+
+    from vflflare.metrics import ResampledAUC, _auc_along
+
+    rng = np.random.default_rng(3)
+    y = (rng.random(3000) < 0.2).astype(int)
+    p, b = np.round(0.3 * y + rng.random(3000), 2), np.round(rng.random(3000), 1)  # many ties
+    rows = rng.integers(0, 3000, (7, 3000))
+    of_p = ResampledAUC(y, p)
+    assert np.array_equal([of_p(np.bincount(r, minlength=3000)) for r in rows], _auc_along(y[rows], p[rows]))
+    one_class = np.bincount(np.zeros(4, dtype=int), minlength=4)
+    assert np.isnan(ResampledAUC(np.array([0, 0, 0, 1]), np.arange(4.0))(one_class))  # one class: no AUC
+
+    def reference(data: tuple, statistic) -> tuple[float, float]:
+        ci = bootstrap(data, statistic, n_resamples=300, batch=100, vectorized=True, paired=True,
+                       method="percentile", rng=np.random.default_rng(5)).confidence_interval  # fmt: skip
+        return float(ci.low), float(ci.high)
+
+    probs, base = np.stack([1 - p, p], 1), np.stack([1 - b, b], 1)
+    _, low, high = gain_interval(y, probs, base, 2, seed=5, resamples=300)
+    assert (low, high) == reference((y, p, b), lambda y, p, b, axis: _auc_along(y, p, axis) - _auc_along(y, b, axis))
+    y3 = rng.integers(0, 3, 3000)
+    right, noisy = np.eye(3)[y3], np.eye(3)[np.where(rng.random(3000) < 0.7, y3, (y3 + 1) % 3)]
+    _, low, high = gain_interval(y3, right, noisy, 3, seed=5, resamples=300)
+    d = (right.argmax(1) == y3).astype(float) - (noisy.argmax(1) == y3)
+    assert (low, high) == reference((d,), lambda d, axis: d.mean(axis=axis))
+
+
 def test_the_blend_share_is_chosen_on_validation_and_ties_keep_the_federated_model():
     y = np.array([0, 1, 0, 1])
     good, bad = np.eye(2)[y], np.eye(2)[1 - y]

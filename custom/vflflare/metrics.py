@@ -42,6 +42,30 @@ def _auc_along(labels: np.ndarray, scores: np.ndarray, axis: int = -1) -> np.nda
         return ((rankdata(scores, axis=-1) * positive).sum(axis=-1) - n1 * (n1 + 1) / 2) / (n1 * n0)
 
 
+class ResampledAUC:
+    """`_auc_along(labels[rows], scores[rows])` of a resample of the rows, to the last bit, from how often it drew
+    each row (`counts`) instead of a sort per resample: the scores are sorted once into tie groups, where a
+    group's resampled rows share one midrank. Rank sums are whole or half numbers below 2^53, so summing them in
+    integers gives the float64 rankdata sum exactly, and the AUC is then formed by the same expression. A
+    bootstrap on 330,000 test rows took 66 s and 2 GB with a rankdata per resample."""
+
+    def __init__(self, labels: np.ndarray, scores: np.ndarray) -> None:
+        self.order = np.argsort(scores, kind="stable")
+        ordered = np.asarray(scores)[self.order]
+        self.positive = (np.asarray(labels) == 1)[self.order].astype(np.int64)
+        self.ends = np.flatnonzero(np.r_[ordered[1:] != ordered[:-1], True])  # each tie group's last row
+
+    def __call__(self, counts: np.ndarray) -> float:
+        drawn = counts[self.order]
+        upto = np.cumsum(drawn)[self.ends]  # resampled rows up to each group's end
+        tied = np.diff(upto, prepend=0)
+        positives = np.diff(np.cumsum(drawn * self.positive)[self.ends], prepend=0)
+        rank_sum = int((positives * (2 * (upto - tied) + tied + 1)).sum()) / 2
+        n1, n = np.int64(positives.sum()), int(tied.sum())
+        with np.errstate(divide="ignore", invalid="ignore"):  # a resample of one class has no AUC: nan
+            return float((rank_sum - n1 * (n1 + 1) / 2) / (n1 * (n - n1)))
+
+
 def gain_interval(
     labels: np.ndarray,
     probs: np.ndarray,
@@ -58,24 +82,27 @@ def gain_interval(
 
     labels = np.asarray(labels)
     if metric_name(num_classes) == "auc":
-        data = (labels, np.asarray(probs)[:, 1], np.asarray(baseline)[:, 1])
+        p, b = np.asarray(probs)[:, 1], np.asarray(baseline)[:, 1]
+        gain = float((_auc_along(labels[None], p[None]) - _auc_along(labels[None], b[None]))[0])
+        of_p, of_b = ResampledAUC(labels, p), ResampledAUC(labels, b)
 
-        def statistic(y: np.ndarray, p: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-            return _auc_along(y, p, axis) - _auc_along(y, b, axis)
+        def statistic(rows: np.ndarray, axis: int = -1) -> np.ndarray:
+            drawn = (np.bincount(r, minlength=len(labels)) for r in rows)
+            return np.array([of_p(counts) - of_b(counts) for counts in drawn])
     else:
-        data = ((np.asarray(probs).argmax(1) == labels).astype(float) - (np.asarray(baseline).argmax(1) == labels),)
+        d = (np.asarray(probs).argmax(1) == labels).astype(float) - (np.asarray(baseline).argmax(1) == labels)
+        gain = float(d.mean())
 
-        def statistic(d: np.ndarray, axis: int = -1) -> np.ndarray:
-            return d.mean(axis=axis)
+        def statistic(rows: np.ndarray, axis: int = -1) -> np.ndarray:
+            return d[rows].mean(axis=axis)
 
-    gain = float(statistic(*(d[None] for d in data))[0])
+    # paired: the rows' positions are resampled, as scipy's own paired=True does (the same draws)
     interval = bootstrap(
-        data,
+        (np.arange(len(labels)),),
         statistic,
         n_resamples=resamples,
         batch=100,
         vectorized=True,
-        paired=True,
         confidence_level=level,
         method="percentile",
         rng=np.random.default_rng(seed),

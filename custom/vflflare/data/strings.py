@@ -80,6 +80,10 @@ class StringColumn(Sequence[str]):
         pa.default_memory_pool().release_unused()
         return distinct and not pc.any(pc.equal(self._values, "")).as_py()
 
+    def matching(self, pattern: str) -> np.ndarray:
+        """Positions of the strings in which the RE2 `pattern` finds a match."""
+        return pc.indices_nonzero(pc.match_substring_regex(self._values, pattern)).to_numpy()
+
     def disjoint(self, other: StringColumn) -> bool:
         shared = pc.any(pc.is_in(self._values, value_set=other._values)).as_py()
         pa.default_memory_pool().release_unused()

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from vflflare.data.checks import describe_checks
-from vflflare.data.ids import ID_NORMALIZATIONS, changing_steps, normalizer
+from vflflare.data.ids import ID_NORMALIZATIONS, changing_steps, might_change, normalizer
 from vflflare.data.schema import TEST_FILE, TEST_LABELS_FILE, TRAIN_FILE, TRAIN_LABELS_FILE
 from vflflare.data.types import LabelTables
 from vflflare.protocol.alignment import AlignmentError, hash_ids, unmatched_positions
@@ -219,13 +219,14 @@ def format_report(report: Mapping) -> str:
 def id_variants(train_ids: Sequence[str], test_ids: Sequence[str], salt: str, applied: Sequence[str]) -> dict | None:
     """A party's side of the normalisation hint: the salted digests of its IDs under every
     normalisation step, for the IDs that change (usually none, so clean data sends nothing more)."""
-    steps = changing_steps(list(train_ids) + list(test_ids), applied)
+    changed = {*changing_steps(train_ids, applied), *changing_steps(test_ids, applied)}
+    steps = [name for name in ID_NORMALIZATIONS if name in changed]
     if not steps:
         return None
     full = normalizer(list(ID_NORMALIZATIONS))
     variants: dict = {"steps": steps}
     for part, ids in (("train", train_ids), ("test", test_ids)):
-        positions = [i for i, row_id in enumerate(ids) if full(row_id) != row_id]
+        positions = [int(i) for i in might_change(ids) if full(ids[int(i)]) != ids[int(i)]]
         variants[f"{part}_pos"] = np.asarray(positions, dtype=np.int64)
         variants[part] = hash_ids([full(ids[i]) for i in positions], salt)
     return variants
