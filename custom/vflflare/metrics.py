@@ -101,7 +101,7 @@ def gain_interval(
         (np.arange(len(labels)),),
         statistic,
         n_resamples=resamples,
-        batch=100,
+        batch=10,  # resamples at a time: the same draws as any other batch (the generator keeps its state)
         vectorized=True,
         confidence_level=level,
         method="percentile",
