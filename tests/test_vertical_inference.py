@@ -172,13 +172,13 @@ def test_a_label_owning_site_scores_split_nn_and_unmatched_rows_are_counted(tmp_
     } == scored["expected_communication"]
 
 
-def _score_error(tmp_path: Path, oneshot_scored, edit_site2) -> str:
-    """Score a copy of the trained split after `edit_site2` changed site-2's score.csv; the error text."""
+def _score_error(tmp_path: Path, oneshot_scored, edit, party: str = "site-2") -> str:
+    """Score a copy of the trained split after `edit` changed `party`'s score.csv; the error text."""
     tmp, trained, _ = oneshot_scored
-    data = tmp_path / "data"
+    data = tmp_path / f"data{len(list(tmp_path.iterdir()))}"
     shutil.copytree(tmp / "data", data)
-    edit_site2(data / "site-2" / "score.csv")
-    with pytest.raises((DataError, ModelStoreError)) as caught:
+    edit(data / party / "score.csv")
+    with pytest.raises((DataError, ModelStoreError, ValueError)) as caught:
         run_inprocess(
             make_config(algorithm="vertical_inference", model_job=trained["job_id"]),
             SITES,
@@ -204,20 +204,10 @@ def test_an_extra_column_is_an_error_naming_it(tmp_path, oneshot_scored):
 
 def test_the_coordinators_list_of_ids_is_checked(tmp_path, oneshot_scored):
     """The label party at the coordinator lists IDs only, each once; a missing list says where it goes."""
-    tmp, trained, _ = oneshot_scored
+    tmp = oneshot_scored[0]
 
     def error(edit) -> str:
-        data = tmp_path / f"data{len(list(tmp_path.iterdir()))}"
-        shutil.copytree(tmp / "data", data)
-        edit(data / "server" / "score.csv")
-        with pytest.raises((DataError, ValueError)) as caught:
-            run_inprocess(
-                make_config(algorithm="vertical_inference", model_job=trained["job_id"]),
-                SITES,
-                str(data),
-                runs_root=str(tmp / "runs"),
-            )
-        return str(caught.value)
+        return _score_error(tmp_path, oneshot_scored, edit, "server")
 
     two = error(lambda p: _rewrite(p, lambda rows: [r + ["x"] for r in rows]))
     assert "label party 'server'" in two and "score.csv" in two and "IDs to score in one column; it has 2" in two

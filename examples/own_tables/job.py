@@ -6,7 +6,8 @@ new rows (score.csv) with the model it saved, as NVFlare's examples run their jo
 
 The model stays beside the data (<data root>/vflflare_models/<model id>/, the training run's own ID); the
 predictions land in <data root>/vflflare_predictions/predictions_<model id>.csv, in the row order of the
-coordinator's server/score.csv (the IDs it asks scores for), with predictions_<model id>.json beside it (which model, which rows, when).
+coordinator's server/score.csv (the IDs it asks scores for), with predictions_<model id>.json beside it (which
+model, which rows, when).
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ def main() -> None:
     labels.iloc[test].to_csv(server / "test_labels.csv", index=False)
     people.iloc[score].to_csv(server / "score.csv", index=False)  # the patients whose scores it asks for
     (server / "labels.json").write_text(json.dumps({"num_classes": 2, "id_column": "patient_id"}, indent=2))
-    print(f"wrote {out}: hospital/, lab/ (train.csv, test.csv, score.csv, schema.json), server/ (labels, score.csv: IDs)")
+    print(f"wrote {out}: hospital/, lab/ (train.csv, test.csv, score.csv, schema.json), server/ (labels, IDs to score)")
 
 
 if __name__ == "__main__":
