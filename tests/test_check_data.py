@@ -115,6 +115,20 @@ def test_score_csv_is_checked_like_train_and_test(split_root, capsys):
     assert out.splitlines()[-1] == "1 problem(s)"
 
 
+def test_the_coordinators_list_of_ids_to_score_is_checked(split_root, capsys):
+    """server/score.csv (the IDs a label party at the coordinator asks scores for) is read as a scoring job
+    reads it: counted when clean, its repeated ID named with file and line."""
+    own = split_root / "server" / "score.csv"
+    with (split_root / "server" / "test_labels.csv").open(newline="") as f:
+        ids = [row[0] for row in csv.reader(f)]
+    own.write_text("\n".join(ids) + "\n")
+    code, out = check(capsys, "--data-root", split_root)
+    assert code == 0 and f", {len(ids) - 1} IDs to score" in out, out
+    own.write_text("\n".join([*ids, ids[1]]) + "\n")
+    code, out = check(capsys, "--data-root", split_root)
+    assert code == 1 and str(own) in out and repr(ids[1]) in out and f"line {len(ids) + 1}" in out, out
+
+
 def test_score_csv_needs_the_training_columns(split_root, capsys):
     score = split_root / "site-1" / "score.csv"
     with (split_root / "site-1" / "test.csv").open(newline="") as f:

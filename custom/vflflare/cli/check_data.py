@@ -338,9 +338,12 @@ def check_site_folder(site: str, folder: Path, sites: list[str], data_root: str 
     return check
 
 
-def check_labels(owner_name: str, sites: list[str], data_root: str) -> PartyCheck:
-    """The label party's files (the coordinator's `server/` or a label-owning site), read by the job's loader."""
+def check_labels(owner_name: str, sites: list[str], data_root: str, id_normalize: list[str] = ()) -> PartyCheck:
+    """The label party's files (the coordinator's `server/` or a label-owning site), read by the job's loader;
+    the coordinator's list of IDs to score (score.csv), if any, as a scoring job reads it."""
+    from vflflare.data.columnar import table_path
     from vflflare.data.loading import DataRequest, load_label_tables
+    from vflflare.protocol.scoring import read_score_ids
 
     findings = Findings()
     check = PartyCheck(f"labels at {owner_name}", findings)
@@ -359,6 +362,12 @@ def check_labels(owner_name: str, sites: list[str], data_root: str) -> PartyChec
         "test_labels": len(tables.test_ids),
         "per_class": dict(counts),
     }
+    own = table_path(f"label party {owner_name!r}", Path(data_root) / owner_name, SCORE_FILE)
+    if owner_name == SERVER and own.is_file():
+        try:
+            check.summary["score_ids"] = len(read_score_ids(own, list(id_normalize))[0])
+        except DataError as error:
+            findings.add(("score ids", None, "score ids"), error)
     return check
 
 
@@ -438,7 +447,7 @@ def check_data(path: Path, id_normalize: list[str] = ()) -> tuple[list[PartyChec
                 "check-data", path, f"no labels: neither {SERVER}/train_labels.csv nor a site folder holding labels"
             ),
         )
-    checks += [check_labels(owner, sites, str(path)) for owner in owners]
+    checks += [check_labels(owner, sites, str(path), list(id_normalize)) for owner in owners]
     clean = [c for c in checks if c.ids]
     report = overlap(clean, list(id_normalize)) if len(clean) == len(checks) else None
     return ([root_check] if root_check.findings else []) + checks, report
@@ -465,6 +474,7 @@ def describe(checks: list[PartyCheck], report: dict[str, Any] | None) -> list[st
             lines.append(
                 f"{check.name}: ok, {s['train_labels']} train labels (per class {s['per_class']}), "
                 f"{s['test_labels']} test labels, {s['num_classes']} classes"
+                + (f", {s['score_ids']} IDs to score" if "score_ids" in s else "")
             )
     if report is not None:
         lines.append(
