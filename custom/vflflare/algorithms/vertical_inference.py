@@ -27,7 +27,6 @@ import numpy as np
 from vflflare.algorithms.plugin import Algorithm
 from vflflare.config import SERVER, JobConfig
 from vflflare.data.checks import describe_checks
-from vflflare.data.columnar import table_path
 from vflflare.protocol.alignment import LabelMatchClient, canonical_order, hash_ids, order_key
 from vflflare.protocol.model_store import LABEL_DIR, ModelStoreError, label_owner, models_dir
 from vflflare.protocol.party_setup import Stateless
@@ -190,8 +189,9 @@ class VerticalInference(Algorithm):
         forms = {s: tuple(r["id_normalize"]) for s, r in loaded.items()}
         if len(set(forms.values())) > 1:
             raise ModelStoreError(f"the sites' saved models normalise IDs differently: {forms}")
-        path = table_path(f"label party '{SERVER}'", Path(self.data_root) / SERVER, self.cfg.score_file)
-        ids, id_column = read_score_ids(path, list(next(iter(forms.values()))))
+        ids, id_column, path = read_score_ids(
+            Path(self.data_root) / SERVER, self.cfg.score_file, list(next(iter(forms.values())))
+        )
         self.tracker.info(f"label party '{SERVER}': {len(ids)} IDs to score in {path}")
         return ids, id_column, str(path)
 

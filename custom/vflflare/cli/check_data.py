@@ -341,7 +341,6 @@ def check_site_folder(site: str, folder: Path, sites: list[str], data_root: str 
 def check_labels(owner_name: str, sites: list[str], data_root: str, id_normalize: list[str] = ()) -> PartyCheck:
     """The label party's files (the coordinator's `server/` or a label-owning site), read by the job's loader;
     the coordinator's list of IDs to score (score.csv), if any, as a scoring job reads it."""
-    from vflflare.data.columnar import table_path
     from vflflare.data.loading import DataRequest, load_label_tables
     from vflflare.protocol.scoring import read_score_ids
 
@@ -362,10 +361,9 @@ def check_labels(owner_name: str, sites: list[str], data_root: str, id_normalize
         "test_labels": len(tables.test_ids),
         "per_class": dict(counts),
     }
-    own = table_path(f"label party {owner_name!r}", Path(data_root) / owner_name, SCORE_FILE)
-    if owner_name == SERVER and own.is_file():
+    if owner_name == SERVER and table_path(owner_name, Path(data_root) / SERVER, SCORE_FILE).is_file():
         try:
-            check.summary["score_ids"] = len(read_score_ids(own, list(id_normalize))[0])
+            check.summary["score_ids"] = len(read_score_ids(Path(data_root) / SERVER, SCORE_FILE, id_normalize)[0])
         except DataError as error:
             findings.add(("score ids", None, "score ids"), error)
     return check

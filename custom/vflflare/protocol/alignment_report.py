@@ -226,7 +226,7 @@ def id_variants(train_ids: Sequence[str], test_ids: Sequence[str], salt: str, ap
     full = normalizer(list(ID_NORMALIZATIONS))
     variants: dict = {"steps": steps}
     for part, ids in (("train", train_ids), ("test", test_ids)):
-        positions = [int(i) for i in might_change(ids) if full(ids[int(i)]) != ids[int(i)]]
+        positions = [i for i in map(int, might_change(ids)) if full(ids[i]) != ids[i]]
         variants[f"{part}_pos"] = np.asarray(positions, dtype=np.int64)
         variants[part] = hash_ids([full(ids[i]) for i in positions], salt)
     return variants

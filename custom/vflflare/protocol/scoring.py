@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,11 +87,12 @@ def score_ids_of(items: list[str], owner: str) -> list[str]:
     return ids
 
 
-def read_score_ids(path: Path, id_normalize: list[str]) -> tuple[list[str], str]:
-    """A label party at the coordinator: the IDs of the rows it wants scored, one column of `path` (CSV or
-    Parquet; its header names the ID column of the predictions), in their normal form under `id_normalize`
-    (the training job's, as the sites read theirs)."""
+def read_score_ids(folder: Path, score_file: str, id_normalize: Sequence[str]) -> tuple[list[str], str, Path]:
+    """A label party at the coordinator: the IDs of the rows it wants scored, one column of `folder/score_file`
+    or its Parquet twin (its header names the ID column of the predictions), in their normal form under
+    `id_normalize` (the training job's, as the sites read theirs); with the column's name and the file read."""
     owner = "label party 'server'"
+    path = table_path(owner, folder, score_file)
     table = read_table(owner, path)
     if len(table.header) != 1:
         raise DataError.at(
@@ -101,7 +102,7 @@ def read_score_ids(path: Path, id_normalize: list[str]) -> tuple[list[str], str]
             "(the sites hold the feature columns)",
         )
     normalize_table_ids(table, table.header[0], id_normalize)
-    return list(table.ids or []), table.header[0]
+    return list(table.ids or []), table.header[0], path
 
 
 def read_new_rows(site: str, path: Path, site_input: SiteInput) -> tuple[list[str], FeatureBlock, dict]:
