@@ -4,6 +4,7 @@ Parquet beside CSV for every table, and a row number where Parquet has no lines.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -19,7 +20,7 @@ from vflflare.data.errors import DataError
 from vflflare.data.loading import DataRequest, load_label_tables, load_site_tables
 from vflflare.data.preprocess import _RowMajorFill
 from vflflare.data.strings import StringColumn, pick
-from vflflare.data.table import ColumnPlan, NumberColumn, read_csv
+from vflflare.data.table import ColumnPlan, LazyNumbers, NumberColumn, read_csv
 from vflflare.protocol.inprocess import run_inprocess
 from vflflare.protocol.topology import site_folders
 from vflflare.registry import make_config
@@ -35,6 +36,7 @@ CELLS = st.one_of(
 def _columns(table):
     out = {}
     for name, values in table._columns.items():
+        values = values.read() if isinstance(values, LazyNumbers) else values
         if isinstance(values, NumberColumn):
             out[name] = (values.values.tolist() if values.bad is None else None, values.bad, values.missing)
         else:
@@ -58,9 +60,18 @@ def _same_outcome(path, plan=PLAN):
         assert json.dumps(_columns(arrow)) == json.dumps(_columns(python))  # NaN-safe, exact floats
 
 
+@pytest.fixture(params=["one reader", "spans"])
+def spans(request, monkeypatch):
+    """Arrow's path with one reader, or with every file of more than a few bytes cut into up to 3 spans."""
+    if request.param == "spans":
+        monkeypatch.setattr(columnar, "_SPAN_BYTES", 8)
+        monkeypatch.setattr(columnar, "_cores", lambda: 3)
+    return request.param
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(CELLS, CELLS), min_size=1, max_size=12))
-def test_arrow_reads_what_the_python_reader_reads(tmp_path, rows):
+def test_arrow_reads_what_the_python_reader_reads(tmp_path, spans, rows):
     lines = ["id,x,colour,y"] + [f"r{i},{a},c{i % 3},{b}" for i, (a, b) in enumerate(rows)]
     path = tmp_path / "train.csv"
     path.write_text("\n".join(lines) + "\n")
@@ -78,12 +89,42 @@ def test_arrow_reads_what_the_python_reader_reads(tmp_path, rows):
         "id,x\n1,2",  # no line break at the end
         "\ufeffid,x\r\n1,2\r\n2,5\r\n",  # a byte-order mark and CRLF line ends
         "id,x\n1,NA\n2, nan \n",  # missing cells Arrow knows and one it does not
+        'id,x\n"a,1",2\n"b\n2",3\n',  # quotes: a span could start inside a quoted line break
+        'id,x\n"a",2\n"b",3\n"c",4\n"d",5\n',  # quotes, but no line break inside them
+        "id,x\n1,2\n2,3\n3,4\n4,5\n5,6\n6,7\n7,8\n",  # cut into spans (with the fixture)
     ],
 )
-def test_edge_cases_give_the_python_readers_outcome(tmp_path, text):
+def test_edge_cases_give_the_python_readers_outcome(tmp_path, spans, text):
     path = tmp_path / "train.csv"
     path.write_text(text, newline="")
     _same_outcome(path, ColumnPlan(text=frozenset({"id"}), numbers=True))
+
+
+def test_a_large_file_is_read_in_spans_and_its_numbers_from_a_temporary_file(tmp_path, monkeypatch):
+    path = tmp_path / "train.csv"
+    path.write_text("id,x,colour\n" + "".join(f"r{i},{i * 0.5},c{i % 2}\n" for i in range(3000)))
+    monkeypatch.setattr(columnar, "_SPAN_BYTES", 10_000)
+    monkeypatch.setattr(columnar, "_cores", lambda: 4)
+    assert len(columnar._spans(path)) == 4
+    open_files = len(os.listdir("/proc/self/fd"))
+    readers = []
+    monkeypatch.setattr(columnar, "_SpanFile", lambda *a, **k: readers.append(a) or _SPAN_FILE(*a, **k))
+    table = columnar.read_table("site 'site-1'", path, "id", plan=PLAN)
+    assert [start for _, start, _ in readers] == [start for start, _ in columnar._spans(path)]
+    assert readers[0][1] == len("id,x,colour\n") and readers[-1][2] == path.stat().st_size
+    assert isinstance(table._columns["x"], LazyNumbers)  # float64 left in the temporary file until used
+    assert table.floats("x").tolist() == [i * 0.5 for i in range(3000)]
+    assert table.ids == [f"r{i}" for i in range(3000)] and list(table.lines) == list(range(2, 3002))
+    del table
+    assert len(os.listdir("/proc/self/fd")) == open_files  # the temporary file went with the table
+    path.write_text('id,x,colour\n"r0",1,c\n' + "".join(f"r{i},{i},c\n" for i in range(1, 3000)))
+    readers.clear()  # a quote: spans first, then one reader from the start of the file
+    assert columnar.read_table("site 'site-1'", path, "id", plan=PLAN).ids[0] == "r0"
+    cut = len(columnar._spans(path))
+    assert cut > 1 and len(readers) == cut + 1 and readers[-1][1:3] == (0, path.stat().st_size)
+
+
+_SPAN_FILE = columnar._SpanFile
 
 
 def test_a_clean_file_takes_arrows_path(tmp_path, monkeypatch):

@@ -4,21 +4,30 @@ Both give the `CsvTable` the Python reader (table.py) gives, so every check down
 names the same file, line and column. Parquet has no lines: its rows are numbered from 1 and messages say
 "row N" instead.
 
-CSV takes Arrow's multi-threaded reader only where it provably reads what the Python reader reads:
+CSV takes Arrow's streaming reader only where it provably reads what the Python reader reads:
 - the file is one record per line under its header (no blank line, no line break inside a quoted value),
-  so row i is on line i + 2: the physical line count is checked against the rows read;
+  so row i is on line i + 2: the line breaks read are counted and checked against the rows read;
 - a number is what Arrow's float parser accepts. Arrow accepts a subset of what Python's float() does,
   and both round correctly, so the numbers are identical. A column holding a cell Arrow rejects (a typo, a
   missing-value marker it does not know, "1_000"), or a value that is missing or not finite, is read
   again as text and parsed by `parse_numbers`, which finds the same first bad or missing cell as before;
 - anything else Arrow refuses (a row with too few fields, a bad quote, bytes that are not UTF-8) sends the
   whole file to the Python reader, whose error names the line.
+A large file is cut at line starts into one span per core, each read by its own streaming reader (one
+reader parses on one core). A quoted value could hold a line break where the file was cut, so a file with
+a quote character in its rows is read again by a single reader. The numeric columns go to a temporary
+file as they are parsed (spill.py) and are read back one at a time, as a Parquet file's are.
 """
 
 from __future__ import annotations
 
 import csv
+import io
+import os
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -29,6 +38,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from vflflare.data.errors import VALUE, DataError
+from vflflare.data.spill import SpilledColumns
 from vflflare.data.strings import StringColumn
 from vflflare.data.table import (
     MISSING_NUMBERS,
@@ -45,6 +55,7 @@ PARQUET_SUFFIX = ".parquet"
 _MAX_TEXT_RETRIES = 8  # numeric columns found to need Python's parsing one Arrow pass at a time; then Python
 _GROUP_BYTES = 8 << 20  # Parquet: numeric columns read at once (as float64): 1 at 1M rows, 16 at 62.5k
 _BLOCK_BYTES = 1 << 20  # measured at 1M x 50: 1 MiB blocks read as fast as 16 MiB ones, in half the memory
+_SPAN_BYTES = 32 << 20  # a CSV file is read in spans of at least this many bytes, one per core
 _FAILED_COLUMN = re.compile(r"In CSV column #(\d+)")
 # Arrow matches null markers exactly; these cover the common spellings of MISSING_NUMBERS. A cell it does
 # not list (" NA") fails conversion instead and its column is parsed by Python, which strips and folds case.
@@ -98,11 +109,11 @@ def _read_csv_arrow(owner: str, path: Path, plan: ColumnPlan) -> CsvTable | None
         return None
     check_header(owner, str(path), header, 1)
     kinds = _kinds(header, plan)
-    rows = _records(path) - 1  # if every record is one line: checked once read
     as_text = {name for name, kind in kinds.items() if kind == "text"}
+    spans = _spans(path)
     for _ in range(_MAX_TEXT_RETRIES):
         try:
-            columns, flagged = _stream_csv(path, header, kinds, as_text, rows)
+            read = _read_spans(path, spans, header, kinds, as_text)
         except pa.ArrowInvalid as exc:
             failed = _FAILED_COLUMN.search(str(exc))
             name = header[int(failed.group(1))] if failed and int(failed.group(1)) < len(header) else None
@@ -110,70 +121,160 @@ def _read_csv_arrow(owner: str, path: Path, plan: ColumnPlan) -> CsvTable | None
                 return None  # not a cell Python parses differently: the Python reader says what is wrong
             as_text.add(name)
             continue
+        except _QuotedSpans:  # a quoted value may hold a line break where the file was cut: one reader
+            spans = [(0, path.stat().st_size)]
+            continue
         except _LinesDiffer:  # a blank line or a line break inside a value: lines are not rows + 2
             return None
         break
     else:
         return None
+    text, flagged = read.text, read.numbers.flagged
     if flagged:  # a missing or non-finite value: Python's parsing finds and keeps its row and text
-        again, _ = _stream_csv(path, header, dict.fromkeys(flagged, "text"), set(flagged), rows)
-        columns.update(again)
-    parsed: dict[str, StringColumn | NumberColumn] = {}
-    for name, values in columns.items():
-        if kinds[name] == "text":
-            parsed[name] = StringColumn(pa.chunked_array(values, pa.string()))
-        elif isinstance(values, list):
-            parsed[name] = parse_numbers(pa.chunked_array(values, pa.string()).to_pylist())
+        text.update(_read_spans(path, spans, header, dict.fromkeys(flagged, "text"), set(flagged)).text)
+    parsed: dict[str, StringColumn | NumberColumn | LazyNumbers] = {}
+    for name, kind in kinds.items():
+        if kind == "text":
+            parsed[name] = StringColumn(text[name])
+        elif name in text:
+            parsed[name] = parse_numbers(text[name].to_pylist())
         else:
-            parsed[name] = NumberColumn(values)
-    return CsvTable(owner, str(path), header, [], range(2, rows + 2), None, parsed)
+            parsed[name] = LazyNumbers(partial(_spilled_numbers, read.numbers, name))
+    return CsvTable(owner, str(path), header, [], range(2, read.rows + 2), None, parsed)
 
 
 class _LinesDiffer(Exception):
     pass
 
 
-def _stream_csv(
-    path: Path, header: list[str], kinds: dict[str, str], as_text: set[str], rows: int
-) -> tuple[dict[str, list[pa.Array] | np.ndarray], set[str]]:
-    """The kept columns, `as_text` ones as text (Arrow arrays, a block each) and the others as float64, read a
-    block at a time into arrays of `rows` rows (small blocks: Arrow's own memory stays a few MB); and the
-    numeric columns holding a missing or non-finite value."""
-    reader = pa_csv.open_csv(
-        path,
-        read_options=pa_csv.ReadOptions(column_names=header, skip_rows=1, block_size=_BLOCK_BYTES),
-        convert_options=pa_csv.ConvertOptions(
-            column_types={name: pa.string() if name in as_text else pa.float64() for name in kinds},
-            include_columns=list(kinds),
-            null_values=_NULL_MARKERS,
-            strings_can_be_null=False,
-            quoted_strings_can_be_null=False,
-        ),
-        memory_pool=pa.system_memory_pool(),
-    )
-    columns: dict[str, list[pa.Array] | np.ndarray] = {
-        name: [] if name in as_text else np.empty(rows, dtype=np.float64) for name in kinds
-    }
-    flagged: set[str] = set()
-    start = 0
-    for batch in reader:
-        end = start + batch.num_rows
-        if end > rows:
-            raise _LinesDiffer
-        for name, values in columns.items():
-            column = batch.column(name)
-            if isinstance(values, list):
-                values.append(column)
-            elif column.null_count:
-                flagged.add(name)
-            else:
-                values[start:end] = column.to_numpy()
-        start = end
-    if start != rows:
+class _QuotedSpans(Exception):
+    pass
+
+
+@dataclass
+class _CsvRead:
+    rows: int
+    text: dict[str, pa.ChunkedArray]  # the columns read as text
+    numbers: SpilledColumns  # the others, as float64
+
+
+def _spans(path: Path) -> list[tuple[int, int]]:
+    """Byte ranges of the file read at once, one per core for a large file: Arrow's streaming reader parses
+    on one. The first starts at 0 (the header, skipped), or after the header line when the rows are cut
+    into several ranges at line starts."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        start = len(handle.readline())
+        parts = max(1, min(_cores(), (size - start) // _SPAN_BYTES))
+        if parts == 1:
+            return [(0, size)]
+        bounds = [start]
+        for k in range(1, parts):
+            handle.seek(start + (size - start) * k // parts)
+            handle.readline()
+            bounds.append(handle.tell())
+    bounds.append(size)
+    return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _read_spans(
+    path: Path, spans: list[tuple[int, int]], header: list[str], kinds: dict[str, str], as_text: set[str]
+) -> _CsvRead:
+    """The kept columns, `as_text` ones as text and the others as float64 in a temporary file, each span read
+    by its own streaming reader (1 MiB blocks: Arrow's own memory stays a few MB). Rows are lines: the line
+    breaks seen are counted, and a quote seen with several spans may hide one."""
+    numbers = SpilledColumns([name for name in kinds if name not in as_text])
+    stop = threading.Event()
+
+    def read(part: int) -> tuple[int, _SpanFile, dict[str, list[pa.Array]]]:
+        start, end = spans[part]
+        text: dict[str, list[pa.Array]] = {name: [] for name in kinds if name in as_text}
+        writer, rows = numbers.writer(part), 0
+        with _SpanFile(path, start, end, note_quotes=len(spans) > 1) as source:
+            reader = pa_csv.open_csv(
+                source,
+                read_options=pa_csv.ReadOptions(
+                    column_names=header, skip_rows=1 if start == 0 else 0, block_size=_BLOCK_BYTES
+                ),
+                convert_options=pa_csv.ConvertOptions(
+                    column_types={name: pa.string() if name in as_text else pa.float64() for name in kinds},
+                    include_columns=list(kinds),
+                    null_values=_NULL_MARKERS,
+                    strings_can_be_null=False,
+                    quoted_strings_can_be_null=False,
+                ),
+            )
+            try:
+                for batch in reader:
+                    if stop.is_set():
+                        break
+                    rows += batch.num_rows
+                    for name, arrays in text.items():
+                        arrays.append(batch.column(name))
+                    writer.add([batch.column(name).to_numpy(zero_copy_only=False) for name in numbers.names])
+            except BaseException:
+                stop.set()
+                raise
+        writer.flush()
+        return rows, source, text
+
+    with ThreadPoolExecutor(len(spans)) as pool:
+        parts = list(pool.map(read, range(len(spans))))
+    pa.default_memory_pool().release_unused()
+    if len(spans) > 1 and any(source.quoted for _, source, _ in parts):
+        raise _QuotedSpans
+    rows = sum(part_rows for part_rows, _, _ in parts)
+    lines = sum(source.breaks for _, source, _ in parts) + (spans[0][0] > 0) + _unbroken_last_line(path)
+    if rows != lines - 1:
         raise _LinesDiffer
-    flagged |= {name for name, values in columns.items() if name not in flagged and not isinstance(values, list)
-                and not np.isfinite(values).all()}  # fmt: skip
-    return columns, flagged
+    text = {name: pa.chunked_array([a for _, _, t in parts for a in t[name]], pa.string()) for name in parts[0][2]}
+    return _CsvRead(rows, text, numbers)
+
+
+class _SpanFile(io.RawIOBase):
+    """Bytes [start, end) of a file, as Arrow asks for them, counting line breaks (and noting quotes)."""
+
+    def __init__(self, path: Path, start: int, end: int, note_quotes: bool) -> None:
+        self._handle = open(path, "rb", buffering=0)  # noqa: SIM115 (closed by close())
+        self._position, self._start, self._end = start, start, end
+        self._note_quotes = note_quotes
+        self.breaks, self.quoted = 0, False
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position - self._start
+
+    def read(self, size: int = -1) -> bytes:
+        left = self._end - self._position
+        data = os.pread(self._handle.fileno(), left if size < 0 else min(size, left), self._position)
+        self._position += len(data)
+        view = np.frombuffer(data, dtype=np.uint8)
+        self.breaks += int(np.count_nonzero(view == ord("\n")))
+        self.quoted = self.quoted or (self._note_quotes and bool((view == ord('"')).any()))
+        return data
+
+    def close(self) -> None:
+        self._handle.close()
+        super().close()
+
+
+def _unbroken_last_line(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() == 0:
+            return False
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) != b"\n"
+
+
+def _spilled_numbers(numbers: SpilledColumns, name: str) -> NumberColumn:
+    return NumberColumn(numbers.column(name))
 
 
 def _first_line_fields(path: Path) -> list[str] | None:
@@ -183,16 +284,6 @@ def _first_line_fields(path: Path) -> list[str] | None:
     except UnicodeDecodeError:
         return None
     return next(csv.reader([line]), None) if line.strip() else None
-
-
-def _records(path: Path) -> int:
-    """Physical lines of the file (a last line without a line break counts), on its bytes."""
-    breaks, last = 0, b"\n"
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            breaks += block.count(b"\n")
-            last = block[-1:]
-    return breaks + (last != b"\n")
 
 
 # ------------------------------------------------------------------------------------------ Parquet

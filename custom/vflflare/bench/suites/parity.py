@@ -239,6 +239,7 @@ PAIRS = {
     "parity/issue41_s6": "issue41_s6_parity",  # background imports, no pandas, the coordinator's deferred imports
     "parity/issue41_s7": "issue41_s7_parity",  # IDs and categories held in Arrow (data/strings.py)
     "parity/issue41_s8": "issue41_s8_parity",  # sites save their models on the coordinator's last request
+    "parity/issue41_s9": "issue41_s9_parity",  # a CSV file parsed in spans, its numbers held in a temporary file
 }
 for _name, _folder in PAIRS.items():
     register(_name, lambda f=_folder: compare(COMMITTED / f / "before.jsonl", COMMITTED / f / "after.jsonl")[0])
