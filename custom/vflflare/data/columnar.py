@@ -236,28 +236,34 @@ def _read_spans(
 
 
 class _SpanFile(io.RawIOBase):
-    """Bytes [start, end) of a file, as Arrow asks for them, counting line breaks (and noting quotes)."""
+    """Bytes [start, end) of a file, as Arrow asks for them, counting line breaks (and noting quotes). Each
+    block is read into a buffer of Arrow's own pool: blocks are freed by other threads than the one that
+    read them, and glibc's per-thread heaps kept about 80 MB of such blocks after a 1M-row load."""
 
     def __init__(self, path: Path, start: int, end: int, note_quotes: bool) -> None:
         self._handle = open(path, "rb", buffering=0)  # noqa: SIM115 (closed by close())
-        self._position, self._start, self._end = start, start, end
+        self._handle.seek(start)
+        self._left = end - start
         self._note_quotes = note_quotes
+        self._matches = np.empty(0, dtype=bool)
         self.breaks, self.quoted = 0, False
 
     def readable(self) -> bool:
         return True
 
-    def tell(self) -> int:
-        return self._position - self._start
-
-    def read(self, size: int = -1) -> bytes:
-        left = self._end - self._position
-        data = os.pread(self._handle.fileno(), left if size < 0 else min(size, left), self._position)
-        self._position += len(data)
-        view = np.frombuffer(data, dtype=np.uint8)
-        self.breaks += int(np.count_nonzero(view == ord("\n")))
-        self.quoted = self.quoted or (self._note_quotes and bool((view == ord('"')).any()))
-        return data
+    def read(self, size: int = -1) -> pa.Buffer:
+        size = self._left if size < 0 else min(size, self._left)
+        block = pa.allocate_buffer(size)
+        got = self._handle.readinto(memoryview(block)) or 0
+        self._left -= got
+        view = np.frombuffer(block, dtype=np.uint8, count=got)
+        if len(self._matches) < got:
+            self._matches = np.empty(got, dtype=bool)
+        matches = self._matches[:got]
+        self.breaks += int(np.count_nonzero(np.equal(view, ord("\n"), out=matches)))
+        if self._note_quotes and not self.quoted:
+            self.quoted = bool(np.equal(view, ord('"'), out=matches).any())
+        return block if got == size else block.slice(0, got)
 
     def close(self) -> None:
         self._handle.close()

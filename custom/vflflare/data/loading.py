@@ -13,6 +13,7 @@ import io
 import json
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -109,18 +110,21 @@ def load_site_tables(site: str, request: DataRequest) -> SiteTables:
     owner = site_owner(site)
     id_normalize = request.id_normalize
     schema, read = _site_reader(owner, site, request)
-    # The train table is preprocessed before the test table is read, so the float64 columns of the two
-    # never coexist: on a large table they are most of a site's memory. The checks are those of a
-    # joint read; only when both files are bad does the train file's error now come first.
+    # The test table is read while the train table is preprocessed (numpy on one core, the reader on the
+    # others). Neither holds its float64 columns in memory: a Parquet file and a CSV file's temporary file
+    # (data/spill.py) give them a column at a time. The checks are those of a joint read; only when both
+    # files are bad does the train file's error now come first.
     train_csv = read(TRAIN_FILE)
-    normalize_table_ids(train_csv, schema.id_column, id_normalize)
-    train = parse_features(train_csv, schema)
-    transform = schema.numeric_transform or request.numeric_transform
-    preprocessor = Preprocessor.fit(train, numeric_transform=transform, missing=schema.missing)
-    missing = RowChecks(train, {}, {})  # the training rows' missing cells, counted as the columns are scaled
-    train_block = preprocessor.transform(train, release=True, inspect=missing.column)  # float64 columns freed
-    train_missing = missing.missing
-    test_csv = read(TEST_FILE)
+    with ThreadPoolExecutor(1) as reader:
+        test_read = reader.submit(read, TEST_FILE)
+        normalize_table_ids(train_csv, schema.id_column, id_normalize)
+        train = parse_features(train_csv, schema)
+        transform = schema.numeric_transform or request.numeric_transform
+        preprocessor = Preprocessor.fit(train, numeric_transform=transform, missing=schema.missing)
+        missing = RowChecks(train, {}, {})  # the training rows' missing cells, counted as the columns are scaled
+        train_block = preprocessor.transform(train, release=True, inspect=missing.column)  # float64 freed
+        train_missing = missing.missing
+        test_csv = test_read.result()
     normalize_table_ids(test_csv, schema.id_column, id_normalize)
     check_same_columns(train_csv, test_csv)
     test = parse_features(test_csv, schema)

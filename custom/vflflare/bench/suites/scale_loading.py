@@ -106,6 +106,15 @@ def _child(data_root: str, site: str, code: str | None) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _code_label(code: str | None) -> str:
+    """'this' for this tree; another tree's commit where it is a git checkout (a worktree), else 'before'
+    (an archive: the code before issue 41)."""
+    if not code:
+        return "this"
+    done = subprocess.run(["git", "-C", code, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else "before"
+
+
 def parquet_copy(csv_root: Path) -> Path:
     """The split at `csv_root` with every table as Parquet (IDs as text, other columns as Arrow infers
     them from the CSV: numbers as float64, integer labels as int64), written once beside it."""
@@ -143,7 +152,7 @@ def run(spec: Suite, out: Path, data_dir: Path) -> None:
                 "method": method,
                 "repeat": repeat,
                 "data_root": str(csv_root),
-                "code": "before" if settings["code"] else "this",
+                "code": _code_label(settings["code"]),
                 **result,
                 "env": environment_record(),
             }
@@ -166,7 +175,7 @@ def tables(records: list[dict]) -> str:
     for (code, commit, method), rs in sorted(groups.items(), key=lambda item: item[0][0] != "before"):
         wall, ratio = (statistics.median(r[key] for r in rs) for key in ("wall_s", "ratio"))
         cpu, peak = (statistics.median(r[key] for r in rs) for key in ("cpu_s", "peak_over_mb"))
-        who = "before issue 41" if code == "before" else f"`{commit}`"
+        who = {"before": "before issue 41", "this": f"`{commit}`"}.get(code, f"`{code}`")
         lines.append(
             f"| {who} | {method} | {rs[0]['rows']:,} x {rs[0]['inputs']} | {len(rs)} | "
             f"{wall:.2f} {'met' if wall <= GOAL_S else 'not met'} | {cpu:.2f} | {peak:.0f} (float32 "
