@@ -52,10 +52,11 @@ class SpilledColumns:
         return values
 
     def _write(self, part: int, sequence: int, block: np.ndarray) -> None:
+        flagged = {self.names[j] for j in np.flatnonzero(~np.isfinite(block).all(axis=1))}  # outside the lock
         with self._lock:
             offset, self._end = self._end, self._end + block.nbytes
             self._segments.append((part, sequence, offset, block.shape[1]))
-            self.flagged |= {self.names[j] for j in np.flatnonzero(~np.isfinite(block).all(axis=1))}
+            self.flagged |= flagged
         if os.pwrite(self._file.fileno(), block, offset) != block.nbytes:
             raise OSError(f"no room for a table's numeric columns in the temporary directory {tempfile.gettempdir()}")
 
